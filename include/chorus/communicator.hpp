@@ -1,0 +1,85 @@
+// The communicator: a group of ranks and the collectives they run together.
+#pragma once
+
+#include <chorus/error.hpp>
+#include <chorus/options.hpp>
+#include <chorus/store.hpp>
+#include <chorus/types.hpp>
+#include <chorus/work.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace chorus {
+
+// Every rank must issue the same collectives in the same order. Each call returns at once with a
+// Work; the operation runs on the communicator's worker thread. A failure (lost peer, timeout,
+// mismatched calls) aborts the communicator: the failing and every later operation throw.
+class Communicator {
+ public:
+  // Connects to every other rank through the store. Throws Error on failure or timeout.
+  static std::unique_ptr<Communicator> create(std::shared_ptr<Store> store, int rank, int size,
+                                              Options options = Options::fromEnv());
+  static std::unique_ptr<Communicator> create(const std::string& storeUrl, int rank, int size,
+                                              Options options = Options::fromEnv());
+  // Rank, size and store from CHORUS_RANK/CHORUS_WORLD_SIZE/CHORUS_STORE or from the variables
+  // set by mpirun (Open MPI, MPICH) and srun (Slurm).
+  static std::unique_ptr<Communicator> fromEnv();
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  const Options& options() const;
+
+  template <class T>
+  Work allReduce(std::span<T> inout, ReduceOp op = ReduceOp::kSum) {
+    return allReduce(inout.data(), inout.data(), inout.size(), dataTypeOf<T>, op);
+  }
+  template <class T>
+  Work allReduce(std::span<const T> in, std::span<T> out, ReduceOp op = ReduceOp::kSum) {
+    checkSizes("allreduce", in.size(), out.size());
+    return allReduce(in.data(), out.data(), in.size(), dataTypeOf<T>, op);
+  }
+  // in holds size() * out.size() elements; this rank receives block rank() of the reduction.
+  template <class T>
+  Work reduceScatter(std::span<const T> in, std::span<T> out, ReduceOp op = ReduceOp::kSum) {
+    checkSizes("reduce_scatter", in.size(), out.size() * static_cast<size_t>(size()));
+    return reduceScatter(in.data(), out.data(), out.size(), dataTypeOf<T>, op);
+  }
+  // out holds size() * in.size() elements; block r comes from rank r.
+  template <class T>
+  Work allGather(std::span<const T> in, std::span<T> out) {
+    checkSizes("all_gather", in.size() * static_cast<size_t>(size()), out.size());
+    return allGather(in.data(), out.data(), in.size(), dataTypeOf<T>);
+  }
+  template <class T>
+  Work broadcast(std::span<T> buf, int root) {
+    return broadcast(buf.data(), buf.size(), dataTypeOf<T>, root);
+  }
+  Work barrier();
+
+  // Untyped forms, with the argument rules of the C API.
+  Work allReduce(const void* in, void* out, size_t count, DataType type, ReduceOp op);
+  Work reduceScatter(const void* in, void* out, size_t recvCount, DataType type, ReduceOp op);
+  Work allGather(const void* in, void* out, size_t sendCount, DataType type);
+  Work broadcast(void* buf, size_t count, DataType type, int root);
+
+  // Fails all pending operations with kAborted and closes every connection. Never blocks long.
+  void abort();
+  // The error that aborted this communicator, or nullptr.
+  std::exception_ptr abortCause() const;
+
+  struct Impl;
+
+ private:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  static void checkSizes(const char* op, size_t expected, size_t got);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace chorus

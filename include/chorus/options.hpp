@@ -1,0 +1,30 @@
+// Communicator settings. Options::fromEnv() reads the CHORUS_* variables (docs/config.md).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace chorus {
+
+struct Options {
+  // CHORUS_TIMEOUT (seconds, default 300): the longest any rank waits for one step of a
+  // collective (a message from a peer, a store key, a connection) before failing.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  // CHORUS_IFNAME: interface whose IPv4 address this rank listens on. Empty: the address that
+  // routes to the store host (loopback when the store is local).
+  std::string ifname;
+  // CHORUS_ALGO: "auto" (default), "ring" or "rd" (recursive doubling) for all-reduce.
+  std::string algorithm{"auto"};
+  // CHORUS_SEGMENT_BYTES (default 512 KiB): pipelining unit of the ring algorithms.
+  size_t segmentBytes{512 * 1024};
+  // CHORUS_SMALL_BYTES (default 32 KiB): all-reduce at or below this size uses recursive doubling.
+  size_t smallBytes{32 * 1024};
+  // CHORUS_SOCKET_BUFFER (bytes, default 4 MiB): SO_SNDBUF/SO_RCVBUF of data connections.
+  int socketBufferBytes{4 * 1024 * 1024};
+
+  // Defaults overridden by the CHORUS_* variables that are set; throws Error on a malformed value.
+  static Options fromEnv();
+};
+
+}  // namespace chorus

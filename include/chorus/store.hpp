@@ -1,0 +1,55 @@
+// Key-value rendezvous used to bootstrap communicators.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace chorus {
+
+// Every blocking call takes a timeout and throws Error(kTimeout) when it passes.
+class Store {
+ public:
+  using Bytes = std::vector<uint8_t>;
+  virtual ~Store() = default;
+  virtual void set(const std::string& key, const Bytes& value) = 0;
+  // Waits until the key exists, then returns its value.
+  virtual Bytes get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  // Adds delta to the integer stored at key (0 when absent) and returns the new value.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // True when every key exists.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Waits until every key exists.
+  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+};
+
+// In-process store, for ranks that are threads of one process.
+std::shared_ptr<Store> makeHashStore();
+// Store on a shared filesystem: one file per key under dir.
+std::shared_ptr<Store> makeFileStore(const std::string& dir);
+// Client of a TCP store server.
+std::shared_ptr<Store> makeTcpStore(const std::string& host, int port,
+                                    std::chrono::milliseconds timeout);
+// Prefixes every key with prefix + "/".
+std::shared_ptr<Store> makePrefixStore(const std::string& prefix, std::shared_ptr<Store> inner);
+// "tcp://host:port" or "file:///path".
+std::shared_ptr<Store> openStore(const std::string& url, std::chrono::milliseconds timeout);
+
+// A TCP store server running on its own thread until destroyed.
+class TcpStoreServer {
+ public:
+  // port 0 picks a free port. Throws Error(kSystem) when the address cannot be bound.
+  TcpStoreServer(const std::string& host, int port);
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+  int port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,34 @@
+// Completion handle of one collective.
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <memory>
+
+namespace chorus {
+
+namespace detail {
+struct WorkState;
+}
+
+// Returned by every collective. Operations of one communicator complete in issue order. The
+// buffers passed to a collective must stay alive and untouched until it completes.
+class Work {
+ public:
+  Work() = default;
+  explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+
+  // Blocks until the operation completes; throws chorus::Error if it failed.
+  void wait() const;
+  // Waits at most timeout. Returns false if the operation is still running; throws if it failed.
+  bool wait(std::chrono::milliseconds timeout) const;
+  // True once the operation finished, successfully or not. Never blocks.
+  bool isCompleted() const;
+  // The failure, or nullptr while running or after success.
+  std::exception_ptr exception() const;
+
+ private:
+  std::shared_ptr<detail::WorkState> state_;
+};
+
+}  // namespace chorus
