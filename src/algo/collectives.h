@@ -1,0 +1,21 @@
+// Entry points: one function per algorithm, and run() which executes an Args on a Group.
+#pragma once
+
+#include "algo/group.h"
+
+#include <chorus/options.hpp>
+
+namespace chorus::algo {
+
+// Picks the algorithm for a call. Pure: the same inputs give the same choice on every rank.
+AlgorithmId selectAlgorithm(CollectiveKind kind, size_t bytes, int size, const Options& options);
+
+// Executes one collective (blocking, on the calling thread). Throws chorus::Error.
+void run(const Group& g, const Args& args);
+
+void recursiveDoublingAllReduce(const Group& g, const void* in, void* out, size_t count,
+                                DataType dtype, ReduceOp op);
+void chainBroadcast(const Group& g, void* buf, size_t bytes, int root);
+void disseminationBarrier(const Group& g);
+
+}  // namespace chorus::algo

@@ -1,0 +1,69 @@
+// What an algorithm sees: its rank, the group size, the transport, scratch memory and deadlines.
+#pragma once
+
+#include "algo/op_desc.h"
+#include "transport/transport.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace chorus::algo {
+
+// Memory reused from call to call: a fresh large buffer per call costs a page fault per 4 KiB.
+class Scratch {
+ public:
+  uint8_t* bytes(size_t n) {
+    if (n > capacity_) {
+      buffer_.reset(new uint8_t[n]);  // uninitialised on purpose
+      capacity_ = n;
+    }
+    return buffer_.get();
+  }
+  uint8_t* second(size_t n) {
+    if (n > capacity2_) {
+      buffer2_.reset(new uint8_t[n]);
+      capacity2_ = n;
+    }
+    return buffer2_.get();
+  }
+  // Request arrays: resized only between collectives, so pending requests never move.
+  std::vector<transport::Request>& sends(size_t n) { return sized(sends_, n); }
+  std::vector<transport::Request>& recvs(size_t n) { return sized(recvs_, n); }
+
+ private:
+  static std::vector<transport::Request>& sized(std::vector<transport::Request>& v, size_t n) {
+    v.assign(n, transport::Request{});
+    return v;
+  }
+  std::unique_ptr<uint8_t[]> buffer_;
+  size_t capacity_ = 0;
+  std::unique_ptr<uint8_t[]> buffer2_;
+  size_t capacity2_ = 0;
+  std::vector<transport::Request> sends_;
+  std::vector<transport::Request> recvs_;
+};
+
+struct Group {
+  int rank = 0;
+  int size = 1;
+  transport::Transport* tx = nullptr;
+  Scratch* scratch = nullptr;
+  std::chrono::milliseconds timeout{300000};
+  size_t segmentBytes = 512 * 1024;
+
+  // Each wait gets the full timeout: it bounds how long one step may stall, not a whole call.
+  void wait(transport::Request& r) const {
+    if (r.state == transport::Request::State::kPending) tx->wait(r, Deadline::after(timeout));
+  }
+};
+
+// One collective call at byte level. in/out follow the C API's rules for desc.kind.
+struct Args {
+  OpDesc desc;
+  const void* in = nullptr;
+  void* out = nullptr;
+};
+
+}  // namespace chorus::algo

@@ -1,0 +1,120 @@
+#include "algo/collectives.h"
+#include "algo/ring.h"
+#include "algo/ring_pattern.h"
+#include "reduce/reduce.h"
+
+#include <chorus/error.hpp>
+
+#include <cstring>
+
+namespace chorus::algo {
+
+AlgorithmId selectAlgorithm(CollectiveKind kind, size_t bytes, int size, const Options& options) {
+  if (size == 1) return AlgorithmId::kNone;
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      if (options.algorithm == "ring") return AlgorithmId::kRing;
+      if (options.algorithm == "rd") return AlgorithmId::kRecursiveDoubling;
+      return bytes <= options.smallBytes ? AlgorithmId::kRecursiveDoubling : AlgorithmId::kRing;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllGather:
+      return AlgorithmId::kRing;
+    case CollectiveKind::kBroadcast:
+      return AlgorithmId::kChain;
+    case CollectiveKind::kBarrier:
+      return AlgorithmId::kDissemination;
+  }
+  return AlgorithmId::kNone;
+}
+
+namespace {
+
+void copyIfApart(void* dst, const void* src, size_t bytes) {
+  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+}
+
+void allReduce(const Group& g, const Args& a) {
+  const OpDesc& d = a.desc;
+  const size_t bytes = d.count * sizeOf(d.dtype);
+  if (d.algo == AlgorithmId::kNone) {  // a group of one
+    copyIfApart(a.out, a.in, bytes);
+    return;  // avg over one rank is the identity
+  }
+  if (d.algo == AlgorithmId::kRecursiveDoubling) {
+    recursiveDoublingAllReduce(g, a.in, a.out, d.count, d.dtype, d.op);
+    return;
+  }
+  RingSpec s;
+  s.in = static_cast<const uint8_t*>(a.in);
+  s.acc = static_cast<uint8_t*>(a.out);
+  s.own = s.acc + balancedBlock(d.count, g.size, g.rank).offset * sizeOf(d.dtype);
+  s.totalCount = d.count;
+  s.dtype = d.dtype;
+  s.op = d.op;
+  ringRun(g, s);
+}
+
+void reduceScatter(const Group& g, const Args& a) {
+  const OpDesc& d = a.desc;
+  const size_t blockBytes = d.count * sizeOf(d.dtype);
+  const auto* in = static_cast<const uint8_t*>(a.in);
+  if (d.algo == AlgorithmId::kNone) {
+    copyIfApart(a.out, in, blockBytes);
+    return;
+  }
+  RingSpec s;
+  s.in = in;
+  // Partial sums of the other blocks go to scratch: the user's output holds one block only.
+  s.acc = g.scratch->bytes(blockBytes * static_cast<size_t>(g.size));
+  s.own = static_cast<uint8_t*>(a.out);
+  s.blockCount = d.count;
+  s.totalCount = d.count * static_cast<size_t>(g.size);
+  s.dtype = d.dtype;
+  s.op = d.op;
+  s.gather = false;
+  ringRun(g, s);
+}
+
+void allGather(const Group& g, const Args& a) {
+  const OpDesc& d = a.desc;
+  const size_t blockBytes = d.count * sizeOf(d.dtype);
+  auto* out = static_cast<uint8_t*>(a.out);
+  uint8_t* own = out + blockBytes * static_cast<size_t>(g.rank);
+  copyIfApart(own, a.in, blockBytes);
+  if (d.algo == AlgorithmId::kNone) return;
+  RingSpec s;
+  s.acc = out;
+  s.own = own;
+  s.blockCount = d.count;
+  s.totalCount = d.count * static_cast<size_t>(g.size);
+  s.dtype = d.dtype;
+  s.reduce = false;
+  ringRun(g, s);
+}
+
+}  // namespace
+
+void run(const Group& g, const Args& a) {
+  const OpDesc& d = a.desc;
+  if (d.kind == CollectiveKind::kBarrier) {
+    if (g.size > 1) disseminationBarrier(g);
+    return;
+  }
+  if (d.count == 0) return;
+  switch (d.kind) {
+    case CollectiveKind::kAllReduce:
+      return allReduce(g, a);
+    case CollectiveKind::kReduceScatter:
+      return reduceScatter(g, a);
+    case CollectiveKind::kAllGather:
+      return allGather(g, a);
+    case CollectiveKind::kBroadcast:
+      if (g.size > 1) chainBroadcast(g, a.out, d.count * sizeOf(d.dtype), d.root);
+      return;
+    case CollectiveKind::kBarrier:
+      return;
+  }
+  throw Error(ErrorCode::kInternal, "unknown collective");
+}
+
+}  // namespace chorus::algo

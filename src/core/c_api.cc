@@ -1,0 +1,195 @@
+// The C API: a thin layer over Communicator that turns exceptions into status codes.
+#include <chorus/chorus.h>
+#include <chorus/chorus.hpp>
+
+#include <string>
+
+struct chorus_comm {
+  std::unique_ptr<chorus::Communicator> comm;
+  std::string lastError;
+};
+
+struct chorus_request {
+  chorus_comm* comm;
+  chorus::Work work;
+};
+
+namespace {
+
+// Failures of chorus_init* have no communicator to hold their message.
+thread_local std::string initError;
+
+chorus_status toStatus(chorus::ErrorCode c) { return static_cast<chorus_status>(c); }
+
+template <class F>
+chorus_status guarded(chorus_comm* c, F&& f) {
+  if (c == nullptr) return CHORUS_ERR_INVALID_ARGUMENT;
+  try {
+    f();
+    return CHORUS_OK;
+  } catch (const chorus::Error& e) {
+    c->lastError = e.what();
+    return toStatus(e.code());
+  } catch (const std::bad_alloc&) {
+    c->lastError = "out of memory";
+    return CHORUS_ERR_SYSTEM;
+  } catch (const std::exception& e) {
+    c->lastError = e.what();
+    return CHORUS_ERR_INTERNAL;
+  }
+}
+
+template <class Make>
+chorus_status initWith(chorus_comm** out, Make&& make) {
+  if (out == nullptr) {
+    initError = "chorus_init: comm pointer is null";
+    return CHORUS_ERR_INVALID_ARGUMENT;
+  }
+  *out = nullptr;
+  try {
+    auto c = std::make_unique<chorus_comm>();
+    c->comm = make();
+    *out = c.release();
+    return CHORUS_OK;
+  } catch (const chorus::Error& e) {
+    initError = e.what();
+    return toStatus(e.code());
+  } catch (const std::exception& e) {
+    initError = e.what();
+    return CHORUS_ERR_INTERNAL;
+  }
+}
+
+chorus::DataType dt(chorus_dtype t) { return static_cast<chorus::DataType>(t); }
+chorus::ReduceOp rop(chorus_op o) { return static_cast<chorus::ReduceOp>(o); }
+
+template <class Issue>
+chorus_status startRequest(chorus_comm* c, chorus_request** req, Issue&& issue) {
+  if (req == nullptr) {
+    if (c) c->lastError = "request pointer is null";
+    return CHORUS_ERR_INVALID_ARGUMENT;
+  }
+  *req = nullptr;
+  return guarded(c, [&] { *req = new chorus_request{c, issue()}; });
+}
+
+}  // namespace
+
+extern "C" {
+
+chorus_status chorus_init_from_env(chorus_comm** comm) {
+  return initWith(comm, [] { return chorus::Communicator::fromEnv(); });
+}
+
+chorus_status chorus_init(const char* store_url, int rank, int world_size, chorus_comm** comm) {
+  return initWith(comm, [&] {
+    if (store_url == nullptr) {
+      throw chorus::Error(chorus::ErrorCode::kInvalidArgument, "chorus_init: store_url is null");
+    }
+    return chorus::Communicator::create(store_url, rank, world_size);
+  });
+}
+
+chorus_status chorus_destroy(chorus_comm* comm) {
+  delete comm;
+  return CHORUS_OK;
+}
+
+int chorus_rank(const chorus_comm* comm) { return comm ? comm->comm->rank() : -1; }
+int chorus_world_size(const chorus_comm* comm) { return comm ? comm->comm->size() : -1; }
+
+chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                               chorus_dtype dtype, chorus_op op) {
+  return guarded(comm, [&] {
+    comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op)).wait();
+  });
+}
+
+chorus_status chorus_reduce_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                    size_t recvcount, chorus_dtype dtype, chorus_op op) {
+  return guarded(comm, [&] {
+    comm->comm->reduceScatter(sendbuf, recvbuf, recvcount, dt(dtype), rop(op)).wait();
+  });
+}
+
+chorus_status chorus_all_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                size_t sendcount, chorus_dtype dtype) {
+  return guarded(comm,
+                 [&] { comm->comm->allGather(sendbuf, recvbuf, sendcount, dt(dtype)).wait(); });
+}
+
+chorus_status chorus_broadcast(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
+                               int root) {
+  return guarded(comm, [&] { comm->comm->broadcast(buf, count, dt(dtype), root).wait(); });
+}
+
+chorus_status chorus_barrier(chorus_comm* comm) {
+  return guarded(comm, [&] { comm->comm->barrier().wait(); });
+}
+
+chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_dtype dtype, chorus_op op, chorus_request** request) {
+  return startRequest(comm, request, [&] {
+    return comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op));
+  });
+}
+
+chorus_status chorus_ireduce_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                     size_t recvcount, chorus_dtype dtype, chorus_op op,
+                                     chorus_request** request) {
+  return startRequest(comm, request, [&] {
+    return comm->comm->reduceScatter(sendbuf, recvbuf, recvcount, dt(dtype), rop(op));
+  });
+}
+
+chorus_status chorus_iall_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                 size_t sendcount, chorus_dtype dtype, chorus_request** request) {
+  return startRequest(
+      comm, request, [&] { return comm->comm->allGather(sendbuf, recvbuf, sendcount, dt(dtype)); });
+}
+
+chorus_status chorus_ibroadcast(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
+                                int root, chorus_request** request) {
+  return startRequest(comm, request,
+                      [&] { return comm->comm->broadcast(buf, count, dt(dtype), root); });
+}
+
+chorus_status chorus_wait(chorus_request* request) {
+  if (request == nullptr) return CHORUS_ERR_INVALID_ARGUMENT;
+  std::unique_ptr<chorus_request> owned(request);
+  return guarded(owned->comm, [&] { owned->work.wait(); });
+}
+
+chorus_status chorus_test(chorus_request* request, int* done) {
+  if (request == nullptr || done == nullptr) return CHORUS_ERR_INVALID_ARGUMENT;
+  *done = request->work.isCompleted() ? 1 : 0;
+  return CHORUS_OK;
+}
+
+const char* chorus_last_error(const chorus_comm* comm) {
+  return comm ? comm->lastError.c_str() : initError.c_str();
+}
+
+const char* chorus_status_string(chorus_status status) {
+  switch (status) {
+    case CHORUS_OK:
+      return "CHORUS_OK";
+    case CHORUS_ERR_INVALID_ARGUMENT:
+      return "CHORUS_ERR_INVALID_ARGUMENT";
+    case CHORUS_ERR_TIMEOUT:
+      return "CHORUS_ERR_TIMEOUT";
+    case CHORUS_ERR_PEER_FAILURE:
+      return "CHORUS_ERR_PEER_FAILURE";
+    case CHORUS_ERR_MISMATCH:
+      return "CHORUS_ERR_MISMATCH";
+    case CHORUS_ERR_ABORTED:
+      return "CHORUS_ERR_ABORTED";
+    case CHORUS_ERR_SYSTEM:
+      return "CHORUS_ERR_SYSTEM";
+    case CHORUS_ERR_INTERNAL:
+      return "CHORUS_ERR_INTERNAL";
+  }
+  return "CHORUS_ERR_UNKNOWN";
+}
+
+}  // extern "C"

@@ -1,0 +1,258 @@
+#include "core/communicator_impl.h"
+
+#include "core/launch_env.h"
+#include "core/validate.h"
+#include "transport/tcp/mesh.h"
+
+#include <chorus/error.hpp>
+
+#include <map>
+
+namespace chorus {
+
+Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::Transport> tx)
+    : options(std::move(opts)), rank(r), size(n), tx_(std::move(tx)) {
+  group_.rank = rank;
+  group_.size = size;
+  group_.tx = tx_.get();
+  group_.scratch = &scratch_;
+  group_.timeout = options.timeout;
+  group_.segmentBytes = options.segmentBytes;
+  worker_ = std::thread([this] { workerLoop(); });
+}
+
+Communicator::Impl::~Impl() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    // Work still queued at destruction cannot finish: abort it rather than wait for peers.
+    if (!queue_.empty()) abortRequested_ = true;
+  }
+  if (abortRequested_ && tx_) tx_->interrupt();
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  if (tx_) tx_->close();
+}
+
+Work Communicator::Impl::issue(algo::OpDesc desc, const void* in, void* out) {
+  validateCall(desc, in, out, rank, size);
+  desc.algo = algo::selectAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype), size, options);
+  auto state = std::make_shared<detail::WorkState>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    desc.seq = nextSeq_++;
+    if (abortCause_ || abortRequested_) {
+      state->done = true;
+      state->error = abortedError(desc);
+      return Work(state);
+    }
+    queue_.push_back(Task{algo::Args{desc, in, out}, state});
+  }
+  cv_.notify_one();
+  return Work(state);
+}
+
+std::exception_ptr Communicator::Impl::abortedError(const algo::OpDesc& d) const {
+  std::string why = "aborted by the application";
+  if (abortCause_) {
+    try {
+      std::rethrow_exception(abortCause_);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+  }
+  return std::make_exception_ptr(
+      Error(ErrorCode::kAborted, d.name() + " (rank " + std::to_string(rank) +
+                                     "): communicator was aborted earlier: " + why));
+}
+
+void Communicator::Impl::requestAbort() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    abortRequested_ = true;
+  }
+  if (tx_) tx_->interrupt();
+  cv_.notify_all();
+}
+
+std::exception_ptr Communicator::Impl::cause() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return abortCause_;
+}
+
+void Communicator::Impl::workerLoop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || (abortRequested_ && !abortCause_); });
+      if (abortRequested_ && !abortCause_ && queue_.empty()) {
+        lock.unlock();
+        abortWith(Error(ErrorCode::kAborted, "aborted by the application"));
+        continue;
+      }
+      if (queue_.empty()) return;  // stop_ and nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      if (abortCause_) {
+        task.state->finish(abortedError(task.args.desc));
+        continue;
+      }
+    }
+    execute(task);
+  }
+}
+
+void Communicator::Impl::execute(Task& task) {
+  const algo::OpDesc& d = task.args.desc;
+  try {
+    if (tx_) tx_->beginOp(d);
+    algo::run(group_, task.args);
+    task.state->finish(nullptr);
+    return;
+  } catch (const Error& e) {
+    Error err(e.code(), d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
+    abortWith(err);
+    task.state->finish(std::make_exception_ptr(err));
+  } catch (const std::exception& e) {
+    Error err(ErrorCode::kInternal, d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
+    abortWith(err);
+    task.state->finish(std::make_exception_ptr(err));
+  }
+}
+
+void Communicator::Impl::abortWith(const Error& cause) {
+  if (tx_) tx_->abort(cause);
+  std::deque<Task> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!abortCause_) abortCause_ = std::make_exception_ptr(cause);
+    failed.swap(queue_);
+    for (auto& t : failed) t.state->finish(abortedError(t.args.desc));
+  }
+}
+
+// ---- Communicator ----
+
+namespace {
+
+struct StoreTarget {
+  std::shared_ptr<Store> store;
+  std::string routeHost;
+};
+
+// Rank 0 hosts the TCP store itself when nothing listens at the URL's address yet (runs under
+// mpirun or srun need no separate server). Servers live as long as the process.
+void maybeHostStore(const std::string& host, int port) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<TcpStoreServer>> servers;
+  std::lock_guard<std::mutex> lock(mu);
+  std::string key = host + ":" + std::to_string(port);
+  if (servers.count(key)) return;
+  try {
+    servers[key] = std::make_unique<TcpStoreServer>(host, port);
+  } catch (const Error&) {
+    // Already served (by chorus-run, chorus-store or another communicator), or not our address.
+  }
+}
+
+std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const std::string& route,
+                                            int rank, int size, Options options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(rank) +
+                                                 " is not in [0, world size " +
+                                                 std::to_string(size) + ")");
+  }
+  if (!store) throw Error(ErrorCode::kInvalidArgument, "store is null");
+  // Each communicator created on the same store gets fresh keys: the n-th creation by a rank
+  // pairs with the n-th creation by every other rank.
+  int64_t generation = store->add("chorus/created/" + std::to_string(rank), 1);
+  auto scoped = makePrefixStore("chorus/" + std::to_string(generation), store);
+  std::unique_ptr<transport::Transport> tx;
+  if (size > 1) tx = transport::tcp::connectMesh(*scoped, rank, size, options, route);
+  return std::make_unique<Communicator::Impl>(std::move(options), rank, size, std::move(tx));
+}
+
+}  // namespace
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank, int size,
+                                                   Options options) {
+  return std::unique_ptr<Communicator>(
+      new Communicator(connect(std::move(store), "", rank, size, std::move(options))));
+}
+
+std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, int rank, int size,
+                                                   Options options) {
+  std::string route;
+  if (storeUrl.rfind("tcp://", 0) == 0) {
+    std::string hostPort = storeUrl.substr(6);
+    auto colon = hostPort.rfind(':');
+    if (colon != std::string::npos) {
+      route = hostPort.substr(0, colon);
+      int port = 0;
+      try {
+        port = std::stoi(hostPort.substr(colon + 1));
+      } catch (...) {
+      }
+      if (rank == 0 && port > 0) maybeHostStore(route, port);
+    }
+  }
+  auto store = openStore(storeUrl, options.timeout);
+  return std::unique_ptr<Communicator>(
+      new Communicator(connect(std::move(store), route, rank, size, std::move(options))));
+}
+
+std::unique_ptr<Communicator> Communicator::fromEnv() {
+  LaunchEnv env = readLaunchEnv();
+  return create(env.store, env.rank, env.size, Options::fromEnv());
+}
+
+int Communicator::rank() const { return impl_->rank; }
+int Communicator::size() const { return impl_->size; }
+const Options& Communicator::options() const { return impl_->options; }
+
+void Communicator::checkSizes(const char* op, size_t expected, size_t got) {
+  if (expected != got) {
+    throw Error(ErrorCode::kInvalidArgument, std::string(op) + ": output holds " +
+                                                 std::to_string(got) + " elements, expected " +
+                                                 std::to_string(expected));
+  }
+}
+
+namespace {
+algo::OpDesc desc(algo::CollectiveKind kind, size_t count, DataType t, ReduceOp op, int root) {
+  algo::OpDesc d;
+  d.kind = kind;
+  d.count = count;
+  d.dtype = t;
+  d.op = op;
+  d.root = root;
+  return d;
+}
+}  // namespace
+
+Work Communicator::allReduce(const void* in, void* out, size_t count, DataType t, ReduceOp op) {
+  return impl_->issue(desc(algo::CollectiveKind::kAllReduce, count, t, op, 0), in, out);
+}
+Work Communicator::reduceScatter(const void* in, void* out, size_t n, DataType t, ReduceOp op) {
+  return impl_->issue(desc(algo::CollectiveKind::kReduceScatter, n, t, op, 0), in, out);
+}
+Work Communicator::allGather(const void* in, void* out, size_t n, DataType t) {
+  return impl_->issue(desc(algo::CollectiveKind::kAllGather, n, t, ReduceOp::kSum, 0), in, out);
+}
+Work Communicator::broadcast(void* buf, size_t count, DataType t, int root) {
+  return impl_->issue(desc(algo::CollectiveKind::kBroadcast, count, t, ReduceOp::kSum, root), buf,
+                      buf);
+}
+Work Communicator::barrier() {
+  return impl_->issue(desc(algo::CollectiveKind::kBarrier, 0, DataType::kU8, ReduceOp::kSum, 0),
+                      nullptr, nullptr);
+}
+
+void Communicator::abort() { impl_->requestAbort(); }
+std::exception_ptr Communicator::abortCause() const { return impl_->cause(); }
+
+}  // namespace chorus

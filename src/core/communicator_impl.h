@@ -1,0 +1,55 @@
+// The communicator's state and its worker thread, which runs collectives in issue order.
+#pragma once
+
+#include <chorus/communicator.hpp>
+
+#include "algo/collectives.h"
+#include "algo/group.h"
+#include "core/work_state.h"
+#include "transport/transport.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace chorus {
+
+struct Communicator::Impl {
+  Impl(Options options, int rank, int size, std::unique_ptr<transport::Transport> tx);
+  ~Impl();
+
+  // Validates, numbers and queues one collective.
+  Work issue(algo::OpDesc desc, const void* in, void* out);
+  void requestAbort();
+  std::exception_ptr cause() const;
+
+  Options options;
+  int rank;
+  int size;
+
+ private:
+  struct Task {
+    algo::Args args;
+    std::shared_ptr<detail::WorkState> state;
+  };
+  void workerLoop();
+  void execute(Task& task);
+  void abortWith(const Error& cause);
+  std::exception_ptr abortedError(const algo::OpDesc& d) const;  // needs mu_ held
+
+  std::unique_ptr<transport::Transport> tx_;
+  algo::Scratch scratch_;
+  algo::Group group_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  uint64_t nextSeq_ = 0;
+  bool stop_ = false;
+  bool abortRequested_ = false;
+  std::exception_ptr abortCause_;
+  std::thread worker_;
+};
+
+}  // namespace chorus

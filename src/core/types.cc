@@ -1,0 +1,43 @@
+#include <chorus/types.hpp>
+
+namespace chorus {
+
+std::string_view toString(DataType t) {
+  switch (t) {
+    case DataType::kF32:
+      return "f32";
+    case DataType::kF64:
+      return "f64";
+    case DataType::kF16:
+      return "f16";
+    case DataType::kBF16:
+      return "bf16";
+    case DataType::kI8:
+      return "i8";
+    case DataType::kU8:
+      return "u8";
+    case DataType::kI32:
+      return "i32";
+    case DataType::kI64:
+      return "i64";
+  }
+  return "unknown-dtype";
+}
+
+std::string_view toString(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kProd:
+      return "prod";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kAvg:
+      return "avg";
+  }
+  return "unknown-op";
+}
+
+}  // namespace chorus

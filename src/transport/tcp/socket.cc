@@ -1,0 +1,240 @@
+#include "transport/tcp/socket.h"
+
+#include <chorus/error.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace chorus::transport::tcp {
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+  if (this != &o) reset(o.release());
+  return *this;
+}
+
+void Fd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+std::string errnoText(int err) {
+  char buf[128];
+  return std::string(strerror_r(err, buf, sizeof(buf)));
+}
+
+std::string formatAddress(const sockaddr_in& a) {
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
+  return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
+}
+
+namespace {
+
+bool resolveIpv4(const std::string& host, in_addr* out) {
+  if (inet_pton(AF_INET, host.c_str(), out) == 1) return true;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return false;
+  *out = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  freeaddrinfo(res);
+  return true;
+}
+
+[[noreturn]] void throwSystem(const std::string& what, int err) {
+  throw Error(ErrorCode::kSystem, what + ": " + errnoText(err));
+}
+
+}  // namespace
+
+sockaddr_in parseAddress(const std::string& hostPort) {
+  auto colon = hostPort.rfind(':');
+  if (colon == std::string::npos) {
+    throw Error(ErrorCode::kInvalidArgument, "address '" + hostPort + "' is not host:port");
+  }
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  int port = 0;
+  try {
+    port = std::stoi(hostPort.substr(colon + 1));
+  } catch (...) {
+    port = -1;
+  }
+  if (port <= 0 || port > 65535 || !resolveIpv4(hostPort.substr(0, colon), &a.sin_addr)) {
+    throw Error(ErrorCode::kInvalidArgument, "cannot resolve address '" + hostPort + "'");
+  }
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  return a;
+}
+
+void setNonBlocking(int fd) {
+  int flags = fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) throwSystem("fcntl", errno);
+}
+
+void tuneSocket(int fd, int bufferBytes) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (bufferBytes > 0) {
+    // Best effort: the kernel caps these at net.core.{w,r}mem_max.
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufferBytes, sizeof(bufferBytes));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufferBytes, sizeof(bufferBytes));
+  }
+}
+
+Fd listenOn(const std::string& ip, int bufferBytes, int* boundPort) {
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) throwSystem("socket", errno);
+  int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  tuneSocket(fd.get(), bufferBytes);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  if (inet_pton(AF_INET, ip.c_str(), &a.sin_addr) != 1) {
+    throw Error(ErrorCode::kInvalidArgument, "bad listen address '" + ip + "'");
+  }
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0) {
+    throwSystem("bind " + ip, errno);
+  }
+  if (::listen(fd.get(), 512) < 0) throwSystem("listen", errno);
+  socklen_t len = sizeof(a);
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  *boundPort = ntohs(a.sin_port);
+  return fd;
+}
+
+Fd connectTo(const sockaddr_in& addr, int bufferBytes, Deadline deadline) {
+  int delayMs = 1;
+  for (;;) {
+    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd) throwSystem("socket", errno);
+    tuneSocket(fd.get(), bufferBytes);
+    int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+    int err = rc == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd.get(), POLLOUT, 0};
+      int n = ::poll(&p, 1, deadline.remainingMs());
+      if (n == 1) {
+        socklen_t len = sizeof(err);
+        getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      } else {
+        err = ETIMEDOUT;
+      }
+    }
+    if (err == 0) return fd;
+    if (err != ECONNREFUSED && err != ETIMEDOUT && err != EAGAIN && err != ECONNRESET) {
+      throwSystem("connect to " + formatAddress(addr), err);
+    }
+    if (deadline.expired()) {
+      throw Error(ErrorCode::kTimeout,
+                  "could not connect to " + formatAddress(addr) + ": " + errnoText(err));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
+    delayMs = std::min(delayMs * 2, 100);
+  }
+}
+
+namespace {
+
+bool waitFor(int fd, short events, Deadline deadline, std::string* why) {
+  pollfd p{fd, events, 0};
+  int n = ::poll(&p, 1, deadline.remainingMs());
+  if (n == 0) {
+    *why = "timed out";
+    return false;
+  }
+  if (n < 0 && errno != EINTR) {
+    *why = errnoText(errno);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool sendAll(int fd, const void* data, size_t n, Deadline deadline, std::string* why) {
+  auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      p += k;
+      n -= static_cast<size_t>(k);
+    } else if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!waitFor(fd, POLLOUT, deadline, why)) return false;
+    } else {
+      *why = errnoText(errno);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool recvAll(int fd, void* data, size_t n, Deadline deadline, std::string* why) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (k > 0) {
+      p += k;
+      n -= static_cast<size_t>(k);
+    } else if (k == 0) {
+      *why = "connection closed";
+      return false;
+    } else if (errno == EAGAIN || errno == EINTR) {
+      if (!waitFor(fd, POLLIN, deadline, why)) return false;
+    } else {
+      *why = errnoText(errno);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string chooseListenAddress(const std::string& ifname, const std::string& routeHost) {
+  if (!ifname.empty()) {
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) != 0) throwSystem("getifaddrs", errno);
+    std::string found;
+    for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && ifname == i->ifa_name) {
+        found = formatAddress(*reinterpret_cast<sockaddr_in*>(i->ifa_addr));
+        found = found.substr(0, found.rfind(':'));
+        break;
+      }
+    }
+    freeifaddrs(list);
+    if (found.empty()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "CHORUS_IFNAME=" + ifname + ": no such interface with an IPv4 address");
+    }
+    return found;
+  }
+  in_addr target{};
+  if (routeHost.empty() || !resolveIpv4(routeHost, &target)) return "127.0.0.1";
+  if ((ntohl(target.s_addr) >> 24) == 127) return "127.0.0.1";
+  // A connected UDP socket sends nothing; it only asks the kernel which source address routes there.
+  Fd probe(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr = target;
+  a.sin_port = htons(9);
+  if (!probe || ::connect(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0) {
+    return "127.0.0.1";
+  }
+  socklen_t len = sizeof(a);
+  getsockname(probe.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  std::string s = formatAddress(a);
+  return s.substr(0, s.rfind(':'));
+}
+
+}  // namespace chorus::transport::tcp

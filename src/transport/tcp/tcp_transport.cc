@@ -1,0 +1,447 @@
+#include "transport/tcp/tcp_transport.h"
+
+#include <chorus/error.hpp>
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace chorus::transport::tcp {
+namespace {
+
+constexpr uint64_t kWakeKey = ~uint64_t{0};
+constexpr uint64_t kListenerKey = ~uint64_t{0} - 1;
+
+void push(Request*& head, Request*& tail, Request* r) {
+  r->next = nullptr;
+  if (tail) {
+    tail->next = r;
+  } else {
+    head = r;
+  }
+  tail = r;
+}
+
+Request* pop(Request*& head, Request*& tail) {
+  Request* r = head;
+  head = r->next;
+  if (!head) tail = nullptr;
+  r->next = nullptr;
+  return r;
+}
+
+}  // namespace
+
+TcpTransport::TcpTransport(int rank, int size, Fd listener, std::vector<Connection> connections)
+    : rank_(rank), size_(size), listener_(std::move(listener)), links_(size) {
+  epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!epoll_ || !wake_) throw Error(ErrorCode::kSystem, "epoll/eventfd: " + errnoText(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWakeKey;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+  if (listener_) {
+    setNonBlocking(listener_.get());
+    ev.data.u64 = kListenerKey;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &ev);
+  }
+  for (auto& c : connections) {
+    Link& l = links_.at(static_cast<size_t>(c.peer));
+    l.peer = c.peer;
+    l.fd = std::move(c.fd);
+    l.address = std::move(c.address);
+    setNonBlocking(l.fd.get());
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = static_cast<uint64_t>(c.peer);
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, l.fd.get(), &ev) < 0) {
+      throw Error(ErrorCode::kSystem, "epoll_ctl: " + errnoText(errno));
+    }
+    l.events = ev.events;
+  }
+}
+
+TcpTransport::~TcpTransport() { close(); }
+
+std::string TcpTransport::peerAddress(int peer) const {
+  if (peer < 0 || peer >= size_) return "?";
+  return links_[static_cast<size_t>(peer)].address;
+}
+
+TcpTransport::Link& TcpTransport::link(int peer) {
+  if (peer < 0 || peer >= size_ || peer == rank_ || !links_[static_cast<size_t>(peer)].fd) {
+    if (broken_) throw Error(ErrorCode::kAborted, "transport already aborted");
+    throw Error(ErrorCode::kInternal, "no connection to rank " + std::to_string(peer));
+  }
+  return links_[static_cast<size_t>(peer)];
+}
+
+void TcpTransport::beginOp(const algo::OpDesc& op) {
+  current_ = op;
+  inOp_ = true;
+  for (auto& l : links_) {
+    if (l.fd && l.parked) checkParked(l);
+  }
+}
+
+void TcpTransport::encodeSendHeader(Link& l) {
+  FrameHeader h;
+  h.kind = FrameKind::kData;
+  h.op = current_;
+  h.step = l.sendHead->step;
+  h.bytes = l.sendHead->bytes;
+  encodeFrame(h, l.sendHeader);
+  l.headerSent = 0;
+}
+
+void TcpTransport::postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) {
+  Link& l = link(peer);
+  if (l.in == Inbound::kGone) gone(l);
+  r.state = Request::State::kPending;
+  r.peer = peer;
+  r.step = step;
+  r.data = static_cast<uint8_t*>(const_cast<void*>(data));
+  r.bytes = bytes;
+  r.moved = 0;
+  push(l.sendHead, l.sendTail, &r);
+  if (l.sendHead == &r) {
+    encodeSendHeader(l);
+    onWritable(l);  // write at once: the common case needs no epoll round
+  }
+}
+
+void TcpTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) {
+  Link& l = link(peer);
+  r.state = Request::State::kPending;
+  r.peer = peer;
+  r.step = step;
+  r.data = static_cast<uint8_t*>(data);
+  r.bytes = bytes;
+  r.moved = 0;
+  push(l.recvHead, l.recvTail, &r);
+  if (l.recvHead == &r) {
+    if (l.in == Inbound::kGone) gone(l);
+    onReadable(l);
+  }
+}
+
+void TcpTransport::wait(Request& r, Deadline deadline) {
+  while (!r.done()) {
+    if (deadline.expired()) {
+      const Link& l = links_.at(static_cast<size_t>(r.peer));
+      bool isSend = false;
+      for (Request* q = l.sendHead; q; q = q->next) isSend |= (q == &r);
+      throw Error(ErrorCode::kTimeout,
+                  std::string("timed out waiting for rank ") + std::to_string(r.peer) + " (" +
+                      l.address + ") " + (isSend ? "to accept" : "to send") + " message " +
+                      std::to_string(r.step) + " (" + std::to_string(r.moved) + " of " +
+                      std::to_string(r.bytes) + " bytes moved)");
+    }
+    progress(deadline);
+  }
+}
+
+void TcpTransport::progress(Deadline deadline) {
+  if (interrupted_.load(std::memory_order_relaxed)) {
+    throw Error(ErrorCode::kAborted, "aborted by the application");
+  }
+  epoll_event events[64];
+  int n = ::epoll_wait(epoll_.get(), events, 64, deadline.remainingMs(1000));
+  if (n < 0) {
+    if (errno == EINTR) return;
+    throw Error(ErrorCode::kSystem, "epoll_wait: " + errnoText(errno));
+  }
+  for (int i = 0; i < n; ++i) {
+    uint64_t key = events[i].data.u64;
+    uint32_t ev = events[i].events;
+    if (key == kWakeKey) {
+      uint64_t v;
+      [[maybe_unused]] auto ignored = ::read(wake_.get(), &v, sizeof(v));
+      if (interrupted_.load()) throw Error(ErrorCode::kAborted, "aborted by the application");
+      continue;
+    }
+    if (key == kListenerKey) {
+      // Connections after setup are not part of this job: accept and drop them.
+      int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+      continue;
+    }
+    Link& l = links_[key];
+    if (!l.fd || l.in == Inbound::kGone) continue;
+    if (ev & EPOLLOUT) onWritable(l);
+    if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)) onReadable(l);
+    if ((ev & (EPOLLERR | EPOLLHUP)) && l.in != Inbound::kGone) {
+      int err = 0;
+      socklen_t len = sizeof(err);
+      getsockopt(l.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      if (l.sawBye) {
+        onEof(l);
+      } else {
+        lost(l, err ? errnoText(err) : "connection closed by peer");
+      }
+    }
+    if ((ev & EPOLLRDHUP) && !(l.events & EPOLLIN)) {
+      // The peer finished sending; what it sent is still queued behind a parked frame.
+      l.halfClosed = true;
+      updateEvents(l);
+    }
+  }
+}
+
+void TcpTransport::updateEvents(Link& l) {
+  if (!l.fd || l.in == Inbound::kGone) return;
+  uint32_t want = 0;
+  if (!(l.parked && !l.recvHead)) want |= EPOLLIN;
+  if (l.writeBlocked && l.sendHead) want |= EPOLLOUT;
+  if (!l.halfClosed) want |= EPOLLRDHUP;
+  if (want == l.events) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.u64 = static_cast<uint64_t>(l.peer);
+  epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, l.fd.get(), &ev);
+  l.events = want;
+}
+
+void TcpTransport::onWritable(Link& l) {
+  l.writeBlocked = false;
+  while (l.sendHead) {
+    Request& r = *l.sendHead;
+    iovec iov[2];
+    int n = 0;
+    if (l.headerSent < kFrameHeaderBytes) {
+      iov[n++] = {l.sendHeader + l.headerSent, kFrameHeaderBytes - l.headerSent};
+    }
+    if (r.moved < r.bytes) iov[n++] = {r.data + r.moved, r.bytes - r.moved};
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(n);
+    ssize_t k = ::sendmsg(l.fd.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        l.writeBlocked = true;
+        break;
+      }
+      lost(l, errnoText(errno));
+    }
+    size_t sent = static_cast<size_t>(k);
+    size_t h = std::min(sent, kFrameHeaderBytes - l.headerSent);
+    l.headerSent += h;
+    r.moved += sent - h;
+    if (l.headerSent == kFrameHeaderBytes && r.moved == r.bytes) {
+      pop(l.sendHead, l.sendTail);
+      r.state = Request::State::kDone;
+      if (l.sendHead) encodeSendHeader(l);
+    }
+  }
+  updateEvents(l);
+}
+
+void TcpTransport::onReadable(Link& l) {
+  for (;;) {
+    if (l.in == Inbound::kGone) return;
+    if (l.in == Inbound::kHeader) {
+      if (l.parked) {
+        if (!l.recvHead) break;
+        startPayload(l);
+        continue;
+      }
+      ssize_t k = ::recv(l.fd.get(), l.recvHeader + l.headerGot, kFrameHeaderBytes - l.headerGot,
+                         MSG_DONTWAIT);
+      if (k == 0) return onEof(l);
+      if (k < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        lost(l, errnoText(errno));
+      }
+      l.headerGot += static_cast<size_t>(k);
+      if (l.headerGot < kFrameHeaderBytes) continue;
+      l.headerGot = 0;
+      std::string why;
+      auto h = decodeFrame(l.recvHeader, &why);
+      if (!h) lost(l, "protocol violation: " + why);
+      onHeader(l, *h);
+      continue;
+    }
+    if (l.in == Inbound::kPayload) {
+      Request& r = *l.recvHead;
+      if (r.moved < r.bytes) {
+        ssize_t k = ::recv(l.fd.get(), r.data + r.moved, r.bytes - r.moved, MSG_DONTWAIT);
+        if (k == 0) return onEof(l);
+        if (k < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+          lost(l, errnoText(errno));
+        }
+        r.moved += static_cast<size_t>(k);
+        if (r.moved < r.bytes) continue;
+      }
+      pop(l.recvHead, l.recvTail);
+      r.state = Request::State::kDone;
+      l.in = Inbound::kHeader;
+      l.parked = false;
+      continue;
+    }
+    // Inbound::kAbortText
+    ssize_t k = ::recv(l.fd.get(), l.abortText.data() + l.abortGot, l.abortText.size() - l.abortGot,
+                       MSG_DONTWAIT);
+    if (k == 0) return onEof(l);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      lost(l, errnoText(errno));
+    }
+    l.abortGot += static_cast<size_t>(k);
+    if (l.abortGot < l.abortText.size()) continue;
+    uint32_t code;
+    std::memcpy(&code, l.abortText.data(), 4);
+    if (code == 0 || code > static_cast<uint32_t>(ErrorCode::kInternal)) {
+      code = static_cast<uint32_t>(ErrorCode::kPeerFailure);
+    }
+    l.in = Inbound::kHeader;
+    throw Error(static_cast<ErrorCode>(code),
+                "rank " + std::to_string(l.peer) + " failed: " + l.abortText.substr(4));
+  }
+  updateEvents(l);
+}
+
+void TcpTransport::onHeader(Link& l, const FrameHeader& h) {
+  switch (h.kind) {
+    case FrameKind::kData:
+      l.parked = true;
+      l.parkedHeader = h;
+      checkParked(l);
+      return;
+    case FrameKind::kAbort:
+      l.in = Inbound::kAbortText;
+      l.abortText.assign(h.bytes, '\0');
+      l.abortGot = 0;
+      return;
+    case FrameKind::kBye:
+      l.sawBye = true;
+      return;
+  }
+}
+
+// A frame that arrived for the collective this rank is running must describe the same call.
+void TcpTransport::checkParked(Link& l) {
+  const algo::OpDesc& theirs = l.parkedHeader.op;
+  if (!inOp_ || theirs.seq > current_.seq) return;  // the peer is ahead: checked at beginOp
+  if (!theirs.sameCall(current_)) {
+    throw Error(ErrorCode::kMismatch, "mismatched collectives: this rank called " +
+                                          current_.name() + " " + current_.describe() +
+                                          " but rank " + std::to_string(l.peer) + " called " +
+                                          theirs.name() + " " + theirs.describe());
+  }
+}
+
+void TcpTransport::startPayload(Link& l) {
+  checkParked(l);
+  const FrameHeader& h = l.parkedHeader;
+  Request& r = *l.recvHead;
+  if (h.op.seq != current_.seq) {
+    throw Error(ErrorCode::kMismatch, "rank " + std::to_string(l.peer) + " is at " + h.op.name() +
+                                          " while this rank waits in " + current_.name());
+  }
+  if (h.step != r.step || h.bytes != r.bytes) {
+    throw Error(ErrorCode::kMismatch,
+                "rank " + std::to_string(l.peer) + " sent message " + std::to_string(h.step) +
+                    " of " + std::to_string(h.bytes) + " bytes where this rank expects message " +
+                    std::to_string(r.step) + " of " + std::to_string(r.bytes) +
+                    " bytes (do all ranks use the same CHORUS_* settings?)");
+  }
+  l.in = Inbound::kPayload;
+}
+
+void TcpTransport::onEof(Link& l) {
+  if (!l.sawBye) lost(l, "connection closed by peer");
+  l.in = Inbound::kGone;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.fd.get(), nullptr);
+  if (l.recvHead || l.sendHead) gone(l);
+}
+
+void TcpTransport::gone(Link& l) {
+  throw Error(ErrorCode::kPeerFailure,
+              "rank " + std::to_string(l.peer) + " (" + l.address +
+                  ") closed its communicator while this rank still exchanges data with it "
+                  "(did the ranks run different numbers of collectives?)");
+}
+
+void TcpTransport::lost(Link& l, const std::string& why) {
+  throw Error(ErrorCode::kPeerFailure,
+              "lost connection to rank " + std::to_string(l.peer) + " (" + l.address + "): " + why);
+}
+
+void TcpTransport::interrupt() noexcept {
+  interrupted_.store(true);
+  uint64_t one = 1;
+  [[maybe_unused]] auto ignored = ::write(wake_.get(), &one, sizeof(one));
+}
+
+void TcpTransport::abort(const Error& cause) noexcept {
+  if (broken_) return;
+  broken_ = true;
+  std::string text(4, '\0');
+  uint32_t code = static_cast<uint32_t>(cause.code());
+  std::memcpy(text.data(), &code, 4);
+  text += std::string(cause.what()).substr(0, kMaxAbortMessage - 8);
+  FrameHeader h;
+  h.kind = FrameKind::kAbort;
+  h.op = current_;
+  h.bytes = text.size();
+  uint8_t header[kFrameHeaderBytes];
+  encodeFrame(h, header);
+  for (auto& l : links_) {
+    if (!l.fd) continue;
+    // A frame half written cannot be followed by another one: those peers see the close.
+    bool midFrame = l.sendHead && (l.headerSent > 0 || l.sendHead->moved > 0);
+    if (!midFrame && l.in != Inbound::kGone) {
+      iovec iov[2] = {{header, kFrameHeaderBytes}, {text.data(), text.size()}};
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = 2;
+      [[maybe_unused]] auto ignored = ::sendmsg(l.fd.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    l.sendHead = l.sendTail = nullptr;
+    l.recvHead = l.recvTail = nullptr;
+    // Half-close now so peers see the abort; the socket itself closes with the transport.
+    ::shutdown(l.fd.get(), SHUT_WR);
+  }
+}
+
+void TcpTransport::drainAndClose(Link& l) noexcept {
+  // Unread bytes at close() make the kernel reset the connection and drop data we still owe the
+  // peer, so read what is there first.
+  char sink[4096];
+  while (::recv(l.fd.get(), sink, sizeof(sink), MSG_DONTWAIT) > 0) {
+  }
+  l.fd.reset();
+}
+
+void TcpTransport::close() noexcept {
+  if (!broken_) {
+    FrameHeader h;
+    h.kind = FrameKind::kBye;
+    h.op = current_;
+    uint8_t header[kFrameHeaderBytes];
+    encodeFrame(h, header);
+    for (auto& l : links_) {
+      if (!l.fd || l.in == Inbound::kGone || l.sendHead) continue;
+      [[maybe_unused]] auto ignored =
+          ::send(l.fd.get(), header, kFrameHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::shutdown(l.fd.get(), SHUT_WR);
+    }
+    broken_ = true;
+  }
+  for (auto& l : links_) {
+    if (l.fd) drainAndClose(l);
+  }
+  listener_.reset();
+}
+
+}  // namespace chorus::transport::tcp

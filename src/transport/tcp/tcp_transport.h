@@ -1,0 +1,90 @@
+// TCP transport: one connection per peer, non-blocking sockets, epoll progress driven by the
+// thread that waits (no transport thread, so no handoff between threads per message).
+#pragma once
+
+#include "transport/frame.h"
+#include "transport/tcp/socket.h"
+#include "transport/transport.h"
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace chorus::transport::tcp {
+
+// A connected, authenticated (hello exchanged) socket to one peer.
+struct Connection {
+  int peer = -1;
+  Fd fd;
+  std::string address;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(int rank, int size, Fd listener, std::vector<Connection> connections);
+  ~TcpTransport() override;
+
+  void beginOp(const algo::OpDesc& op) override;
+  void postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) override;
+  void postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) override;
+  void wait(Request& r, Deadline deadline) override;
+  void interrupt() noexcept override;
+  void abort(const Error& cause) noexcept override;
+  void close() noexcept override;
+  std::string peerAddress(int peer) const override;
+
+ private:
+  enum class Inbound : uint8_t { kHeader, kPayload, kAbortText, kGone };
+
+  struct Link {
+    int peer = -1;
+    Fd fd;
+    std::string address;
+    uint32_t events = 0;  // epoll mask currently registered
+    bool halfClosed = false;
+    bool sawBye = false;
+    // Outbound: FIFO of sends; the head's header is encoded in sendHeader.
+    Request* sendHead = nullptr;
+    Request* sendTail = nullptr;
+    uint8_t sendHeader[kFrameHeaderBytes] = {};
+    size_t headerSent = 0;
+    bool writeBlocked = false;
+    // Inbound: FIFO of receives and the state of the byte stream.
+    Request* recvHead = nullptr;
+    Request* recvTail = nullptr;
+    Inbound in = Inbound::kHeader;
+    uint8_t recvHeader[kFrameHeaderBytes] = {};
+    size_t headerGot = 0;
+    bool parked = false;  // a data header was read; its payload waits for a posted receive
+    FrameHeader parkedHeader;
+    std::string abortText;
+    size_t abortGot = 0;
+  };
+
+  void progress(Deadline deadline);
+  void onReadable(Link& l);
+  void onWritable(Link& l);
+  void onHeader(Link& l, const FrameHeader& h);
+  void startPayload(Link& l);
+  void checkParked(Link& l);
+  void onEof(Link& l);
+  void updateEvents(Link& l);
+  void encodeSendHeader(Link& l);
+  [[noreturn]] void lost(Link& l, const std::string& why);
+  [[noreturn]] void gone(Link& l);
+  Link& link(int peer);
+  void drainAndClose(Link& l) noexcept;
+
+  int rank_;
+  int size_;
+  Fd epoll_;
+  Fd wake_;  // eventfd that interrupt() writes
+  Fd listener_;
+  std::vector<Link> links_;  // indexed by peer rank; links_[rank_] unused
+  algo::OpDesc current_;
+  bool inOp_ = false;
+  bool broken_ = false;
+  std::atomic<bool> interrupted_{false};
+};
+
+}  // namespace chorus::transport::tcp

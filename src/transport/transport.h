@@ -1,0 +1,61 @@
+// What algorithms see of the network: tagged, ordered, non-blocking sends and receives to peers.
+#pragma once
+
+#include "algo/op_desc.h"
+#include "core/deadline.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace chorus {
+class Error;
+}
+
+namespace chorus::transport {
+
+// Completion of one posted send or receive. Owned by the caller, which keeps it alive and in
+// place until it is done or the transport is aborted (no allocation per message).
+struct Request {
+  enum class State : uint8_t { kIdle, kPending, kDone };
+  State state = State::kIdle;
+  int peer = -1;
+  uint32_t step = 0;
+  uint8_t* data = nullptr;
+  size_t bytes = 0;
+  size_t moved = 0;         // payload bytes transferred so far
+  Request* next = nullptr;  // intrusive FIFO link, owned by the transport while pending
+
+  bool done() const { return state == State::kDone; }
+};
+
+// One transport instance per communicator, driven by one thread at a time (the communicator's
+// worker). Messages to one peer are delivered in post order; a receive matches the next message
+// from its peer, which must carry the same collective (OpDesc) and step, or the call fails with
+// kMismatch. Failures throw chorus::Error from post/wait and leave the transport broken: the
+// caller then calls abort().
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Starts collective `op`: later frames carry it, and frames that peers already sent for it are
+  // checked against it.
+  virtual void beginOp(const algo::OpDesc& op) = 0;
+  virtual void postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) = 0;
+  virtual void postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) = 0;
+  // Drives I/O until r is done. Throws kTimeout if nothing completes it before the deadline.
+  virtual void wait(Request& r, Deadline deadline) = 0;
+
+  // Makes a wait on another thread throw Error(kAborted) promptly. Thread-safe, never blocks.
+  virtual void interrupt() noexcept = 0;
+  // Tells every peer why this rank gives up (best effort), closes all connections and forgets
+  // pending requests. Never blocks.
+  virtual void abort(const Error& cause) noexcept = 0;
+  // Clean shutdown after the last collective: peers learn that this rank left on purpose.
+  virtual void close() noexcept = 0;
+
+  // "127.0.0.1:40123" of a peer, for messages.
+  virtual std::string peerAddress(int peer) const = 0;
+};
+
+}  // namespace chorus::transport

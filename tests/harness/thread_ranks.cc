@@ -1,0 +1,42 @@
+#include "harness/thread_ranks.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <thread>
+
+namespace chorus::testing {
+
+Options testOptions(std::chrono::milliseconds timeout) {
+  Options o;
+  o.timeout = timeout;
+  return o;
+}
+
+std::vector<std::string> runRanks(int size, const std::function<void(Communicator&)>& body,
+                                  Options options) {
+  auto store = makeHashStore();
+  std::mutex mu;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto comm = Communicator::create(store, r, size, options);
+        body(*comm);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        errors.push_back("rank " + std::to_string(r) + ": " + e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+void expectRanks(int size, const std::function<void(Communicator&)>& body, Options options) {
+  auto errors = runRanks(size, body, options);
+  for (const auto& e : errors) ADD_FAILURE() << e;
+}
+
+}  // namespace chorus::testing

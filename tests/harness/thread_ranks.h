@@ -1,0 +1,27 @@
+// Runs N ranks as threads of the test process, each with its own Communicator over one
+// in-process store. Rank failures are collected and reported on the test's thread.
+#pragma once
+
+#include <chorus/chorus.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace chorus::testing {
+
+// Options for tests: short timeouts so that a bug fails fast instead of hanging the suite.
+Options testOptions(std::chrono::milliseconds timeout = std::chrono::seconds(20));
+
+// Creates `size` communicators (concurrently, as rendezvous requires), then calls body(comm) on
+// one thread per rank. Returns the messages of exceptions thrown by ranks (empty: all passed).
+std::vector<std::string> runRanks(int size, const std::function<void(Communicator&)>& body,
+                                  Options options = testOptions());
+
+// runRanks + EXPECT that no rank failed.
+void expectRanks(int size, const std::function<void(Communicator&)>& body,
+                 Options options = testOptions());
+
+}  // namespace chorus::testing
