@@ -1,0 +1,267 @@
+// Every collective, dtype and op over thread-ranks, checked against an independent reference
+// and for bit-identical results across ranks.
+#include "collectives/reference.h"
+#include "harness/thread_ranks.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <stdexcept>
+
+namespace chorus::testing {
+namespace {
+
+constexpr DataType kTypes[] = {DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16,
+                               DataType::kI8,  DataType::kU8,  DataType::kI32, DataType::kI64};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kAvg};
+
+std::vector<size_t> smallCounts(int n) {
+  std::vector<size_t> c = {0, 1, 7, static_cast<size_t>(n) + 1, 1031};
+  if (n > 1) c.push_back(static_cast<size_t>(n) - 1);
+  return c;
+}
+
+std::string label(const char* what, DataType t, ReduceOp op, size_t count, bool inPlace) {
+  return std::string(what) + " " + std::string(toString(t)) + " " + std::string(toString(op)) +
+         " count=" + std::to_string(count) + (inPlace ? " in-place" : "");
+}
+
+void check(const std::string& what, int rank, const Buffer& got, const Buffer& want, size_t es) {
+  if (got.size() != want.size()) throw std::runtime_error(what + ": size differs");
+  long i = firstDifference(got.data(), want.data(), got.size() / es, es);
+  if (i >= 0) {
+    throw std::runtime_error(what + ": rank " + std::to_string(rank) + " element " +
+                             std::to_string(i) + " differs from the reference");
+  }
+}
+
+struct Param {
+  int size;
+  const char* algo;
+  size_t segmentBytes;
+};
+
+class Collectives : public ::testing::TestWithParam<Param> {
+ protected:
+  Options options() const {
+    Options o = testOptions();
+    o.algorithm = GetParam().algo;
+    o.segmentBytes = GetParam().segmentBytes;
+    return o;
+  }
+  int size() const { return GetParam().size; }
+};
+
+void allReduceCase(Communicator& c, DataType t, ReduceOp op, size_t count, bool inPlace) {
+  const int n = c.size();
+  std::vector<Buffer> inputs;
+  for (int r = 0; r < n; ++r) inputs.push_back(makeInput(t, op, r, count));
+  Buffer want = reduceReference(t, op, inputs, count);
+  Buffer in = inputs[static_cast<size_t>(c.rank())];
+  Buffer out(in.size(), 0xAB);
+  if (inPlace) {
+    c.allReduce(in.data(), in.data(), count, t, op).wait();
+    out = in;
+  } else {
+    Buffer before = in;
+    c.allReduce(in.data(), out.data(), count, t, op).wait();
+    if (in != before) throw std::runtime_error("allreduce modified its input");
+  }
+  check(label("allreduce", t, op, count, inPlace), c.rank(), out, want, sizeOf(t));
+}
+
+TEST_P(Collectives, AllReduceEveryTypeAndOp) {
+  expectRanks(
+      size(),
+      [&](Communicator& c) {
+        for (DataType t : kTypes) {
+          for (ReduceOp op : kOps) {
+            for (size_t count : smallCounts(size())) {
+              allReduceCase(c, t, op, count, false);
+              allReduceCase(c, t, op, count, true);
+            }
+          }
+        }
+      },
+      options());
+}
+
+TEST_P(Collectives, AllReduceLargePrimeCount) {
+  expectRanks(
+      size(),
+      [&](Communicator& c) {
+        for (DataType t : kTypes) allReduceCase(c, t, ReduceOp::kSum, 1000003, false);
+        for (ReduceOp op : kOps) allReduceCase(c, DataType::kF32, op, 1000003, true);
+      },
+      options());
+}
+
+TEST_P(Collectives, ReduceScatterEveryTypeAndOp) {
+  expectRanks(
+      size(),
+      [&](Communicator& c) {
+        const int n = c.size(), r = c.rank();
+        for (DataType t : kTypes) {
+          const size_t es = sizeOf(t);
+          for (ReduceOp op : kOps) {
+            for (size_t rc : smallCounts(n)) {
+              std::vector<Buffer> inputs;
+              for (int q = 0; q < n; ++q) inputs.push_back(makeInput(t, op, q, rc * n));
+              Buffer all = reduceReference(t, op, inputs, rc * n);
+              Buffer want(all.begin() + static_cast<long>(rc * es * r),
+                          all.begin() + static_cast<long>(rc * es * (r + 1)));
+              Buffer in = inputs[static_cast<size_t>(r)];
+              Buffer out(rc * es, 0xCD);
+              c.reduceScatter(in.data(), out.data(), rc, t, op).wait();
+              check(label("reduce_scatter", t, op, rc, false), r, out, want, es);
+              // In place: the result lands in this rank's block of the input.
+              c.reduceScatter(in.data(), in.data() + rc * es * r, rc, t, op).wait();
+              Buffer mine(in.begin() + static_cast<long>(rc * es * r),
+                          in.begin() + static_cast<long>(rc * es * (r + 1)));
+              check(label("reduce_scatter", t, op, rc, true), r, mine, want, es);
+            }
+          }
+        }
+      },
+      options());
+}
+
+TEST_P(Collectives, AllGatherEveryType) {
+  expectRanks(
+      size(),
+      [&](Communicator& c) {
+        const int n = c.size(), r = c.rank();
+        for (DataType t : kTypes) {
+          const size_t es = sizeOf(t);
+          std::vector<size_t> counts = smallCounts(n);
+          counts.push_back(100003);
+          for (size_t sc : counts) {
+            Buffer want;
+            for (int q = 0; q < n; ++q) {
+              Buffer b = makeInput(t, ReduceOp::kSum, q, sc, 7);
+              want.insert(want.end(), b.begin(), b.end());
+            }
+            Buffer in = makeInput(t, ReduceOp::kSum, r, sc, 7);
+            Buffer out(sc * es * n, 0xEE);
+            c.allGather(in.data(), out.data(), sc, t).wait();
+            check(label("all_gather", t, ReduceOp::kSum, sc, false), r, out, want, es);
+            Buffer inPlace(sc * es * n, 0x11);
+            std::copy(in.begin(), in.end(), inPlace.begin() + static_cast<long>(sc * es * r));
+            c.allGather(inPlace.data() + sc * es * r, inPlace.data(), sc, t).wait();
+            check(label("all_gather", t, ReduceOp::kSum, sc, true), r, inPlace, want, es);
+          }
+        }
+      },
+      options());
+}
+
+TEST_P(Collectives, BroadcastFromEveryRoot) {
+  expectRanks(
+      size(),
+      [&](Communicator& c) {
+        const int n = c.size(), r = c.rank();
+        for (DataType t : {DataType::kF32, DataType::kF16, DataType::kI8, DataType::kI64}) {
+          std::vector<size_t> counts = smallCounts(n);
+          counts.push_back(300007);
+          for (size_t count : counts) {
+            for (int root = 0; root < n; ++root) {
+              Buffer want = makeInput(t, ReduceOp::kSum, root, count, 3);
+              Buffer buf = r == root ? want : Buffer(want.size(), 0x5A);
+              c.broadcast(buf.data(), count, t, root).wait();
+              check(label("broadcast", t, ReduceOp::kSum, count, true) + " root " +
+                        std::to_string(root),
+                    r, buf, want, sizeOf(t));
+            }
+          }
+        }
+      },
+      options());
+}
+
+TEST_P(Collectives, BarrierAndManyInFlight) {
+  expectRanks(
+      size(),
+      [&](Communicator& c) {
+        for (int i = 0; i < 5; ++i) c.barrier().wait();
+        // Several operations in flight at once complete in issue order with correct results.
+        const int n = c.size();
+        std::vector<Buffer> bufs;
+        std::vector<Work> works;
+        for (int k = 0; k < 6; ++k) bufs.push_back(makeInput(DataType::kI32, ReduceOp::kSum,
+                                                             c.rank(), 1000 + 97 * k, k));
+        for (int k = 0; k < 6; ++k) {
+          works.push_back(c.allReduce(bufs[k].data(), bufs[k].data(), 1000 + 97 * k,
+                                      DataType::kI32, ReduceOp::kSum));
+        }
+        for (int k = 5; k >= 0; --k) works[k].wait();
+        for (int k = 0; k < 6; ++k) {
+          std::vector<Buffer> inputs;
+          for (int q = 0; q < n; ++q) {
+            inputs.push_back(makeInput(DataType::kI32, ReduceOp::kSum, q, 1000 + 97 * k, k));
+          }
+          check("in-flight allreduce " + std::to_string(k), c.rank(), bufs[k],
+                reduceReference(DataType::kI32, ReduceOp::kSum, inputs, 1000 + 97 * k), 4);
+        }
+      },
+      options());
+}
+
+TEST_P(Collectives, ResultsAreBitIdenticalAcrossRanks) {
+  // Random floats (not exact): every rank must still hold the same bits.
+  std::mutex mu;
+  std::vector<Buffer> results(static_cast<size_t>(size()));
+  const size_t count = 100000;
+  expectRanks(
+      size(),
+      [&](Communicator& c) {
+        std::vector<float> v(count);
+        for (size_t i = 0; i < count; ++i) {
+          v[i] = static_cast<float>(mix(i * 31 + static_cast<size_t>(c.rank())) % 100000) / 977.0f;
+        }
+        c.allReduce(std::span<float>(v), ReduceOp::kSum).wait();
+        std::lock_guard<std::mutex> lock(mu);
+        results[static_cast<size_t>(c.rank())] =
+            Buffer(reinterpret_cast<uint8_t*>(v.data()), reinterpret_cast<uint8_t*>(v.data() + count));
+      },
+      options());
+  for (size_t r = 1; r < results.size(); ++r) {
+    EXPECT_EQ(results[r], results[0]) << "rank " << r << " differs from rank 0";
+  }
+}
+
+std::vector<Param> params() {
+  std::vector<Param> p;
+  for (int n : {1, 2, 3, 4, 5, 8}) p.push_back({n, "auto", 512 * 1024});
+  for (int n : {2, 3, 5}) p.push_back({n, "ring", 4096});  // many segments: deep pipelining
+  for (int n : {3, 4, 5, 8}) p.push_back({n, "rd", 512 * 1024});
+  return p;
+}
+
+INSTANTIATE_TEST_SUITE_P(, Collectives, ::testing::ValuesIn(params()),
+                         [](const ::testing::TestParamInfo<Param>& i) {
+                           return "n" + std::to_string(i.param.size) + "_" + i.param.algo +
+                                  "_seg" + std::to_string(i.param.segmentBytes);
+                         });
+
+TEST(CollectivesLarge, AllReduce64MiB) {
+  for (int n : {2, 3, 4, 8}) {
+    const size_t count = (64u << 20) / 4;
+    expectRanks(n, [&](Communicator& c) {
+      std::vector<int32_t> v(count);
+      for (size_t i = 0; i < count; ++i) v[i] = static_cast<int32_t>(i * 3 + static_cast<size_t>(c.rank()));
+      std::vector<int32_t> out(count);
+      c.allReduce(std::span<const int32_t>(v), std::span<int32_t>(out)).wait();
+      const int64_t rankSum = static_cast<int64_t>(n) * (n - 1) / 2;
+      for (size_t i = 0; i < count; ++i) {
+        int32_t want = static_cast<int32_t>(static_cast<uint32_t>(i * 3 * static_cast<size_t>(n) + static_cast<size_t>(rankSum)));
+        if (out[i] != want) {
+          throw std::runtime_error("64 MiB allreduce: element " + std::to_string(i) + " wrong");
+        }
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace chorus::testing

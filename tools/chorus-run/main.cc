@@ -1,0 +1,71 @@
+// chorus-run: starts N local ranks of a Chorus program and supervises them (see options.cc for
+// the command line and the exit status).
+#include <chorus/store.hpp>
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include "options.h"
+#include "rank_process.h"
+#include "supervisor.h"
+
+using namespace chorus::launcher;
+
+namespace {
+
+int launch(const Options& options) {
+  // The hosted store lives until every rank has exited.
+  std::unique_ptr<chorus::TcpStoreServer> server;
+  std::string storeUrl = options.store;
+  if (storeUrl.empty()) {
+    server = std::make_unique<chorus::TcpStoreServer>("127.0.0.1", 0);
+    storeUrl = "tcp://127.0.0.1:" + std::to_string(server->port());
+  }
+
+  Supervisor supervisor(options.tagOutput, options.graceSeconds);
+  std::string size = std::to_string(options.ranks);
+  for (int rank = 0; rank < options.ranks; ++rank) {
+    std::vector<std::string> overrides = {"CHORUS_RANK=" + std::to_string(rank),
+                                          "CHORUS_WORLD_SIZE=" + size,
+                                          "CHORUS_LOCAL_RANK=" + std::to_string(rank),
+                                          "CHORUS_LOCAL_SIZE=" + size, "CHORUS_STORE=" + storeUrl};
+    if (options.timeoutSeconds) {
+      overrides.push_back("CHORUS_TIMEOUT=" + std::to_string(*options.timeoutSeconds));
+    }
+    int execErrno = 0;
+    try {
+      supervisor.add(spawnRank(rank, options.command, buildEnvironment(overrides),
+                               options.tagOutput, execErrno));
+    } catch (const std::system_error& e) {
+      writeAll(2, "chorus-run: cannot start rank " + std::to_string(rank) + ": " + e.what() + "\n");
+      supervisor.abort(1);
+      break;
+    }
+    if (execErrno != 0) {
+      // Every rank runs the same program: no point starting the others. The failed child exits
+      // 127, which the supervisor reports and returns.
+      writeAll(2, "chorus-run: cannot execute '" + options.command[0] +
+                      "': " + std::strerror(execErrno) + "\n");
+      break;
+    }
+  }
+  return supervisor.run();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int exitCode = 0;
+  auto options = parseOptions(argc, argv, exitCode);
+  if (!options) return exitCode;
+  try {
+    Supervisor::setUpSignals();  // before the store server starts its thread
+    return launch(*options);
+  } catch (const std::exception& e) {
+    writeAll(2, std::string("chorus-run: ") + e.what() + "\n");
+    return 1;
+  }
+}

@@ -1,0 +1,83 @@
+#include "options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <iostream>
+
+namespace chorus::launcher {
+namespace {
+
+constexpr const char* kUsage = "Usage: chorus-run -n N [OPTIONS] -- PROGRAM [ARGS...]";
+
+constexpr const char* kFooter = R"(
+Everything after "--" is the program and its arguments; the program alone may also be given
+without "--" when it takes no options.
+
+Each rank gets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_SIZE,
+CHORUS_STORE and, with --timeout, CHORUS_TIMEOUT. SIGINT, SIGTERM and SIGHUP are forwarded to
+every rank. When a rank fails, the others get SIGTERM, then SIGKILL after the grace period.
+
+Exit status: 0 when every rank exited 0; otherwise that of the first rank that failed (its exit
+status, or 128+N when signal N killed it; 127 when the program cannot be executed); 128+N when
+chorus-run itself received signal N; 2 for a usage error; 1 when chorus-run cannot start the
+ranks.)";
+
+// Usage errors get the error and the one-line usage, not the whole help.
+std::nullopt_t usageError(const std::string& message, int& exitCode) {
+  std::cerr << "chorus-run: " << message << "\n"
+            << kUsage << "\nRun 'chorus-run --help' for more information.\n";
+  exitCode = kUsageExit;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
+  // Split at the first "--" ourselves so that CLI11 never sees the program's own options.
+  int split = 1;
+  while (split < argc && std::strcmp(argv[split], "--") != 0) ++split;
+
+  Options options;
+  std::vector<std::string> positional;
+  CLI::App app{"Starts N local Chorus ranks and supervises them.", "chorus-run"};
+  app.footer(std::string("\n") + kUsage + "\n" + kFooter);
+  app.add_option("-n,--ranks", options.ranks, "Number of ranks to start")
+      ->required()
+      ->check(CLI::Range(1, 65536));
+  app.add_option("--store", options.store,
+                 "Store URL for the ranks (tcp://host:port or file:///dir); default: a TCP "
+                 "store hosted by chorus-run");
+  app.add_flag("--tag-output", options.tagOutput, "Prefix each output line with [rank]");
+  app.add_option("--timeout", options.timeoutSeconds,
+                 "Set CHORUS_TIMEOUT (seconds) in the ranks' environment")
+      ->check(CLI::Range(1, INT_MAX));
+  app.add_option("--grace", options.graceSeconds,
+                 "Seconds between SIGTERM and SIGKILL when stopping ranks (default 5)")
+      ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("program", positional, "Program and arguments (or give them after --)");
+
+  try {
+    app.parse(split, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    exitCode = 0;
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    return usageError(e.what(), exitCode);
+  }
+
+  std::vector<std::string> afterDashes(argv + std::min(split + 1, argc), argv + argc);
+  if (!positional.empty() && !afterDashes.empty()) {
+    return usageError("the program must come either before or after \"--\", not both", exitCode);
+  }
+  options.command = positional.empty() ? std::move(afterDashes) : std::move(positional);
+  if (options.command.empty()) {
+    return usageError("no program given", exitCode);
+  }
+  return options;
+}
+
+}  // namespace chorus::launcher

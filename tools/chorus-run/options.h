@@ -1,0 +1,31 @@
+// Command line of chorus-run.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace chorus::launcher {
+
+struct Options {
+  int ranks = 0;
+  // Store URL passed to the ranks; empty: chorus-run hosts a TCP store on 127.0.0.1.
+  std::string store;
+  // Prefix every line a rank prints with "[rank] ".
+  bool tagOutput = false;
+  // CHORUS_TIMEOUT for the ranks, in seconds; unset: the ranks' own default.
+  std::optional<int> timeoutSeconds;
+  // How long ranks get between SIGTERM (or a forwarded signal) and SIGKILL.
+  double graceSeconds = 5.0;
+  // Program and its arguments.
+  std::vector<std::string> command;
+};
+
+// Exit status of chorus-run for a command line it rejects.
+inline constexpr int kUsageExit = 2;
+
+// Parses argv. On --help or a usage error, prints the message and returns nullopt with
+// exitCode set (0 for --help, kUsageExit for an error).
+std::optional<Options> parseOptions(int argc, char** argv, int& exitCode);
+
+}  // namespace chorus::launcher

@@ -1,0 +1,69 @@
+// Watches the ranks: forwards the launcher's signals, reaps them, relays tagged output, and
+// stops all of them (SIGTERM, then SIGKILL after a grace period) as soon as one fails.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "output_tagger.h"
+#include "rank_process.h"
+
+namespace chorus::launcher {
+
+class Supervisor {
+ public:
+  // Blocks the signals the supervisor reads through a signalfd and ignores SIGPIPE. Must run
+  // before any thread starts: a thread with them unblocked would take them with the default
+  // action (SIGINT would kill the launcher before the ranks hear of it).
+  static void setUpSignals();
+
+  Supervisor(bool tagOutput, double graceSeconds);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  void add(const RankProcess& process);
+  // Stops the ranks started so far (chorus-run could not start them all); run() then returns
+  // exitCode unless a rank failed first.
+  void abort(int exitCode);
+  // Returns once every rank has been reaped; the value is chorus-run's exit status.
+  int run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Rank {
+    RankProcess process;
+    bool alive = true;
+  };
+  struct Stream {
+    int rank;
+    int fd;
+    OutputTagger tagger;
+  };
+
+  void handleSignals();
+  void reapChildren();
+  void onRankExit(Rank& rank, int waitStatus);
+  void onLauncherSignal(int sig);
+  void beginStop(int sig);
+  void killRemaining();
+  // Relays up to maxReads reads of the stream; closes it at end of file.
+  void drain(Stream& stream, int maxReads);
+  void closeStream(Stream& stream);
+  void setExitCode(int code);
+
+  bool tagOutput_;
+  Clock::duration grace_;
+  int signalFd_ = -1;
+  std::vector<Rank> ranks_;
+  std::vector<Stream> streams_;
+  int live_ = 0;
+  int exitCode_ = -1;  // -1: nothing has failed yet
+  bool stopping_ = false;
+  bool killed_ = false;
+  int stopSignal_ = 0;
+  Clock::time_point killAt_;
+};
+
+}  // namespace chorus::launcher
