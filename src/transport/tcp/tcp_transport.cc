@@ -16,6 +16,7 @@ namespace {
 
 constexpr uint64_t kWakeKey = ~uint64_t{0};
 constexpr uint64_t kListenerKey = ~uint64_t{0} - 1;
+constexpr std::chrono::milliseconds kTimeoutGrace{1000};
 
 void push(Request*& head, Request*& tail, Request* r) {
   r->next = nullptr;
@@ -131,19 +132,42 @@ void TcpTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uint
 }
 
 void TcpTransport::wait(Request& r, Deadline deadline) {
+  std::unique_ptr<Error> mine;  // set once this wait has timed out
   while (!r.done()) {
     if (deadline.expired()) {
-      const Link& l = links_.at(static_cast<size_t>(r.peer));
-      bool isSend = false;
-      for (Request* q = l.sendHead; q; q = q->next) isSend |= (q == &r);
-      throw Error(ErrorCode::kTimeout,
-                  std::string("timed out waiting for rank ") + std::to_string(r.peer) + " (" +
-                      l.address + ") " + (isSend ? "to accept" : "to send") + " message " +
-                      std::to_string(r.step) + " (" + std::to_string(r.moved) + " of " +
-                      std::to_string(r.bytes) + " bytes moved)");
+      if (mine) throw *mine;
+      mine = std::make_unique<Error>(ErrorCode::kTimeout, timeoutMessage(r));
+      // Tell the peers now, then listen a little longer: the peer this rank waits for may itself
+      // be stuck behind a silent rank and say so, which names the rank that is really missing.
+      sendAbortFrames(*mine);
+      deadline = Deadline::after(kTimeoutGrace);
     }
-    progress(deadline);
+    try {
+      progress(deadline);
+    } catch (const Error& e) {
+      bool fromAwaited = abortFrom_ == r.peer;
+      if (!mine && !fromAwaited && e.code() == ErrorCode::kTimeout) {
+        // A rank gave up waiting for this one, which is itself stuck: say on whom.
+        throw Error(ErrorCode::kTimeout,
+                    std::string(e.what()) + "; this rank was itself " + waitingText(r));
+      }
+      if (!mine || fromAwaited) throw;
+      // Another rank's account of the same stall; keep waiting for the one that matters.
+    }
   }
+}
+
+std::string TcpTransport::timeoutMessage(const Request& r) const {
+  return "timed out " + waitingText(r);
+}
+
+std::string TcpTransport::waitingText(const Request& r) const {
+  const Link& l = links_.at(static_cast<size_t>(r.peer));
+  bool isSend = false;
+  for (Request* q = l.sendHead; q; q = q->next) isSend |= (q == &r);
+  return std::string("waiting for rank ") + std::to_string(r.peer) + " (" + l.address +
+         ") " + (isSend ? "to accept" : "to send") + " message " + std::to_string(r.step) + " (" +
+         std::to_string(r.moved) + " of " + std::to_string(r.bytes) + " bytes moved)";
 }
 
 void TcpTransport::progress(Deadline deadline) {
@@ -173,8 +197,9 @@ void TcpTransport::progress(Deadline deadline) {
     }
     Link& l = links_[key];
     if (!l.fd || l.in == Inbound::kGone) continue;
-    if (ev & EPOLLOUT) onWritable(l);
+    // Reads first: an abort message from the peer explains a failing write better than EPIPE.
     if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)) onReadable(l);
+    if (ev & EPOLLOUT) onWritable(l);
     if ((ev & (EPOLLERR | EPOLLHUP)) && l.in != Inbound::kGone) {
       int err = 0;
       socklen_t len = sizeof(err);
@@ -304,6 +329,7 @@ void TcpTransport::onReadable(Link& l) {
       code = static_cast<uint32_t>(ErrorCode::kPeerFailure);
     }
     l.in = Inbound::kHeader;
+    abortFrom_ = l.peer;
     throw Error(static_cast<ErrorCode>(code),
                 "rank " + std::to_string(l.peer) + " failed: " + l.abortText.substr(4));
   }
@@ -372,7 +398,49 @@ void TcpTransport::gone(Link& l) {
                   "(did the ranks run different numbers of collectives?)");
 }
 
+void TcpTransport::salvageAbort(Link& l) noexcept {
+  // Skip whatever data is queued and look for the peer's abort message behind it; give up at
+  // the first sign of trouble (this is only for a better message).
+  try {
+    l.recvHead = l.recvTail = nullptr;
+    size_t budget = 64u << 20;
+    uint8_t sink[16384];
+    for (int spins = 0; spins < 1000 && l.in != Inbound::kGone; ++spins) {
+      if (l.in == Inbound::kHeader && l.parked) {
+        uint64_t left = l.parkedHeader.bytes;
+        while (left > 0 && budget > 0) {
+          ssize_t k = ::recv(l.fd.get(), sink, std::min<uint64_t>(left, sizeof(sink)), MSG_DONTWAIT);
+          if (k <= 0) return;
+          left -= static_cast<uint64_t>(k);
+          budget -= std::min(budget, static_cast<size_t>(k));
+        }
+        if (left > 0) return;
+        l.parked = false;
+        continue;
+      }
+      if (l.in == Inbound::kPayload) return;
+      ssize_t k = ::recv(l.fd.get(), l.abortText.data(), 0, MSG_DONTWAIT | MSG_PEEK);
+      if (k < 0) return;
+      onReadable(l);  // throws the remote abort once its text is complete
+      if (l.in == Inbound::kHeader && !l.parked) return;
+    }
+  } catch (const Error& e) {
+    salvaged_ = std::make_unique<Error>(e);
+  } catch (...) {
+  }
+}
+
 void TcpTransport::lost(Link& l, const std::string& why) {
+  if (!salvaging_) {
+    salvaging_ = true;
+    salvageAbort(l);
+    salvaging_ = false;
+    if (salvaged_) {
+      Error e = *salvaged_;
+      salvaged_.reset();
+      if (std::string(e.what()).rfind("rank ", 0) == 0) throw e;  // the peer's own account
+    }
+  }
   throw Error(ErrorCode::kPeerFailure,
               "lost connection to rank " + std::to_string(l.peer) + " (" + l.address + "): " + why);
 }
@@ -383,9 +451,9 @@ void TcpTransport::interrupt() noexcept {
   [[maybe_unused]] auto ignored = ::write(wake_.get(), &one, sizeof(one));
 }
 
-void TcpTransport::abort(const Error& cause) noexcept {
-  if (broken_) return;
-  broken_ = true;
+void TcpTransport::sendAbortFrames(const Error& cause) noexcept {
+  if (abortSent_) return;
+  abortSent_ = true;
   std::string text(4, '\0');
   uint32_t code = static_cast<uint32_t>(cause.code());
   std::memcpy(text.data(), &code, 4);
@@ -397,16 +465,23 @@ void TcpTransport::abort(const Error& cause) noexcept {
   uint8_t header[kFrameHeaderBytes];
   encodeFrame(h, header);
   for (auto& l : links_) {
-    if (!l.fd) continue;
     // A frame half written cannot be followed by another one: those peers see the close.
     bool midFrame = l.sendHead && (l.headerSent > 0 || l.sendHead->moved > 0);
-    if (!midFrame && l.in != Inbound::kGone) {
-      iovec iov[2] = {{header, kFrameHeaderBytes}, {text.data(), text.size()}};
-      msghdr m{};
-      m.msg_iov = iov;
-      m.msg_iovlen = 2;
-      [[maybe_unused]] auto ignored = ::sendmsg(l.fd.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
+    if (!l.fd || midFrame || l.in == Inbound::kGone) continue;
+    iovec iov[2] = {{header, kFrameHeaderBytes}, {text.data(), text.size()}};
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = 2;
+    [[maybe_unused]] auto ignored = ::sendmsg(l.fd.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+}
+
+void TcpTransport::abort(const Error& cause) noexcept {
+  if (broken_) return;
+  broken_ = true;
+  sendAbortFrames(cause);
+  for (auto& l : links_) {
+    if (!l.fd) continue;
     l.sendHead = l.sendTail = nullptr;
     l.recvHead = l.recvTail = nullptr;
     // Half-close now so peers see the abort; the socket itself closes with the transport.

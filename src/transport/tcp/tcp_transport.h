@@ -6,7 +6,10 @@
 #include "transport/tcp/socket.h"
 #include "transport/transport.h"
 
+#include <chorus/error.hpp>
+
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,6 +74,10 @@ class TcpTransport final : public Transport {
   void updateEvents(Link& l);
   void encodeSendHeader(Link& l);
   [[noreturn]] void lost(Link& l, const std::string& why);
+  void salvageAbort(Link& l) noexcept;
+  void sendAbortFrames(const Error& cause) noexcept;
+  std::string timeoutMessage(const Request& r) const;
+  std::string waitingText(const Request& r) const;
   [[noreturn]] void gone(Link& l);
   Link& link(int peer);
   void drainAndClose(Link& l) noexcept;
@@ -85,6 +92,10 @@ class TcpTransport final : public Transport {
   bool inOp_ = false;
   bool broken_ = false;
   std::atomic<bool> interrupted_{false};
+  bool salvaging_ = false;
+  bool abortSent_ = false;
+  int abortFrom_ = -1;  // peer whose abort message was read last
+  std::unique_ptr<Error> salvaged_;
 };
 
 }  // namespace chorus::transport::tcp

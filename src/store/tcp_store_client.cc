@@ -1,0 +1,265 @@
+// Client of the TCP store server (protocol: tcp_store_protocol.h).
+//
+// Each call takes an idle connection from a small pool (opening a new one when every connection
+// is busy), so a thread blocked in get()/wait() does not hold up other threads sharing the store.
+// Connections are non-blocking sockets driven by poll() against the call's deadline. Connecting
+// retries until the timeout, since the server may start after the client. A call that times out
+// drops its connection (the server then forgets the parked request); a connection lost mid-call
+// raises kPeerFailure.
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include <chorus/error.hpp>
+#include <chorus/store.hpp>
+
+#include "store/socket_util.h"
+#include "store/store_util.h"
+#include "store/tcp_store_protocol.h"
+
+namespace chorus {
+namespace {
+
+using store::IoStatus;
+using store::UniqueFd;
+namespace proto = store::proto;
+
+constexpr size_t kMaxIdleConnections = 4;
+
+class TcpStore final : public Store {
+ public:
+  TcpStore(std::string host, int port, std::chrono::milliseconds timeout)
+      : host_(std::move(host)),
+        port_(port),
+        timeout_(timeout),
+        addr_(store::hostPort(host_, port_)),
+        where_("TCP store " + addr_) {
+    if (port_ <= 0 || port_ > 65535) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "tcp store: bad port " + std::to_string(port_) + " for host '" + host_ + "'");
+    }
+    // Connect eagerly so that an unreachable server is reported at construction.
+    idle_.push_back(connect(store::deadlineAfter(timeout_), timeout_));
+  }
+
+  void set(const std::string& key, const Bytes& value) override {
+    if (value.size() > proto::kMaxBody) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "tcp store: value of key " + store::quoteKey(key) + " is too large (" +
+                      std::to_string(value.size()) + " bytes, limit 64 MiB)");
+    }
+    proto::Writer w(static_cast<uint8_t>(proto::Op::kSet));
+    w.str(key).bytes(value);
+    call(std::move(w), store::deadlineAfter(timeout_), "set of key " + store::quoteKey(key),
+         timeout_);
+  }
+
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
+    proto::Writer w(static_cast<uint8_t>(proto::Op::kGet));
+    w.i64(timeout.count()).str(key);
+    Bytes body = call(std::move(w), waitDeadline(timeout), "key " + store::quoteKey(key), timeout);
+    proto::Reader r(body.data(), body.size());
+    Bytes value = r.bytes();
+    if (!r.done()) badResponse();
+    return value;
+  }
+
+  int64_t add(const std::string& key, int64_t delta) override {
+    proto::Writer w(static_cast<uint8_t>(proto::Op::kAdd));
+    w.str(key).i64(delta);
+    Bytes body = call(std::move(w), store::deadlineAfter(timeout_),
+                      "add on key " + store::quoteKey(key), timeout_);
+    proto::Reader r(body.data(), body.size());
+    int64_t value = r.i64();
+    if (!r.done()) badResponse();
+    return value;
+  }
+
+  bool check(const std::vector<std::string>& keys) override {
+    proto::Writer w(static_cast<uint8_t>(proto::Op::kCheck));
+    putKeys(w, keys);
+    Bytes body = call(std::move(w), store::deadlineAfter(timeout_),
+                      "check of " + std::to_string(keys.size()) + " keys", timeout_);
+    proto::Reader r(body.data(), body.size());
+    uint8_t all = r.u8();
+    if (!r.done() || all > 1) badResponse();
+    return all == 1;
+  }
+
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    std::string what = keys.size() == 1 ? "key " + store::quoteKey(keys[0])
+                                        : std::to_string(keys.size()) + " keys";
+    proto::Writer w(static_cast<uint8_t>(proto::Op::kWait));
+    w.i64(timeout.count());
+    putKeys(w, keys);
+    Bytes body = call(std::move(w), waitDeadline(timeout), what, timeout);
+    if (!body.empty()) badResponse();
+  }
+
+ private:
+  static void putKeys(proto::Writer& w, const std::vector<std::string>& keys) {
+    w.u32(static_cast<uint32_t>(keys.size()));
+    for (const auto& k : keys) w.str(k);
+  }
+
+  // The server answers a parked GET/WAIT with kTimeout when `timeout` passes; the client gives it
+  // its I/O timeout on top of that before giving up on the connection.
+  Deadline waitDeadline(std::chrono::milliseconds timeout) const {
+    if (timeout > std::chrono::milliseconds::max() - timeout_) return Deadline::never();
+    return store::deadlineAfter(std::max(timeout, std::chrono::milliseconds(0)) + timeout_);
+  }
+
+  [[noreturn]] void badResponse() const {
+    throw Error(ErrorCode::kPeerFailure, "tcp store: malformed response from server " + addr_);
+  }
+
+  // Sends one request and returns the body of its OK response.
+  Bytes call(proto::Writer&& request, const Deadline& deadline, const std::string& what,
+             std::chrono::milliseconds timeout) {
+    if (request.bodySize() > proto::kMaxBody) {
+      throw Error(ErrorCode::kInvalidArgument, "tcp store: request too large for " + what + " (" +
+                                                   std::to_string(request.bodySize()) +
+                                                   " bytes, limit 64 MiB)");
+    }
+    std::vector<uint8_t> frame = request.finish();
+    UniqueFd conn = acquire(deadline, timeout);
+    int err = 0;
+    IoStatus s = store::sendAll(conn.get(), frame.data(), frame.size(), deadline, &err);
+    if (s != IoStatus::kOk) fail(s, err, what, timeout);
+
+    uint8_t header[proto::kHeaderSize];
+    s = store::recvAll(conn.get(), header, sizeof(header), deadline, &err);
+    if (s != IoStatus::kOk) fail(s, err, what, timeout);
+    proto::Header h = proto::parseHeader(header);
+    if (!proto::plausible(h)) badResponse();
+    Bytes body(h.body_len);
+    s = store::recvAll(conn.get(), body.data(), body.size(), deadline, &err);
+    if (s != IoStatus::kOk) fail(s, err, what, timeout);
+    release(std::move(conn));
+
+    if (h.code != 0) {
+      proto::Reader r(body.data(), body.size());
+      std::string message = r.str();
+      if (!r.done()) badResponse();
+      if (h.code == static_cast<uint8_t>(ErrorCode::kTimeout)) {  // message: the missing key
+        store::throwWaitTimeout(where_, "key " + store::quoteKey(message), timeout);
+      }
+      ErrorCode code = h.code <= static_cast<uint8_t>(ErrorCode::kInternal)
+                           ? static_cast<ErrorCode>(h.code)
+                           : ErrorCode::kInternal;
+      throw Error(code, message + " (from " + where_ + ")");
+    }
+    return body;
+  }
+
+  // The failed connection is dropped by the caller's UniqueFd going out of scope.
+  [[noreturn]] void fail(IoStatus s, int err, const std::string& what,
+                         std::chrono::milliseconds timeout) const {
+    switch (s) {
+      case IoStatus::kTimeout:
+        store::throwWaitTimeout(where_, what, timeout);
+      case IoStatus::kClosed:
+        throw Error(ErrorCode::kPeerFailure,
+                    "tcp store: lost connection to server " + addr_ + " during " + what);
+      default:
+        throw Error(ErrorCode::kPeerFailure, "tcp store: lost connection to server " + addr_ +
+                                                 " during " + what + ": " + std::strerror(err));
+    }
+  }
+
+  // An idle connection that the server has not closed meanwhile, or a new one.
+  UniqueFd acquire(const Deadline& deadline, std::chrono::milliseconds timeout) {
+    while (true) {
+      UniqueFd fd;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (idle_.empty()) break;
+        fd = std::move(idle_.back());
+        idle_.pop_back();
+      }
+      // Between requests the server never sends anything: readiness means EOF or an error.
+      pollfd p{fd.get(), POLLIN | POLLRDHUP, 0};
+      if (::poll(&p, 1, 0) == 0) return fd;
+    }
+    return connect(deadline, timeout);
+  }
+
+  void release(UniqueFd fd) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(fd));
+  }
+
+  // Connects, retrying with a growing sleep until the deadline.
+  UniqueFd connect(const Deadline& deadline, std::chrono::milliseconds timeout) const {
+    std::string last_error = "no attempt made";
+    auto delay = std::chrono::milliseconds(10);
+    while (true) {
+      bool transient = false;
+      store::AddrInfoPtr addrs = store::resolveTcp(host_, port_, false, &last_error, &transient);
+      for (addrinfo* ai = addrs.get(); ai != nullptr; ai = ai->ai_next) {
+        UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                             ai->ai_protocol));
+        if (!fd.valid()) {
+          last_error = std::string("socket: ") + std::strerror(errno);
+          continue;
+        }
+        if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
+          store::setNoDelay(fd.get());
+          return fd;
+        }
+        if (errno != EINPROGRESS) {
+          last_error = std::string("connect: ") + std::strerror(errno);
+          continue;
+        }
+        pollfd p{fd.get(), POLLOUT, 0};
+        int rc = 0;
+        do {
+          rc = ::poll(&p, 1, deadline.remainingMs());
+        } while (rc < 0 && errno == EINTR);
+        if (rc <= 0) {
+          last_error = rc == 0 ? "connect: timed out" : std::string("poll: ") + strerror(errno);
+          continue;
+        }
+        int so_error = 0;
+        socklen_t len = sizeof(so_error);
+        if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) so_error = errno;
+        if (so_error == 0) {
+          store::setNoDelay(fd.get());
+          return fd;
+        }
+        last_error = std::string("connect: ") + std::strerror(so_error);
+      }
+      if (deadline.expired()) break;
+      auto left = deadline.at() - Clock::now();
+      std::this_thread::sleep_for(std::min<Clock::duration>(delay, left));
+      delay = std::min(delay * 2, std::chrono::milliseconds(200));
+      if (deadline.expired()) break;
+    }
+    throw Error(ErrorCode::kTimeout, "tcp store: could not connect to server " + addr_ +
+                                         " within " + std::to_string(timeout.count()) +
+                                         " ms (last error: " + last_error + ")");
+  }
+
+  const std::string host_;
+  const int port_;
+  const std::chrono::milliseconds timeout_;
+  const std::string addr_;
+  const std::string where_;
+  std::mutex mu_;
+  std::vector<UniqueFd> idle_;
+};
+
+}  // namespace
+
+std::shared_ptr<Store> makeTcpStore(const std::string& host, int port,
+                                    std::chrono::milliseconds timeout) {
+  return std::make_shared<TcpStore>(host, port, timeout);
+}
+
+}  // namespace chorus

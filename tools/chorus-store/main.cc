@@ -1,0 +1,101 @@
+// chorus-store: runs a Chorus TCP store server in the foreground until SIGINT or SIGTERM.
+//
+//   chorus-store [--host H] [--port P]
+//
+// Defaults: --host 0.0.0.0 (every interface), --port 29500; --port 0 picks a free port.
+// Prints "chorus-store listening on tcp://H:P" once the server accepts connections.
+#include <chorus/error.hpp>
+#include <chorus/store.hpp>
+
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+namespace {
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: chorus-store [--host H] [--port P]\n"
+               "Runs a Chorus TCP store server until interrupted (SIGINT/SIGTERM).\n"
+               "  --host H   address or hostname to bind (default 0.0.0.0: every interface)\n"
+               "  --port P   TCP port (default 29500; 0 picks a free port)\n");
+}
+
+bool parsePort(const std::string& s, int* port) {
+  if (s.empty() || s.size() > 5) return false;
+  int v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  if (v > 65535) return false;
+  *port = v;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string host = "0.0.0.0";
+  int port = 29500;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    if (arg == "-h" || arg == "--help") {
+      usage(stdout);
+      return 0;
+    }
+    if (arg != "--host" && arg != "--port") {
+      std::fprintf(stderr, "chorus-store: unknown argument '%s'\n", argv[i]);
+      usage(stderr);
+      return 2;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "chorus-store: %s needs a value\n", arg.c_str());
+        return 2;
+      }
+      value = argv[++i];
+    }
+    if (arg == "--host") {
+      host = value;
+    } else if (!parsePort(value, &port)) {
+      std::fprintf(stderr, "chorus-store: bad port '%s' (expected 0-65535)\n", value.c_str());
+      return 2;
+    }
+  }
+
+  // Block the signals before the server thread starts so that only sigwait() below sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  if (int rc = pthread_sigmask(SIG_BLOCK, &signals, nullptr); rc != 0) {
+    std::fprintf(stderr, "chorus-store: pthread_sigmask: %s\n", std::strerror(rc));
+    return 1;
+  }
+
+  try {
+    chorus::TcpStoreServer server(host, port);
+    std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    std::printf("chorus-store listening on tcp://%s:%d\n", shown.c_str(), server.port());
+    std::fflush(stdout);
+    int sig = 0;
+    while (sigwait(&signals, &sig) != 0) {
+    }
+    std::fprintf(stderr, "chorus-store: got %s, shutting down\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+  } catch (const chorus::Error& e) {
+    std::fprintf(stderr, "chorus-store: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
