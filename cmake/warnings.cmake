@@ -1,8 +1,8 @@
 # Warnings for every Chorus target; CHORUS_WERROR (on in CI) makes them errors.
 add_library(chorus_warnings INTERFACE)
 target_compile_options(chorus_warnings INTERFACE
-  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align -Wunused -Woverloaded-virtual
-  -Wnull-dereference -Wimplicit-fallthrough)
+  -Wall -Wextra -Wpedantic -Wshadow -Wcast-align -Wunused -Wnull-dereference -Wimplicit-fallthrough
+  $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor -Woverloaded-virtual>)
 if(CHORUS_WERROR)
   target_compile_options(chorus_warnings INTERFACE -Werror)
 endif()

@@ -1,0 +1,53 @@
+# Chorus: the two commands a new user needs are `make demo` and `make test`.
+BUILD ?= build
+BUILD_TYPE ?= Release
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+RANKS ?= 4
+
+.PHONY: all deps build demo test test-sanitize bench compare install format clean
+
+all: build
+
+deps:
+	scripts/install-deps
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Four ranks on this machine All-Reduce a few sizes, verify them and print bandwidth.
+demo: build
+	$(BUILD)/tools/chorus-run/chorus-run -n $(RANKS) -- $(BUILD)/examples/allreduce_demo
+
+test: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCHORUS_WERROR=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+test-sanitize: deps
+	cmake -S . -B $(BUILD)-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCHORUS_WERROR=ON -DCHORUS_SANITIZE=ON
+	cmake --build $(BUILD)-sanitize -j $(JOBS)
+	cd $(BUILD)-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) --timeout 900
+
+# All-reduce sweep on 2 and 4 local ranks with chorus-bench.
+bench: build
+	for n in 2 4; do $(BUILD)/tools/chorus-run/chorus-run -n $$n -- \
+	  $(BUILD)/tools/chorus-bench/chorus-bench --op allreduce --min-bytes 8 --max-bytes 64M; done
+
+# Side by side with Open MPI and Gloo (installs them first).
+compare: build
+	scripts/install-deps --bench
+	bench/compare/run.sh $(BUILD)
+
+install: build
+	cmake --install $(BUILD)
+
+format:
+	find include src tools tests examples bench -name '*.h' -o -name '*.hpp' -o -name '*.cc' -o -name '*.c' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-sanitize

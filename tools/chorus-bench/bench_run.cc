@@ -1,0 +1,221 @@
+#include "bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+namespace chorus::bench {
+namespace {
+
+// Small integers: exact in every dtype and every summation order, for #wrong.
+void fillInput(std::vector<uint8_t>& buf, size_t count, DataType t, int rank) {
+  for (size_t i = 0; i < count; ++i) {
+    int v = static_cast<int>((i + static_cast<size_t>(rank)) % 3) + 1;
+    uint8_t* p = buf.data() + i * sizeOf(t);
+    switch (t) {
+      case DataType::kF32: {
+        float f = static_cast<float>(v);
+        std::memcpy(p, &f, 4);
+        break;
+      }
+      case DataType::kF64: {
+        double d = v;
+        std::memcpy(p, &d, 8);
+        break;
+      }
+      case DataType::kF16: {
+        _Float16 h = static_cast<_Float16>(v);
+        std::memcpy(p, &h, 2);
+        break;
+      }
+      case DataType::kBF16: {
+        float f = static_cast<float>(v);
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        uint16_t b = static_cast<uint16_t>(u >> 16);  // exact for small integers
+        std::memcpy(p, &b, 2);
+        break;
+      }
+      case DataType::kI8:
+      case DataType::kU8:
+        *p = static_cast<uint8_t>(v);
+        break;
+      case DataType::kI32: {
+        int32_t x = v;
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case DataType::kI64: {
+        int64_t x = v;
+        std::memcpy(p, &x, 8);
+        break;
+      }
+    }
+  }
+}
+
+double valueAt(const uint8_t* p, DataType t) {
+  switch (t) {
+    case DataType::kF32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DataType::kF64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+    case DataType::kF16: {
+      _Float16 h;
+      std::memcpy(&h, p, 2);
+      return static_cast<double>(h);
+    }
+    case DataType::kBF16: {
+      uint16_t b;
+      std::memcpy(&b, p, 2);
+      uint32_t u = static_cast<uint32_t>(b) << 16;
+      float f;
+      std::memcpy(&f, &u, 4);
+      return f;
+    }
+    case DataType::kI8:
+      return static_cast<int8_t>(*p);
+    case DataType::kU8:
+      return *p;
+    case DataType::kI32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case DataType::kI64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+  }
+  return 0;
+}
+
+// Expected element i of a reduction of fillInput over n ranks.
+double expectedReduced(size_t i, int n, ReduceOp op) {
+  double acc = op == ReduceOp::kProd ? 1 : (op == ReduceOp::kMin ? 1e300 : (op == ReduceOp::kMax ? -1e300 : 0));
+  for (int r = 0; r < n; ++r) {
+    double v = static_cast<double>((i + static_cast<size_t>(r)) % 3) + 1;
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        acc += v;
+        break;
+      case ReduceOp::kProd:
+        acc *= v;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
+    }
+  }
+  return acc;
+}
+
+}  // namespace
+
+double busFactor(const std::string& op, int n) {
+  if (op == "allreduce") return 2.0 * (n - 1) / n;
+  if (op == "reduce_scatter" || op == "all_gather") return static_cast<double>(n - 1) / n;
+  return 1.0;
+}
+
+std::vector<Row> runSweep(Communicator& comm, const Config& cfg) {
+  const int n = comm.size(), r = comm.rank();
+  const size_t es = sizeOf(cfg.dtype);
+  const bool perRankBlocks = cfg.op == "reduce_scatter" || cfg.op == "all_gather";
+  // Buffers sized once for the largest size and touched up front: no page faults while timing.
+  std::vector<uint8_t> in(cfg.maxBytes + es), out(cfg.maxBytes + es);
+  std::fill(in.begin(), in.end(), 0);
+  std::fill(out.begin(), out.end(), 0);
+
+  auto issue = [&](size_t count) -> Work {
+    if (cfg.op == "allreduce") return comm.allReduce(in.data(), out.data(), count, cfg.dtype, cfg.redop);
+    if (cfg.op == "reduce_scatter") {
+      return comm.reduceScatter(in.data(), out.data(), count, cfg.dtype, cfg.redop);
+    }
+    if (cfg.op == "all_gather") return comm.allGather(in.data(), out.data(), count, cfg.dtype);
+    if (cfg.op == "broadcast") return comm.broadcast(out.data(), count, cfg.dtype, 0);
+    throw std::invalid_argument("unknown --op " + cfg.op);
+  };
+
+  std::vector<Row> rows;
+  for (double b = static_cast<double>(cfg.minBytes); b <= static_cast<double>(cfg.maxBytes) * 1.0000001;
+       b *= cfg.stepFactor) {
+    Row row;
+    size_t total = static_cast<size_t>(b) / es;  // elements in the whole (largest) buffer
+    if (perRankBlocks) total -= total % static_cast<size_t>(n);
+    if (total == 0) total = perRankBlocks ? static_cast<size_t>(n) : 1;
+    row.count = perRankBlocks ? total / static_cast<size_t>(n) : total;
+    row.bytes = total * es;
+    if (row.bytes > cfg.maxBytes + es) break;
+
+    for (int i = 0; i < cfg.warmup; ++i) issue(row.count).wait();
+    std::vector<double> times(static_cast<size_t>(cfg.iters));
+    for (int i = 0; i < cfg.iters; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      issue(row.count).wait();
+      times[static_cast<size_t>(i)] =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    }
+    // Slowest rank per iteration, then the median iteration.
+    comm.allReduce(std::span<double>(times), ReduceOp::kMax).wait();
+    std::sort(times.begin(), times.end());
+    row.timeUs = times[times.size() / 2];
+    row.algbw = static_cast<double>(row.bytes) / (row.timeUs * 1e-6) / 1e9;
+    row.busbw = row.algbw * busFactor(cfg.op, n);
+
+    if (cfg.check) {
+      long wrong = 0;
+      if (cfg.op == "broadcast") {
+        if (r == 0) fillInput(out, row.count, cfg.dtype, 0);
+        issue(row.count).wait();
+        for (size_t i = 0; i < row.count; ++i) {
+          wrong += valueAt(out.data() + i * es, cfg.dtype) != static_cast<double>(i % 3 + 1);
+        }
+      } else if (cfg.op == "all_gather") {
+        fillInput(in, row.count, cfg.dtype, r);
+        issue(row.count).wait();
+        for (size_t i = 0; i < total; ++i) {
+          size_t q = i / row.count, j = i % row.count;
+          wrong += valueAt(out.data() + i * es, cfg.dtype) != static_cast<double>((j + q) % 3 + 1);
+        }
+      } else {
+        fillInput(in, total, cfg.dtype, r);
+        issue(row.count).wait();
+        size_t first = cfg.op == "reduce_scatter" ? row.count * static_cast<size_t>(r) : 0;
+        for (size_t i = 0; i < row.count; ++i) {
+          double want = expectedReduced(first + i, n, cfg.redop);
+          if (cfg.redop == ReduceOp::kAvg) {
+            want = sizeOf(cfg.dtype) && (cfg.dtype == DataType::kI8 || cfg.dtype == DataType::kU8 ||
+                                         cfg.dtype == DataType::kI32 || cfg.dtype == DataType::kI64)
+                       ? static_cast<double>(static_cast<long long>(want) / n)
+                       : want / n;
+            // Floats: compare loosely, the division rounds in the element type.
+            double got = valueAt(out.data() + i * es, cfg.dtype);
+            wrong += std::abs(got - want) > 1e-2 * std::abs(want) + 1e-3;
+            continue;
+          }
+          wrong += valueAt(out.data() + i * es, cfg.dtype) != want;
+        }
+      }
+      int64_t w = wrong;
+      comm.allReduce(std::span<int64_t>(&w, 1), ReduceOp::kSum).wait();
+      row.wrong = static_cast<long>(w);
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace chorus::bench

@@ -1,0 +1,83 @@
+// chorus-bench: run under chorus-run (or mpirun/srun with CHORUS_STORE set).
+//   chorus-run -n 4 -- chorus-bench --op allreduce --min-bytes 8 --max-bytes 64M
+#include "bench.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+
+namespace {
+
+size_t parseBytes(const std::string& s) {
+  size_t used = 0;
+  double v = std::stod(s, &used);
+  std::string suffix = s.substr(used);
+  static const std::map<std::string, double> units = {
+      {"", 1}, {"B", 1}, {"K", 1024}, {"KB", 1024}, {"KiB", 1024}, {"M", 1 << 20}, {"MB", 1 << 20},
+      {"MiB", 1 << 20}, {"G", 1 << 30}, {"GB", 1 << 30}, {"GiB", 1 << 30}};
+  auto it = units.find(suffix);
+  if (it == units.end() || v < 0) throw std::invalid_argument("bad size '" + s + "'");
+  return static_cast<size_t>(v * it->second);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace chorus;
+  bench::Config cfg;
+  std::string dtype = "f32", redop = "sum", minBytes = "8", maxBytes = "64M", algo;
+  bool noCheck = false;
+  CLI::App app{"chorus-bench: collective bandwidth and latency, nccl-tests conventions"};
+  app.add_option("--op", cfg.op, "allreduce | reduce_scatter | all_gather | broadcast")
+      ->check(CLI::IsMember({"allreduce", "reduce_scatter", "all_gather", "broadcast"}));
+  app.add_option("--dtype", dtype, "f32 f64 f16 bf16 i8 u8 i32 i64");
+  app.add_option("--redop", redop, "sum prod min max avg");
+  app.add_option("-b,--min-bytes", minBytes, "smallest size (suffixes K, M, G)");
+  app.add_option("-e,--max-bytes", maxBytes, "largest size");
+  app.add_option("-f,--step-factor", cfg.stepFactor, "size multiplier between rows")
+      ->check(CLI::Range(1.01, 1e6));
+  app.add_option("-n,--iters", cfg.iters, "timed iterations per size")->check(CLI::Range(1, 1000000));
+  app.add_option("-w,--warmup", cfg.warmup, "untimed iterations per size")->check(CLI::Range(0, 1000000));
+  app.add_option("--algo", algo, "force an all-reduce algorithm: ring | rd (default: automatic)");
+  app.add_flag("--no-check", noCheck, "skip the correctness check (#wrong)");
+  app.add_flag("-c,--check", cfg.check, "check results (default on)");
+  app.add_option("--json", cfg.jsonPath, "also write the rows as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+  cfg.check = !noCheck;
+
+  const std::map<std::string, DataType> dtypes = {
+      {"f32", DataType::kF32}, {"f64", DataType::kF64}, {"f16", DataType::kF16},
+      {"bf16", DataType::kBF16}, {"i8", DataType::kI8}, {"u8", DataType::kU8},
+      {"i32", DataType::kI32}, {"i64", DataType::kI64}};
+  const std::map<std::string, ReduceOp> ops = {{"sum", ReduceOp::kSum}, {"prod", ReduceOp::kProd},
+                                               {"min", ReduceOp::kMin}, {"max", ReduceOp::kMax},
+                                               {"avg", ReduceOp::kAvg}};
+  try {
+    if (!dtypes.count(dtype)) throw std::invalid_argument("unknown --dtype " + dtype);
+    if (!ops.count(redop)) throw std::invalid_argument("unknown --redop " + redop);
+    cfg.dtype = dtypes.at(dtype);
+    cfg.redop = ops.at(redop);
+    cfg.minBytes = parseBytes(minBytes);
+    cfg.maxBytes = parseBytes(maxBytes);
+    if (cfg.minBytes == 0 || cfg.minBytes > cfg.maxBytes) {
+      throw std::invalid_argument("need 0 < --min-bytes <= --max-bytes");
+    }
+    if (!algo.empty()) setenv("CHORUS_ALGO", algo.c_str(), 1);
+    auto comm = Communicator::fromEnv();
+    auto rows = bench::runSweep(*comm, cfg);
+    // The algorithm the library picks for the largest all-reduce, as the JSON records it.
+    std::string used = comm->options().algorithm;
+    if (comm->rank() == 0) {
+      bench::printTable(cfg, comm->size(), used, rows);
+      if (!cfg.jsonPath.empty()) bench::writeJson(cfg, comm->size(), used, rows);
+    }
+    long wrong = 0;
+    for (auto& r : rows) wrong += r.wrong;
+    return wrong == 0 ? 0 : 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "chorus-bench: %s\n", e.what());
+    return 1;
+  }
+}
