@@ -7,3 +7,10 @@
 #include <chorus/store.hpp>
 #include <chorus/types.hpp>
 #include <chorus/work.hpp>
+
+#include <chorus/chorus.h>
+
+namespace chorus {
+// The C++ communicator behind a C handle, for programs that mix both APIs.
+Communicator& communicatorOf(chorus_comm* comm);
+}  // namespace chorus

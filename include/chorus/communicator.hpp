@@ -75,6 +75,7 @@ class Communicator {
   std::exception_ptr abortCause() const;
 
   struct Impl;
+  friend Impl& implOf(Communicator& c);
 
  private:
   explicit Communicator(std::unique_ptr<Impl> impl);

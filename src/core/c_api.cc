@@ -2,6 +2,8 @@
 #include <chorus/chorus.h>
 #include <chorus/chorus.hpp>
 
+#include "core/communicator_impl.h"
+
 #include <string>
 
 struct chorus_comm {
@@ -61,6 +63,18 @@ chorus_status initWith(chorus_comm** out, Make&& make) {
 }
 
 chorus::DataType dt(chorus_dtype t) { return static_cast<chorus::DataType>(t); }
+
+// Blocking C calls run on the caller's thread when the communicator is idle.
+void blocking(chorus_comm* c, chorus::algo::CollectiveKind kind, const void* in, void* out,
+              size_t count, chorus_dtype t, chorus_op op, int root) {
+  chorus::algo::OpDesc d;
+  d.kind = kind;
+  d.count = count;
+  d.dtype = static_cast<chorus::DataType>(t);
+  d.op = static_cast<chorus::ReduceOp>(op);
+  d.root = root;
+  chorus::implOf(*c->comm).runBlocking(d, in, out);
+}
 chorus::ReduceOp rop(chorus_op o) { return static_cast<chorus::ReduceOp>(o); }
 
 template <class Issue>
@@ -101,30 +115,39 @@ int chorus_world_size(const chorus_comm* comm) { return comm ? comm->comm->size(
 chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                                chorus_dtype dtype, chorus_op op) {
   return guarded(comm, [&] {
-    comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op)).wait();
+    blocking(comm, chorus::algo::CollectiveKind::kAllReduce, sendbuf, recvbuf, count, dtype, op, 0);
   });
 }
 
 chorus_status chorus_reduce_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                     size_t recvcount, chorus_dtype dtype, chorus_op op) {
   return guarded(comm, [&] {
-    comm->comm->reduceScatter(sendbuf, recvbuf, recvcount, dt(dtype), rop(op)).wait();
+    blocking(comm, chorus::algo::CollectiveKind::kReduceScatter, sendbuf, recvbuf, recvcount, dtype,
+             op, 0);
   });
 }
 
 chorus_status chorus_all_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                 size_t sendcount, chorus_dtype dtype) {
-  return guarded(comm,
-                 [&] { comm->comm->allGather(sendbuf, recvbuf, sendcount, dt(dtype)).wait(); });
+  return guarded(comm, [&] {
+    blocking(comm, chorus::algo::CollectiveKind::kAllGather, sendbuf, recvbuf, sendcount, dtype,
+             CHORUS_SUM, 0);
+  });
 }
 
 chorus_status chorus_broadcast(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
                                int root) {
-  return guarded(comm, [&] { comm->comm->broadcast(buf, count, dt(dtype), root).wait(); });
+  return guarded(comm, [&] {
+    blocking(comm, chorus::algo::CollectiveKind::kBroadcast, buf, buf, count, dtype, CHORUS_SUM,
+             root);
+  });
 }
 
 chorus_status chorus_barrier(chorus_comm* comm) {
-  return guarded(comm, [&] { comm->comm->barrier().wait(); });
+  return guarded(comm, [&] {
+    blocking(comm, chorus::algo::CollectiveKind::kBarrier, nullptr, nullptr, 0, CHORUS_U8,
+             CHORUS_SUM, 0);
+  });
 }
 
 chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
@@ -193,3 +216,10 @@ const char* chorus_status_string(chorus_status status) {
 }
 
 }  // extern "C"
+
+namespace chorus {
+Communicator& communicatorOf(chorus_comm* comm) {
+  if (comm == nullptr) throw Error(ErrorCode::kInvalidArgument, "communicatorOf: null handle");
+  return *comm->comm;
+}
+}  // namespace chorus

@@ -34,9 +34,13 @@ Communicator::Impl::~Impl() {
   if (tx_) tx_->close();
 }
 
-Work Communicator::Impl::issue(algo::OpDesc desc, const void* in, void* out) {
+void Communicator::Impl::prepare(algo::OpDesc& desc, const void* in, const void* out) {
   validateCall(desc, in, out, rank, size);
   desc.algo = algo::selectAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype), size, options);
+}
+
+Work Communicator::Impl::issue(algo::OpDesc desc, const void* in, void* out) {
+  prepare(desc, in, out);
   auto state = std::make_shared<detail::WorkState>();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -50,6 +54,35 @@ Work Communicator::Impl::issue(algo::OpDesc desc, const void* in, void* out) {
   }
   cv_.notify_one();
   return Work(state);
+}
+
+void Communicator::Impl::runBlocking(algo::OpDesc desc, const void* in, void* out) {
+  prepare(desc, in, out);
+  Task task{algo::Args{desc, in, out}, std::make_shared<detail::WorkState>()};
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    task.args.desc.seq = nextSeq_++;
+    if (abortCause_ || abortRequested_) std::rethrow_exception(abortedError(task.args.desc));
+    if (!queue_.empty() || busy_) {
+      queue_.push_back(task);
+      lock.unlock();
+      cv_.notify_one();
+      Work(task.state).wait();
+      return;
+    }
+    busy_ = true;
+  }
+  execute(task);
+  bool wakeWorker;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+    // Only work queued meanwhile needs the worker; waking it for nothing costs two context
+    // switches per call, more than a small all-reduce itself.
+    wakeWorker = !queue_.empty() || stop_ || abortRequested_;
+  }
+  if (wakeWorker) cv_.notify_one();
+  if (task.state->error) std::rethrow_exception(task.state->error);
 }
 
 std::exception_ptr Communicator::Impl::abortedError(const algo::OpDesc& d) const {
@@ -85,10 +118,15 @@ void Communicator::Impl::workerLoop() {
     Task task;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || (abortRequested_ && !abortCause_); });
+      cv_.wait(lock, [&] {
+        return !busy_ && (stop_ || !queue_.empty() || (abortRequested_ && !abortCause_));
+      });
       if (abortRequested_ && !abortCause_ && queue_.empty()) {
+        busy_ = true;
         lock.unlock();
         abortWith(Error(ErrorCode::kAborted, "aborted by the application"));
+        lock.lock();
+        busy_ = false;
         continue;
       }
       if (queue_.empty()) return;  // stop_ and nothing left
@@ -98,8 +136,11 @@ void Communicator::Impl::workerLoop() {
         task.state->finish(abortedError(task.args.desc));
         continue;
       }
+      busy_ = true;
     }
     execute(task);
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
   }
 }
 
@@ -176,6 +217,7 @@ std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const 
 }  // namespace
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::Impl& implOf(Communicator& c) { return *c.impl_; }
 Communicator::~Communicator() = default;
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank, int size,

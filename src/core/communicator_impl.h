@@ -15,12 +15,17 @@
 
 namespace chorus {
 
+Communicator::Impl& implOf(Communicator& c);
+
 struct Communicator::Impl {
   Impl(Options options, int rank, int size, std::unique_ptr<transport::Transport> tx);
   ~Impl();
 
   // Validates, numbers and queues one collective.
   Work issue(algo::OpDesc desc, const void* in, void* out);
+  // Blocking form: runs on the calling thread when nothing else is queued (no thread handoff,
+  // which dominates small-message latency), else queues and waits. Throws on failure.
+  void runBlocking(algo::OpDesc desc, const void* in, void* out);
   void requestAbort();
   std::exception_ptr cause() const;
 
@@ -35,6 +40,7 @@ struct Communicator::Impl {
   };
   void workerLoop();
   void execute(Task& task);
+  void prepare(algo::OpDesc& desc, const void* in, const void* out);
   void abortWith(const Error& cause);
   std::exception_ptr abortedError(const algo::OpDesc& d) const;  // needs mu_ held
 
@@ -47,6 +53,7 @@ struct Communicator::Impl {
   std::deque<Task> queue_;
   uint64_t nextSeq_ = 0;
   bool stop_ = false;
+  bool busy_ = false;  // a thread (worker or blocking caller) is driving the transport
   bool abortRequested_ = false;
   std::exception_ptr abortCause_;
   std::thread worker_;

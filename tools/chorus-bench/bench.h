@@ -1,6 +1,7 @@
 // chorus-bench: nccl-tests style measurement of one collective over a range of sizes.
 #pragma once
 
+#include <chorus/chorus.h>
 #include <chorus/chorus.hpp>
 
 #include <cstddef>
@@ -20,6 +21,7 @@ struct Config {
   int warmup = 5;
   bool check = true;
   std::string jsonPath;
+  bool nonBlocking = false;  // time issue + wait of the C++ API instead of the blocking C call
 };
 
 struct Row {
@@ -31,8 +33,9 @@ struct Row {
   long wrong = 0;    // elements that differed from the expected result, over all ranks
 };
 
-// Runs the sweep collectively; every rank gets the same rows.
-std::vector<Row> runSweep(Communicator& comm, const Config& cfg);
+// Runs the sweep collectively; every rank gets the same rows. Timed calls go through the C API
+// (what MPI-style callers use) unless cfg.nonBlocking.
+std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg);
 
 // nccl-tests bus bandwidth factor.
 double busFactor(const std::string& op, int worldSize);

@@ -130,8 +130,14 @@ double busFactor(const std::string& op, int n) {
   return 1.0;
 }
 
-std::vector<Row> runSweep(Communicator& comm, const Config& cfg) {
-  const int n = comm.size(), r = comm.rank();
+void checkStatus(chorus_status s, chorus_comm* c) {
+  if (s != CHORUS_OK) {
+    throw Error(static_cast<ErrorCode>(s), chorus_last_error(c));
+  }
+}
+
+std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg) {
+  const int n = chorus_world_size(c), r = chorus_rank(c);
   const size_t es = sizeOf(cfg.dtype);
   const bool perRankBlocks = cfg.op == "reduce_scatter" || cfg.op == "all_gather";
   // Buffers sized once for the largest size and touched up front: no page faults while timing.
@@ -139,14 +145,26 @@ std::vector<Row> runSweep(Communicator& comm, const Config& cfg) {
   std::fill(in.begin(), in.end(), 0);
   std::fill(out.begin(), out.end(), 0);
 
-  auto issue = [&](size_t count) -> Work {
-    if (cfg.op == "allreduce") return comm.allReduce(in.data(), out.data(), count, cfg.dtype, cfg.redop);
-    if (cfg.op == "reduce_scatter") {
-      return comm.reduceScatter(in.data(), out.data(), count, cfg.dtype, cfg.redop);
+  const auto ct = static_cast<chorus_dtype>(cfg.dtype);
+  const auto co = static_cast<chorus_op>(cfg.redop);
+  auto issue = [&](size_t count) {
+    if (cfg.nonBlocking) {
+      Work w;
+      if (cfg.op == "allreduce") w = comm.allReduce(in.data(), out.data(), count, cfg.dtype, cfg.redop);
+      if (cfg.op == "reduce_scatter") {
+        w = comm.reduceScatter(in.data(), out.data(), count, cfg.dtype, cfg.redop);
+      }
+      if (cfg.op == "all_gather") w = comm.allGather(in.data(), out.data(), count, cfg.dtype);
+      if (cfg.op == "broadcast") w = comm.broadcast(out.data(), count, cfg.dtype, 0);
+      w.wait();
+      return;
     }
-    if (cfg.op == "all_gather") return comm.allGather(in.data(), out.data(), count, cfg.dtype);
-    if (cfg.op == "broadcast") return comm.broadcast(out.data(), count, cfg.dtype, 0);
-    throw std::invalid_argument("unknown --op " + cfg.op);
+    if (cfg.op == "allreduce") return checkStatus(chorus_allreduce(c, in.data(), out.data(), count, ct, co), c);
+    if (cfg.op == "reduce_scatter") {
+      return checkStatus(chorus_reduce_scatter(c, in.data(), out.data(), count, ct, co), c);
+    }
+    if (cfg.op == "all_gather") return checkStatus(chorus_all_gather(c, in.data(), out.data(), count, ct), c);
+    return checkStatus(chorus_broadcast(c, out.data(), count, ct, 0), c);
   };
 
   std::vector<Row> rows;
@@ -160,16 +178,16 @@ std::vector<Row> runSweep(Communicator& comm, const Config& cfg) {
     row.bytes = total * es;
     if (row.bytes > cfg.maxBytes + es) break;
 
-    for (int i = 0; i < cfg.warmup; ++i) issue(row.count).wait();
+    for (int i = 0; i < cfg.warmup; ++i) issue(row.count);
     std::vector<double> times(static_cast<size_t>(cfg.iters));
     for (int i = 0; i < cfg.iters; ++i) {
       auto t0 = std::chrono::steady_clock::now();
-      issue(row.count).wait();
+      issue(row.count);
       times[static_cast<size_t>(i)] =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     }
     // Slowest rank per iteration, then the median iteration.
-    comm.allReduce(std::span<double>(times), ReduceOp::kMax).wait();
+    checkStatus(chorus_allreduce(c, times.data(), times.data(), times.size(), CHORUS_F64, CHORUS_MAX), c);
     std::sort(times.begin(), times.end());
     row.timeUs = times[times.size() / 2];
     row.algbw = static_cast<double>(row.bytes) / (row.timeUs * 1e-6) / 1e9;
@@ -179,20 +197,20 @@ std::vector<Row> runSweep(Communicator& comm, const Config& cfg) {
       long wrong = 0;
       if (cfg.op == "broadcast") {
         if (r == 0) fillInput(out, row.count, cfg.dtype, 0);
-        issue(row.count).wait();
+        issue(row.count);
         for (size_t i = 0; i < row.count; ++i) {
           wrong += valueAt(out.data() + i * es, cfg.dtype) != static_cast<double>(i % 3 + 1);
         }
       } else if (cfg.op == "all_gather") {
         fillInput(in, row.count, cfg.dtype, r);
-        issue(row.count).wait();
+        issue(row.count);
         for (size_t i = 0; i < total; ++i) {
           size_t q = i / row.count, j = i % row.count;
           wrong += valueAt(out.data() + i * es, cfg.dtype) != static_cast<double>((j + q) % 3 + 1);
         }
       } else {
         fillInput(in, total, cfg.dtype, r);
-        issue(row.count).wait();
+        issue(row.count);
         size_t first = cfg.op == "reduce_scatter" ? row.count * static_cast<size_t>(r) : 0;
         for (size_t i = 0; i < row.count; ++i) {
           double want = expectedReduced(first + i, n, cfg.redop);
@@ -210,7 +228,7 @@ std::vector<Row> runSweep(Communicator& comm, const Config& cfg) {
         }
       }
       int64_t w = wrong;
-      comm.allReduce(std::span<int64_t>(&w, 1), ReduceOp::kSum).wait();
+      checkStatus(chorus_allreduce(c, &w, &w, 1, CHORUS_I64, CHORUS_SUM), c);
       row.wrong = static_cast<long>(w);
     }
     rows.push_back(row);

@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-check", noCheck, "skip the correctness check (#wrong)");
   app.add_flag("-c,--check", cfg.check, "check results (default on)");
   app.add_option("--json", cfg.jsonPath, "also write the rows as JSON to this file");
+  app.add_flag("--nonblocking", cfg.nonBlocking,
+               "time the C++ API's issue + wait (worker thread) instead of the blocking C call");
   CLI11_PARSE(app, argc, argv);
   cfg.check = !noCheck;
 
@@ -65,13 +67,15 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("need 0 < --min-bytes <= --max-bytes");
     }
     if (!algo.empty()) setenv("CHORUS_ALGO", algo.c_str(), 1);
-    auto comm = Communicator::fromEnv();
-    auto rows = bench::runSweep(*comm, cfg);
-    // The algorithm the library picks for the largest all-reduce, as the JSON records it.
-    std::string used = comm->options().algorithm;
-    if (comm->rank() == 0) {
-      bench::printTable(cfg, comm->size(), used, rows);
-      if (!cfg.jsonPath.empty()) bench::writeJson(cfg, comm->size(), used, rows);
+    chorus_comm* c = nullptr;
+    if (chorus_init_from_env(&c) != CHORUS_OK) throw std::runtime_error(chorus_last_error(nullptr));
+    std::unique_ptr<chorus_comm, decltype(&chorus_destroy)> owned(c, &chorus_destroy);
+    Communicator& comm = communicatorOf(c);
+    auto rows = bench::runSweep(c, comm, cfg);
+    std::string used = comm.options().algorithm;
+    if (comm.rank() == 0) {
+      bench::printTable(cfg, comm.size(), used, rows);
+      if (!cfg.jsonPath.empty()) bench::writeJson(cfg, comm.size(), used, rows);
     }
     long wrong = 0;
     for (auto& r : rows) wrong += r.wrong;
