@@ -22,5 +22,7 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ChorusConfigVersion
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ChorusConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/ChorusConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Chorus)
 
+# Relocatable: the prefix is found relative to the .pc file, so `cmake --install --prefix X` works.
+file(RELATIVE_PATH CHORUS_PC_TO_PREFIX "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/chorus.pc.in ${CMAKE_CURRENT_BINARY_DIR}/chorus.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/chorus.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,124 @@
+// Environment parsing: Options::fromEnv and the launch variables of chorus-run, mpirun and srun.
+#include "core/launch_env.h"
+
+#include <chorus/error.hpp>
+#include <chorus/options.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+
+namespace chorus {
+namespace {
+
+// Sets variables for one test and restores the previous environment afterwards.
+class ScopedEnv {
+ public:
+  ~ScopedEnv() {
+    for (auto& [k, v] : saved_) {
+      if (v) {
+        setenv(k.c_str(), v->c_str(), 1);
+      } else {
+        unsetenv(k.c_str());
+      }
+    }
+  }
+  void set(const std::string& k, const char* v) {
+    if (!saved_.count(k)) {
+      const char* old = std::getenv(k.c_str());
+      saved_[k] = old ? std::optional<std::string>(old) : std::nullopt;
+    }
+    if (v) {
+      setenv(k.c_str(), v, 1);
+    } else {
+      unsetenv(k.c_str());
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+const char* kLaunchVars[] = {"CHORUS_RANK",  "CHORUS_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                             "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                             "SLURM_PROCID", "SLURM_NTASKS", "CHORUS_STORE"};
+
+TEST(Options, DefaultsAndOverrides) {
+  ScopedEnv env;
+  for (const char* v : {"CHORUS_TIMEOUT", "CHORUS_ALGO", "CHORUS_SEGMENT_BYTES", "CHORUS_IFNAME"}) {
+    env.set(v, nullptr);
+  }
+  Options d = Options::fromEnv();
+  EXPECT_EQ(d.timeout, std::chrono::seconds(300));
+  EXPECT_EQ(d.algorithm, "auto");
+  env.set("CHORUS_TIMEOUT", "0.5");
+  env.set("CHORUS_ALGO", "ring");
+  env.set("CHORUS_SEGMENT_BYTES", "65536");
+  Options o = Options::fromEnv();
+  EXPECT_EQ(o.timeout, std::chrono::milliseconds(500));
+  EXPECT_EQ(o.algorithm, "ring");
+  EXPECT_EQ(o.segmentBytes, 65536u);
+}
+
+TEST(Options, MalformedValuesAreClearErrors) {
+  const std::pair<const char*, const char*> bad[] = {{"CHORUS_TIMEOUT", "soon"},
+                                                     {"CHORUS_TIMEOUT", "-1"},
+                                                     {"CHORUS_ALGO", "fastest"},
+                                                     {"CHORUS_SEGMENT_BYTES", "12abc"},
+                                                     {"CHORUS_SEGMENT_BYTES", "1"}};
+  for (auto [name, value] : bad) {
+    ScopedEnv env;
+    env.set(name, value);
+    try {
+      Options::fromEnv();
+      ADD_FAILURE() << name << "=" << value << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(LaunchEnv, ReadsChorusThenMpiThenSlurm) {
+  ScopedEnv env;
+  for (const char* v : kLaunchVars) env.set(v, nullptr);
+  env.set("CHORUS_STORE", "tcp://127.0.0.1:1234");
+  env.set("SLURM_PROCID", "3");
+  env.set("SLURM_NTASKS", "8");
+  EXPECT_EQ(readLaunchEnv().rank, 3);
+  env.set("PMI_RANK", "2");
+  env.set("PMI_SIZE", "4");
+  EXPECT_EQ(readLaunchEnv().rank, 2);
+  env.set("OMPI_COMM_WORLD_RANK", "1");
+  env.set("OMPI_COMM_WORLD_SIZE", "2");
+  EXPECT_EQ(readLaunchEnv().size, 2);
+  env.set("CHORUS_RANK", "0");
+  env.set("CHORUS_WORLD_SIZE", "5");
+  LaunchEnv e = readLaunchEnv();
+  EXPECT_EQ(e.rank, 0);
+  EXPECT_EQ(e.size, 5);
+  EXPECT_EQ(e.store, "tcp://127.0.0.1:1234");
+}
+
+TEST(LaunchEnv, MissingOrBadValuesSayWhat) {
+  ScopedEnv env;
+  for (const char* v : kLaunchVars) env.set(v, nullptr);
+  EXPECT_THROW(readLaunchEnv(), Error);
+  env.set("CHORUS_RANK", "4");
+  env.set("CHORUS_WORLD_SIZE", "4");  // rank out of range
+  env.set("CHORUS_STORE", "tcp://x:1");
+  EXPECT_THROW(readLaunchEnv(), Error);
+  env.set("CHORUS_RANK", "1");
+  env.set("CHORUS_STORE", nullptr);
+  try {
+    readLaunchEnv();
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CHORUS_STORE"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace chorus
