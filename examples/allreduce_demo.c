@@ -13,20 +13,20 @@ static double now_us(void) {
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-static int fail(chorus_comm *comm, chorus_status s, const char *what) {
+static int fail(chorus_comm* comm, chorus_status s, const char* what) {
   fprintf(stderr, "%s failed: %s: %s\n", what, chorus_status_string(s), chorus_last_error(comm));
   chorus_destroy(comm);
   return 1;
 }
 
 int main(void) {
-  chorus_comm *comm = NULL;
+  chorus_comm* comm = NULL;
   chorus_status s = chorus_init_from_env(&comm);
   if (s != CHORUS_OK) return fail(NULL, s, "chorus_init_from_env");
   const int rank = chorus_rank(comm), n = chorus_world_size(comm);
   const size_t sizes[] = {8, 1024, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
   const size_t max_count = (64 << 20) / sizeof(float);
-  float *buf = malloc(max_count * sizeof(float));
+  float* buf = malloc(max_count * sizeof(float));
   if (buf == NULL) return fail(comm, CHORUS_ERR_SYSTEM, "malloc");
   if (rank == 0) {
     printf("Chorus all-reduce demo: %d ranks, f32 sum\n", n);

@@ -30,7 +30,8 @@ void chainBroadcast(const Group& g, void* buf, size_t bytes, int root) {
     }
     for (size_t k = 0; k < segs; ++k) {
       g.wait(recvs[k]);
-      if (forwards) g.tx->postSend(sends[k], next, data + k * seg, len(k), static_cast<uint32_t>(k));
+      if (forwards)
+        g.tx->postSend(sends[k], next, data + k * seg, len(k), static_cast<uint32_t>(k));
     }
   }
   if (rel == 0 || forwards) {

@@ -34,7 +34,9 @@ const char* toString(AlgorithmId algo) {
   return "unknown-algorithm";
 }
 
-std::string OpDesc::name() const { return std::string(toString(kind)) + " #" + std::to_string(seq); }
+std::string OpDesc::name() const {
+  return std::string(toString(kind)) + " #" + std::to_string(seq);
+}
 
 std::string OpDesc::describe() const {
   std::string s = std::string(toString(kind)) + "(";

@@ -9,7 +9,13 @@
 
 namespace chorus::algo {
 
-enum class CollectiveKind : uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kBarrier };
+enum class CollectiveKind : uint8_t {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kBarrier
+};
 enum class AlgorithmId : uint8_t { kNone, kRing, kRecursiveDoubling, kChain, kDissemination };
 
 const char* toString(CollectiveKind kind);

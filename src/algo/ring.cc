@@ -13,8 +13,8 @@ struct Unit {
   bool last;           // last reduce-scatter step: the result is final
   const uint8_t* src;  // what this unit sends
   size_t sendBytes;
-  uint8_t* dst;        // reduce: where a op slot goes; gather: where the bytes land
-  const uint8_t* mine; // reduce: this rank's contribution to the received segment
+  uint8_t* dst;         // reduce: where a op slot goes; gather: where the bytes land
+  const uint8_t* mine;  // reduce: this rank's contribution to the received segment
   size_t recvBytes;
   int slot;
 };

@@ -94,9 +94,9 @@ std::exception_ptr Communicator::Impl::abortedError(const algo::OpDesc& d) const
       why = e.what();
     }
   }
-  return std::make_exception_ptr(
-      Error(ErrorCode::kAborted, d.name() + " (rank " + std::to_string(rank) +
-                                     "): communicator was aborted earlier: " + why));
+  return std::make_exception_ptr(Error(
+      ErrorCode::kAborted,
+      d.name() + " (rank " + std::to_string(rank) + "): communicator was aborted earlier: " + why));
 }
 
 void Communicator::Impl::requestAbort() {
@@ -200,9 +200,9 @@ void maybeHostStore(const std::string& host, int port) {
 std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const std::string& route,
                                             int rank, int size, Options options) {
   if (size < 1 || rank < 0 || rank >= size) {
-    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(rank) +
-                                                 " is not in [0, world size " +
-                                                 std::to_string(size) + ")");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        "rank " + std::to_string(rank) + " is not in [0, world size " + std::to_string(size) + ")");
   }
   if (!store) throw Error(ErrorCode::kInvalidArgument, "store is null");
   // Each communicator created on the same store gets fresh keys: the n-th creation by a rank

@@ -92,8 +92,8 @@ LaunchEnv readLaunchEnv() {
     if (!r && !n) continue;
     if (!r || !n) {
       throw Error(ErrorCode::kInvalidArgument, std::string(r ? s.size : s.rank) +
-                                                   " is not set although " +
-                                                   (r ? s.rank : s.size) + " is");
+                                                   " is not set although " + (r ? s.rank : s.size) +
+                                                   " is");
     }
     e.size = static_cast<int>(parseNumber(s.size, *n, 1, 1 << 24));
     e.rank = static_cast<int>(parseNumber(s.rank, *r, 0, e.size - 1));

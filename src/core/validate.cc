@@ -22,8 +22,8 @@ bool overlap(const void* a, size_t an, const void* b, size_t bn) {
 void validateCall(const algo::OpDesc& d, const void* in, const void* out, int rank, int size) {
   if (d.kind == algo::CollectiveKind::kBarrier) return;
   if (!isValid(d.dtype)) invalid(d, "unknown dtype " + std::to_string(static_cast<int>(d.dtype)));
-  bool reduces = d.kind == algo::CollectiveKind::kAllReduce ||
-                 d.kind == algo::CollectiveKind::kReduceScatter;
+  bool reduces =
+      d.kind == algo::CollectiveKind::kAllReduce || d.kind == algo::CollectiveKind::kReduceScatter;
   if (reduces && !isValid(d.op)) {
     invalid(d, "unknown reduction op " + std::to_string(static_cast<int>(d.op)));
   }
@@ -33,8 +33,8 @@ void validateCall(const algo::OpDesc& d, const void* in, const void* out, int ra
   }
   const size_t esize = sizeOf(d.dtype);
   const size_t n = static_cast<size_t>(size);
-  bool blocks = d.kind == algo::CollectiveKind::kReduceScatter ||
-                d.kind == algo::CollectiveKind::kAllGather;
+  bool blocks =
+      d.kind == algo::CollectiveKind::kReduceScatter || d.kind == algo::CollectiveKind::kAllGather;
   if (d.count > std::numeric_limits<size_t>::max() / esize / (blocks ? n : 1)) {
     invalid(d, "count " + std::to_string(d.count) + " is too large");
   }

@@ -51,7 +51,8 @@ std::optional<FrameHeader> decodeFrame(const uint8_t in[kFrameHeaderBytes], std:
   if (kind < 1 || kind > 3) return fail("unknown frame kind " + std::to_string(kind));
   h.kind = static_cast<FrameKind>(kind);
   if (in[6] > static_cast<uint8_t>(algo::CollectiveKind::kBarrier) || !isValid(DataType(in[7])) ||
-      !isValid(ReduceOp(in[8])) || in[9] > static_cast<uint8_t>(algo::AlgorithmId::kDissemination)) {
+      !isValid(ReduceOp(in[8])) ||
+      in[9] > static_cast<uint8_t>(algo::AlgorithmId::kDissemination)) {
     return fail("frame header has out-of-range fields");
   }
   h.op.kind = static_cast<algo::CollectiveKind>(in[6]);
@@ -63,7 +64,8 @@ std::optional<FrameHeader> decodeFrame(const uint8_t in[kFrameHeaderBytes], std:
   h.op.count = get<uint64_t>(in + 24);
   h.step = get<uint32_t>(in + 32);
   h.bytes = get<uint64_t>(in + 40);
-  if (h.bytes > kMaxFramePayload) return fail("frame length " + std::to_string(h.bytes) + " too large");
+  if (h.bytes > kMaxFramePayload)
+    return fail("frame length " + std::to_string(h.bytes) + " too large");
   if (h.kind == FrameKind::kAbort && (h.bytes < 4 || h.bytes > kMaxAbortMessage)) {
     return fail("abort frame with bad length");
   }

@@ -188,11 +188,11 @@ TEST_P(Collectives, BarrierAndManyInFlight) {
         const int n = c.size();
         std::vector<Buffer> bufs;
         std::vector<Work> works;
-        for (int k = 0; k < 6; ++k) bufs.push_back(makeInput(DataType::kI32, ReduceOp::kSum,
-                                                             c.rank(), 1000 + 97 * k, k));
+        for (int k = 0; k < 6; ++k)
+          bufs.push_back(makeInput(DataType::kI32, ReduceOp::kSum, c.rank(), 1000 + 97 * k, k));
         for (int k = 0; k < 6; ++k) {
-          works.push_back(c.allReduce(bufs[k].data(), bufs[k].data(), 1000 + 97 * k,
-                                      DataType::kI32, ReduceOp::kSum));
+          works.push_back(c.allReduce(bufs[k].data(), bufs[k].data(), 1000 + 97 * k, DataType::kI32,
+                                      ReduceOp::kSum));
         }
         for (int k = 5; k >= 0; --k) works[k].wait();
         for (int k = 0; k < 6; ++k) {
@@ -221,8 +221,8 @@ TEST_P(Collectives, ResultsAreBitIdenticalAcrossRanks) {
         }
         c.allReduce(std::span<float>(v), ReduceOp::kSum).wait();
         std::lock_guard<std::mutex> lock(mu);
-        results[static_cast<size_t>(c.rank())] =
-            Buffer(reinterpret_cast<uint8_t*>(v.data()), reinterpret_cast<uint8_t*>(v.data() + count));
+        results[static_cast<size_t>(c.rank())] = Buffer(
+            reinterpret_cast<uint8_t*>(v.data()), reinterpret_cast<uint8_t*>(v.data() + count));
       },
       options());
   for (size_t r = 1; r < results.size(); ++r) {
@@ -240,8 +240,8 @@ std::vector<Param> params() {
 
 INSTANTIATE_TEST_SUITE_P(, Collectives, ::testing::ValuesIn(params()),
                          [](const ::testing::TestParamInfo<Param>& i) {
-                           return "n" + std::to_string(i.param.size) + "_" + i.param.algo +
-                                  "_seg" + std::to_string(i.param.segmentBytes);
+                           return "n" + std::to_string(i.param.size) + "_" + i.param.algo + "_seg" +
+                                  std::to_string(i.param.segmentBytes);
                          });
 
 TEST(CollectivesLarge, AllReduce64MiB) {
@@ -249,12 +249,14 @@ TEST(CollectivesLarge, AllReduce64MiB) {
     const size_t count = (64u << 20) / 4;
     expectRanks(n, [&](Communicator& c) {
       std::vector<int32_t> v(count);
-      for (size_t i = 0; i < count; ++i) v[i] = static_cast<int32_t>(i * 3 + static_cast<size_t>(c.rank()));
+      for (size_t i = 0; i < count; ++i)
+        v[i] = static_cast<int32_t>(i * 3 + static_cast<size_t>(c.rank()));
       std::vector<int32_t> out(count);
       c.allReduce(std::span<const int32_t>(v), std::span<int32_t>(out)).wait();
       const int64_t rankSum = static_cast<int64_t>(n) * (n - 1) / 2;
       for (size_t i = 0; i < count; ++i) {
-        int32_t want = static_cast<int32_t>(static_cast<uint32_t>(i * 3 * static_cast<size_t>(n) + static_cast<size_t>(rankSum)));
+        int32_t want = static_cast<int32_t>(
+            static_cast<uint32_t>(i * 3 * static_cast<size_t>(n) + static_cast<size_t>(rankSum)));
         if (out[i] != want) {
           throw std::runtime_error("64 MiB allreduce: element " + std::to_string(i) + " wrong");
         }

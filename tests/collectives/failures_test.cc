@@ -193,10 +193,14 @@ TEST(Failures, InvalidArgumentsStartNothing) {
     expectInvalid([&] { return c.allReduce(v.data(), nullptr, 4, DataType::kF32, ReduceOp::kSum); },
                   "null recv");
     expectInvalid(
-        [&] { return c.allReduce(v.data(), v.data(), 4, static_cast<DataType>(99), ReduceOp::kSum); },
+        [&] {
+          return c.allReduce(v.data(), v.data(), 4, static_cast<DataType>(99), ReduceOp::kSum);
+        },
         "bad dtype");
     expectInvalid(
-        [&] { return c.allReduce(v.data(), v.data(), 4, DataType::kF32, static_cast<ReduceOp>(9)); },
+        [&] {
+          return c.allReduce(v.data(), v.data(), 4, DataType::kF32, static_cast<ReduceOp>(9));
+        },
         "bad op");
     expectInvalid([&] { return c.broadcast(v.data(), 4, DataType::kF32, 2); }, "root out of range");
     expectInvalid([&] { return c.broadcast(v.data(), 4, DataType::kF32, -1); }, "negative root");
@@ -208,8 +212,11 @@ TEST(Failures, InvalidArgumentsStartNothing) {
         "reduce_scatter overlap");
     expectInvalid([&] { return c.allGather(v.data() + 1, v.data(), 10, DataType::kF32); },
                   "all_gather overlap");
-    expectInvalid([&] { return c.allReduce(v.data(), v.data(), SIZE_MAX / 2, DataType::kF32, ReduceOp::kSum); },
-                  "overflow");
+    expectInvalid(
+        [&] {
+          return c.allReduce(v.data(), v.data(), SIZE_MAX / 2, DataType::kF32, ReduceOp::kSum);
+        },
+        "overflow");
     // Nothing was started: the next real call works and sees the data unchanged.
     c.allReduce(std::span<float>(v)).wait();
     EXPECT_EQ(v[0], 2.0f);

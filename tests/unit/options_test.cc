@@ -41,9 +41,9 @@ class ScopedEnv {
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
-const char* kLaunchVars[] = {"CHORUS_RANK",  "CHORUS_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
-                             "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-                             "SLURM_PROCID", "SLURM_NTASKS", "CHORUS_STORE"};
+const char* kLaunchVars[] = {"CHORUS_RANK",          "CHORUS_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                             "OMPI_COMM_WORLD_SIZE", "PMI_RANK",          "PMI_SIZE",
+                             "SLURM_PROCID",         "SLURM_NTASKS",      "CHORUS_STORE"};
 
 TEST(Options, DefaultsAndOverrides) {
   ScopedEnv env;

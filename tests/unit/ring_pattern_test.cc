@@ -1,6 +1,6 @@
 // Pure rank arithmetic of the ring and recursive doubling.
-#include "algo/collectives.h"
 #include "algo/ring_pattern.h"
+#include "algo/collectives.h"
 
 #include <gtest/gtest.h>
 

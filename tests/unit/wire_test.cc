@@ -55,9 +55,9 @@ TEST(Frame, RejectsCorruptHeaders) {
     uint8_t value;
     const char* expect;
   };
-  const Corruption cases[] = {{0, 'X', "magic"},   {4, 9, "version"}, {5, 0, "kind"},
-                              {5, 4, "kind"},      {6, 200, "range"}, {7, 99, "range"},
-                              {8, 77, "range"},    {9, 250, "range"}, {47, 0xff, "large"}};
+  const Corruption cases[] = {{0, 'X', "magic"}, {4, 9, "version"}, {5, 0, "kind"},
+                              {5, 4, "kind"},    {6, 200, "range"}, {7, 99, "range"},
+                              {8, 77, "range"},  {9, 250, "range"}, {47, 0xff, "large"}};
   for (const auto& c : cases) {
     uint8_t buf[kFrameHeaderBytes];
     std::memcpy(buf, good, sizeof(buf));

@@ -26,11 +26,11 @@ struct Config {
 
 struct Row {
   size_t bytes = 0;
-  size_t count = 0;  // elements per rank's contribution, as nccl-tests prints it
-  double timeUs = 0; // median over iterations of the slowest rank's time
-  double algbw = 0;  // GB/s
-  double busbw = 0;  // GB/s
-  long wrong = 0;    // elements that differed from the expected result, over all ranks
+  size_t count = 0;   // elements per rank's contribution, as nccl-tests prints it
+  double timeUs = 0;  // median over iterations of the slowest rank's time
+  double algbw = 0;   // GB/s
+  double busbw = 0;   // GB/s
+  long wrong = 0;     // elements that differed from the expected result, over all ranks
 };
 
 // Runs the sweep collectively; every rank gets the same rows. Timed calls go through the C API

@@ -100,7 +100,9 @@ double valueAt(const uint8_t* p, DataType t) {
 
 // Expected element i of a reduction of fillInput over n ranks.
 double expectedReduced(size_t i, int n, ReduceOp op) {
-  double acc = op == ReduceOp::kProd ? 1 : (op == ReduceOp::kMin ? 1e300 : (op == ReduceOp::kMax ? -1e300 : 0));
+  double acc = op == ReduceOp::kProd
+                   ? 1
+                   : (op == ReduceOp::kMin ? 1e300 : (op == ReduceOp::kMax ? -1e300 : 0));
   for (int r = 0; r < n; ++r) {
     double v = static_cast<double>((i + static_cast<size_t>(r)) % 3) + 1;
     switch (op) {
@@ -150,7 +152,8 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
   auto issue = [&](size_t count) {
     if (cfg.nonBlocking) {
       Work w;
-      if (cfg.op == "allreduce") w = comm.allReduce(in.data(), out.data(), count, cfg.dtype, cfg.redop);
+      if (cfg.op == "allreduce")
+        w = comm.allReduce(in.data(), out.data(), count, cfg.dtype, cfg.redop);
       if (cfg.op == "reduce_scatter") {
         w = comm.reduceScatter(in.data(), out.data(), count, cfg.dtype, cfg.redop);
       }
@@ -159,17 +162,19 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
       w.wait();
       return;
     }
-    if (cfg.op == "allreduce") return checkStatus(chorus_allreduce(c, in.data(), out.data(), count, ct, co), c);
+    if (cfg.op == "allreduce")
+      return checkStatus(chorus_allreduce(c, in.data(), out.data(), count, ct, co), c);
     if (cfg.op == "reduce_scatter") {
       return checkStatus(chorus_reduce_scatter(c, in.data(), out.data(), count, ct, co), c);
     }
-    if (cfg.op == "all_gather") return checkStatus(chorus_all_gather(c, in.data(), out.data(), count, ct), c);
+    if (cfg.op == "all_gather")
+      return checkStatus(chorus_all_gather(c, in.data(), out.data(), count, ct), c);
     return checkStatus(chorus_broadcast(c, out.data(), count, ct, 0), c);
   };
 
   std::vector<Row> rows;
-  for (double b = static_cast<double>(cfg.minBytes); b <= static_cast<double>(cfg.maxBytes) * 1.0000001;
-       b *= cfg.stepFactor) {
+  for (double b = static_cast<double>(cfg.minBytes);
+       b <= static_cast<double>(cfg.maxBytes) * 1.0000001; b *= cfg.stepFactor) {
     Row row;
     size_t total = static_cast<size_t>(b) / es;  // elements in the whole (largest) buffer
     if (perRankBlocks) total -= total % static_cast<size_t>(n);
@@ -187,7 +192,8 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     }
     // Slowest rank per iteration, then the median iteration.
-    checkStatus(chorus_allreduce(c, times.data(), times.data(), times.size(), CHORUS_F64, CHORUS_MAX), c);
+    checkStatus(
+        chorus_allreduce(c, times.data(), times.data(), times.size(), CHORUS_F64, CHORUS_MAX), c);
     std::sort(times.begin(), times.end());
     row.timeUs = times[times.size() / 2];
     row.algbw = static_cast<double>(row.bytes) / (row.timeUs * 1e-6) / 1e9;

@@ -15,8 +15,9 @@ size_t parseBytes(const std::string& s) {
   double v = std::stod(s, &used);
   std::string suffix = s.substr(used);
   static const std::map<std::string, double> units = {
-      {"", 1}, {"B", 1}, {"K", 1024}, {"KB", 1024}, {"KiB", 1024}, {"M", 1 << 20}, {"MB", 1 << 20},
-      {"MiB", 1 << 20}, {"G", 1 << 30}, {"GB", 1 << 30}, {"GiB", 1 << 30}};
+      {"", 1},        {"B", 1},        {"K", 1024},     {"KB", 1024},
+      {"KiB", 1024},  {"M", 1 << 20},  {"MB", 1 << 20}, {"MiB", 1 << 20},
+      {"G", 1 << 30}, {"GB", 1 << 30}, {"GiB", 1 << 30}};
   auto it = units.find(suffix);
   if (it == units.end() || v < 0) throw std::invalid_argument("bad size '" + s + "'");
   return static_cast<size_t>(v * it->second);
@@ -38,8 +39,10 @@ int main(int argc, char** argv) {
   app.add_option("-e,--max-bytes", maxBytes, "largest size");
   app.add_option("-f,--step-factor", cfg.stepFactor, "size multiplier between rows")
       ->check(CLI::Range(1.01, 1e6));
-  app.add_option("-n,--iters", cfg.iters, "timed iterations per size")->check(CLI::Range(1, 1000000));
-  app.add_option("-w,--warmup", cfg.warmup, "untimed iterations per size")->check(CLI::Range(0, 1000000));
+  app.add_option("-n,--iters", cfg.iters, "timed iterations per size")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("-w,--warmup", cfg.warmup, "untimed iterations per size")
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--algo", algo, "force an all-reduce algorithm: ring | rd (default: automatic)");
   app.add_flag("--no-check", noCheck, "skip the correctness check (#wrong)");
   app.add_flag("-c,--check", cfg.check, "check results (default on)");
@@ -50,11 +53,13 @@ int main(int argc, char** argv) {
   cfg.check = !noCheck;
 
   const std::map<std::string, DataType> dtypes = {
-      {"f32", DataType::kF32}, {"f64", DataType::kF64}, {"f16", DataType::kF16},
-      {"bf16", DataType::kBF16}, {"i8", DataType::kI8}, {"u8", DataType::kU8},
-      {"i32", DataType::kI32}, {"i64", DataType::kI64}};
-  const std::map<std::string, ReduceOp> ops = {{"sum", ReduceOp::kSum}, {"prod", ReduceOp::kProd},
-                                               {"min", ReduceOp::kMin}, {"max", ReduceOp::kMax},
+      {"f32", DataType::kF32},   {"f64", DataType::kF64}, {"f16", DataType::kF16},
+      {"bf16", DataType::kBF16}, {"i8", DataType::kI8},   {"u8", DataType::kU8},
+      {"i32", DataType::kI32},   {"i64", DataType::kI64}};
+  const std::map<std::string, ReduceOp> ops = {{"sum", ReduceOp::kSum},
+                                               {"prod", ReduceOp::kProd},
+                                               {"min", ReduceOp::kMin},
+                                               {"max", ReduceOp::kMax},
                                                {"avg", ReduceOp::kAvg}};
   try {
     if (!dtypes.count(dtype)) throw std::invalid_argument("unknown --dtype " + dtype);

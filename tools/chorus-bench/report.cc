@@ -36,8 +36,8 @@ void writeJson(const Config& cfg, int n, const std::string& algo, const std::vec
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     f << (i ? "," : "") << "\n    {\"bytes\": " << r.bytes << ", \"count\": " << r.count
-      << ", \"time_us\": " << r.timeUs << ", \"algbw\": " << r.algbw
-      << ", \"busbw\": " << r.busbw << ", \"wrong\": " << r.wrong << "}";
+      << ", \"time_us\": " << r.timeUs << ", \"algbw\": " << r.algbw << ", \"busbw\": " << r.busbw
+      << ", \"wrong\": " << r.wrong << "}";
   }
   f << "\n  ]\n}\n";
 }

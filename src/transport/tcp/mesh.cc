@@ -30,7 +30,8 @@ JobId agreeJobId(Store& store, int rank, Deadline deadline) {
 }
 
 std::string peerAddressOf(Store& store, int peer, Deadline deadline) {
-  auto v = store.get("addr/" + std::to_string(peer), std::chrono::milliseconds(deadline.remainingMs()));
+  auto v =
+      store.get("addr/" + std::to_string(peer), std::chrono::milliseconds(deadline.remainingMs()));
   return std::string(v.begin(), v.end());
 }
 
@@ -49,9 +50,9 @@ Connection dial(Store& store, int rank, int size, int peer, const JobId& job, co
   }
   auto reply = decodeHello(buf, &why);
   if (!reply || reply->kind != 2 || reply->job != job || reply->from != peer || reply->to != rank) {
-    throw Error(ErrorCode::kPeerFailure, "rank " + std::to_string(peer) + " (" + address +
-                                             ") refused the connection: " +
-                                             (reply ? "wrong job or rank" : why));
+    throw Error(ErrorCode::kPeerFailure,
+                "rank " + std::to_string(peer) + " (" + address +
+                    ") refused the connection: " + (reply ? "wrong job or rank" : why));
   }
   return Connection{peer, std::move(fd), address};
 }

@@ -222,7 +222,8 @@ std::string chooseListenAddress(const std::string& ifname, const std::string& ro
   in_addr target{};
   if (routeHost.empty() || !resolveIpv4(routeHost, &target)) return "127.0.0.1";
   if ((ntohl(target.s_addr) >> 24) == 127) return "127.0.0.1";
-  // A connected UDP socket sends nothing; it only asks the kernel which source address routes there.
+  // A connected UDP socket sends nothing; it only asks the kernel which source address routes
+  // there.
   Fd probe(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;

@@ -165,8 +165,8 @@ std::string TcpTransport::waitingText(const Request& r) const {
   const Link& l = links_.at(static_cast<size_t>(r.peer));
   bool isSend = false;
   for (Request* q = l.sendHead; q; q = q->next) isSend |= (q == &r);
-  return std::string("waiting for rank ") + std::to_string(r.peer) + " (" + l.address +
-         ") " + (isSend ? "to accept" : "to send") + " message " + std::to_string(r.step) + " (" +
+  return std::string("waiting for rank ") + std::to_string(r.peer) + " (" + l.address + ") " +
+         (isSend ? "to accept" : "to send") + " message " + std::to_string(r.step) + " (" +
          std::to_string(r.moved) + " of " + std::to_string(r.bytes) + " bytes moved)";
 }
 
@@ -409,7 +409,8 @@ void TcpTransport::salvageAbort(Link& l) noexcept {
       if (l.in == Inbound::kHeader && l.parked) {
         uint64_t left = l.parkedHeader.bytes;
         while (left > 0 && budget > 0) {
-          ssize_t k = ::recv(l.fd.get(), sink, std::min<uint64_t>(left, sizeof(sink)), MSG_DONTWAIT);
+          ssize_t k =
+              ::recv(l.fd.get(), sink, std::min<uint64_t>(left, sizeof(sink)), MSG_DONTWAIT);
           if (k <= 0) return;
           left -= static_cast<uint64_t>(k);
           budget -= std::min(budget, static_cast<size_t>(k));
