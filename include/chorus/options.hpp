@@ -22,6 +22,9 @@ struct Options {
   size_t smallBytes{32 * 1024};
   // CHORUS_SOCKET_BUFFER (bytes, default 4 MiB): SO_SNDBUF/SO_RCVBUF of data connections.
   int socketBufferBytes{4 * 1024 * 1024};
+  // CHORUS_SPIN_US (default -1 = automatic): microseconds a wait polls before sleeping.
+  // Automatic: 50 while this host runs no more ranks than it has cores, else 0.
+  int spinMicros{-1};
 
   // Defaults overridden by the CHORUS_* variables that are set; throws Error on a malformed value.
   static Options fromEnv();

@@ -73,6 +73,9 @@ Options Options::fromEnv() {
   if (auto v = env("CHORUS_SOCKET_BUFFER")) {
     o.socketBufferBytes = static_cast<int>(parseNumber("CHORUS_SOCKET_BUFFER", *v, 0, 1LL << 30));
   }
+  if (auto v = env("CHORUS_SPIN_US")) {
+    o.spinMicros = static_cast<int>(parseNumber("CHORUS_SPIN_US", *v, -1, 1000000));
+  }
   return o;
 }
 

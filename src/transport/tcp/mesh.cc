@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <map>
@@ -127,6 +128,16 @@ std::vector<Connection> acceptHigher(int listener, int rank, int size, const Job
   return done;
 }
 
+// Spinning only pays while the ranks of this host do not outnumber its cores.
+std::chrono::microseconds spinFor(const Options& options, const std::string& ip,
+                                  const std::vector<Connection>& conns) {
+  if (options.spinMicros >= 0) return std::chrono::microseconds(options.spinMicros);
+  long local = 1;
+  for (const auto& c : conns) local += c.address.rfind(ip + ":", 0) == 0;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return std::chrono::microseconds(local <= cores ? 50 : 0);
+}
+
 }  // namespace
 
 std::unique_ptr<TcpTransport> connectMesh(Store& store, int rank, int size, const Options& options,
@@ -147,7 +158,8 @@ std::unique_ptr<TcpTransport> connectMesh(Store& store, int rank, int size, cons
     c.address = peerAddressOf(store, c.peer, deadline);
     conns.push_back(std::move(c));
   }
-  return std::make_unique<TcpTransport>(rank, size, std::move(listener), std::move(conns));
+  auto spin = spinFor(options, ip, conns);
+  return std::make_unique<TcpTransport>(rank, size, std::move(listener), std::move(conns), spin);
 }
 
 }  // namespace chorus::transport::tcp

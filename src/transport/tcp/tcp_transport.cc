@@ -38,8 +38,9 @@ Request* pop(Request*& head, Request*& tail) {
 
 }  // namespace
 
-TcpTransport::TcpTransport(int rank, int size, Fd listener, std::vector<Connection> connections)
-    : rank_(rank), size_(size), listener_(std::move(listener)), links_(size) {
+TcpTransport::TcpTransport(int rank, int size, Fd listener, std::vector<Connection> connections,
+                           std::chrono::microseconds spin)
+    : rank_(rank), size_(size), spin_(spin), listener_(std::move(listener)), links_(size) {
   epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!epoll_ || !wake_) throw Error(ErrorCode::kSystem, "epoll/eventfd: " + errnoText(errno));
@@ -175,7 +176,15 @@ void TcpTransport::progress(Deadline deadline) {
     throw Error(ErrorCode::kAborted, "aborted by the application");
   }
   epoll_event events[64];
-  int n = ::epoll_wait(epoll_.get(), events, 64, deadline.remainingMs(1000));
+  int n = 0;
+  if (spin_.count() > 0) {
+    // Poll briefly before sleeping: a wake-up costs more than a small message's round trip, and
+    // spinning is cheap while every rank of this host has a core of its own.
+    auto until = Clock::now() + spin_;
+    while ((n = ::epoll_wait(epoll_.get(), events, 64, 0)) == 0 && Clock::now() < until) {
+    }
+  }
+  if (n == 0) n = ::epoll_wait(epoll_.get(), events, 64, deadline.remainingMs(1000));
   if (n < 0) {
     if (errno == EINTR) return;
     throw Error(ErrorCode::kSystem, "epoll_wait: " + errnoText(errno));

@@ -9,6 +9,7 @@
 #include <chorus/error.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,7 +25,9 @@ struct Connection {
 
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(int rank, int size, Fd listener, std::vector<Connection> connections);
+  // spin: how long a wait polls before it sleeps in epoll_wait.
+  TcpTransport(int rank, int size, Fd listener, std::vector<Connection> connections,
+               std::chrono::microseconds spin);
   ~TcpTransport() override;
 
   void beginOp(const algo::OpDesc& op) override;
@@ -84,6 +87,7 @@ class TcpTransport final : public Transport {
 
   int rank_;
   int size_;
+  std::chrono::microseconds spin_;
   Fd epoll_;
   Fd wake_;  // eventfd that interrupt() writes
   Fd listener_;
