@@ -72,7 +72,9 @@ chorus_status chorus_wait(chorus_request* request);
 /* Sets *done to 1 when the request has completed (then chorus_wait returns at once). */
 chorus_status chorus_test(chorus_request* request, int* done);
 
-/* Message of this communicator's last failure ("" if none). Valid until the next call on comm. */
+/* Message of this communicator's last failure ("" if none). Valid until the next call on comm.
+ * With comm == NULL: the last failure on this thread that had no communicator (chorus_init*,
+ * a call with a null communicator or request). */
 const char* chorus_last_error(const chorus_comm* comm);
 const char* chorus_status_string(chorus_status status);
 

@@ -1,5 +1,6 @@
 // Pipelined broadcast along the chain root -> root+1 -> ...: each rank forwards a segment as
-// soon as it arrives, so the time is about one buffer plus (size-2) segments.
+// soon as it arrives, so the time is about one buffer plus (size-2) segments, plus one empty
+// message from the last rank back to the root.
 #include "algo/collectives.h"
 #include "algo/ring_pattern.h"
 
@@ -36,6 +37,18 @@ void chainBroadcast(const Group& g, void* buf, size_t bytes, int root) {
   }
   if (rel == 0 || forwards) {
     for (size_t k = 0; k < segs; ++k) g.wait(sends[k]);
+  }
+  // The end of the chain tells the root it is done. Besides making the root's completion mean
+  // "everyone has it", this gives every rank a message to receive, so ranks that disagree on
+  // the root (two would-be roots only send) detect the mismatch in this very call.
+  transport::Request ack;
+  const auto ackStep = static_cast<uint32_t>(segs);
+  if (rel == n - 1) {
+    g.tx->postSend(ack, next, nullptr, 0, ackStep);
+    g.wait(ack);
+  } else if (rel == 0) {
+    g.tx->postRecv(ack, prev, nullptr, 0, ackStep);
+    g.wait(ack);
   }
 }
 

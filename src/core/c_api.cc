@@ -18,14 +18,18 @@ struct chorus_request {
 
 namespace {
 
-// Failures of chorus_init* have no communicator to hold their message.
+// Failures without a communicator (chorus_init*, a null handle) keep their message here, per
+// thread; chorus_last_error(NULL) returns it.
 thread_local std::string initError;
 
 chorus_status toStatus(chorus::ErrorCode c) { return static_cast<chorus_status>(c); }
 
 template <class F>
 chorus_status guarded(chorus_comm* c, F&& f) {
-  if (c == nullptr) return CHORUS_ERR_INVALID_ARGUMENT;
+  if (c == nullptr) {
+    initError = "communicator is null";  // readable through chorus_last_error(NULL)
+    return CHORUS_ERR_INVALID_ARGUMENT;
+  }
   try {
     f();
     return CHORUS_OK;
@@ -178,13 +182,20 @@ chorus_status chorus_ibroadcast(chorus_comm* comm, void* buf, size_t count, chor
 }
 
 chorus_status chorus_wait(chorus_request* request) {
-  if (request == nullptr) return CHORUS_ERR_INVALID_ARGUMENT;
+  if (request == nullptr) {
+    initError = "chorus_wait: request is null";
+    return CHORUS_ERR_INVALID_ARGUMENT;
+  }
   std::unique_ptr<chorus_request> owned(request);
   return guarded(owned->comm, [&] { owned->work.wait(); });
 }
 
 chorus_status chorus_test(chorus_request* request, int* done) {
-  if (request == nullptr || done == nullptr) return CHORUS_ERR_INVALID_ARGUMENT;
+  if (request == nullptr || done == nullptr) {
+    initError = "chorus_test: request or done is null";
+    if (request) request->comm->lastError = initError;
+    return CHORUS_ERR_INVALID_ARGUMENT;
+  }
   *done = request->work.isCompleted() ? 1 : 0;
   return CHORUS_OK;
 }

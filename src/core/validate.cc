@@ -39,6 +39,10 @@ void validateCall(const algo::OpDesc& d, const void* in, const void* out, int ra
     invalid(d, "count " + std::to_string(d.count) + " is too large");
   }
   if (d.count == 0) return;
+  if (d.kind == algo::CollectiveKind::kBroadcast) {
+    if (out == nullptr) invalid(d, "buffer is null with count " + std::to_string(d.count));
+    return;
+  }
   if (in == nullptr) invalid(d, "send buffer is null with count " + std::to_string(d.count));
   if (out == nullptr) invalid(d, "receive buffer is null with count " + std::to_string(d.count));
   const size_t bytes = d.count * esize;

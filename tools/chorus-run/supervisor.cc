@@ -1,5 +1,8 @@
 #include "supervisor.h"
 
+#include <algorithm>
+#include <thread>
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -150,12 +153,47 @@ void Supervisor::reapChildren() {
 void Supervisor::onRankExit(Rank& rank, int waitStatus) {
   if (WIFEXITED(waitStatus) && WEXITSTATUS(waitStatus) == 0) return;  // others may still run
   if (stopping_) return;  // expected: we are stopping it
-  setExitCode(WIFEXITED(waitStatus) ? WEXITSTATUS(waitStatus) : 128 + WTERMSIG(waitStatus));
-  std::string message = "rank " + std::to_string(rank.process.rank) + " (pid " +
-                        std::to_string(rank.process.pid) + ") " + describeExit(waitStatus);
-  if (live_ > 0) message += "; stopping the other " + ranksWord(live_);
-  report(message);
+  std::vector<std::pair<const Rank*, int>> failed{{&rank, waitStatus}};
+  // A rank that exits with an error is often reacting to another that died a moment earlier
+  // (its peers see the sockets close before we see the death): give such a death a moment to be
+  // reaped, so the report names the cause, not the first survivor that gave up.
+  if (!WIFSIGNALED(waitStatus)) collectExits(failed, std::chrono::milliseconds(300));
+  auto cause = std::find_if(failed.begin(), failed.end(),
+                            [](const auto& f) { return WIFSIGNALED(f.second); });
+  if (cause == failed.end()) cause = failed.begin();
+  std::iter_swap(failed.begin(), cause);
+  const int causeStatus = failed.front().second;
+  setExitCode(WIFEXITED(causeStatus) ? WEXITSTATUS(causeStatus) : 128 + WTERMSIG(causeStatus));
+  for (size_t i = 0; i < failed.size(); ++i) {
+    const RankProcess& p = failed[i].first->process;
+    std::string message = "rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.pid) +
+                          ") " + describeExit(failed[i].second);
+    if (i + 1 == failed.size() && live_ > 0) message += "; stopping the other " + ranksWord(live_);
+    report(message);
+  }
   if (live_ > 0) beginStop(SIGTERM);
+}
+
+void Supervisor::collectExits(std::vector<std::pair<const Rank*, int>>& failed,
+                              std::chrono::milliseconds window) {
+  auto until = Clock::now() + window;
+  while (live_ > 0 && Clock::now() < until) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
+    }
+    for (auto& r : ranks_) {
+      if (r.process.pid != pid || !r.alive) continue;
+      r.alive = false;
+      --live_;
+      for (auto& stream : streams_) {
+        if (stream.rank == r.process.rank && stream.fd >= 0) drain(stream, kReadsToEmpty);
+      }
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) failed.emplace_back(&r, status);
+    }
+  }
 }
 
 void Supervisor::onLauncherSignal(int sig) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "output_tagger.h"
@@ -45,6 +46,9 @@ class Supervisor {
   void handleSignals();
   void reapChildren();
   void onRankExit(Rank& rank, int waitStatus);
+  // Reaps ranks that end within `window`, adding the failed ones to `failed`.
+  void collectExits(std::vector<std::pair<const Rank*, int>>& failed,
+                    std::chrono::milliseconds window);
   void onLauncherSignal(int sig);
   void beginStop(int sig);
   void killRemaining();

@@ -2,6 +2,7 @@
 
 #include <chorus/error.hpp>
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -84,7 +85,9 @@ TcpTransport::Link& TcpTransport::link(int peer) {
 }
 
 void TcpTransport::beginOp(const algo::OpDesc& op) {
+  if (deferred_) throw *deferred_;
   current_ = op;
+  history_[op.seq % history_.size()] = op;
   inOp_ = true;
   for (auto& l : links_) {
     if (l.fd && l.parked) checkParked(l);
@@ -267,7 +270,8 @@ void TcpTransport::onWritable(Link& l) {
     size_t h = std::min(sent, kFrameHeaderBytes - l.headerSent);
     l.headerSent += h;
     r.moved += sent - h;
-    if (l.headerSent == kFrameHeaderBytes && r.moved == r.bytes) {
+    l.frameLeft = (kFrameHeaderBytes - l.headerSent) + (r.bytes - r.moved);
+    if (l.frameLeft == 0) {
       pop(l.sendHead, l.sendTail);
       r.state = Request::State::kDone;
       if (l.sendHead) encodeSendHeader(l);
@@ -338,9 +342,15 @@ void TcpTransport::onReadable(Link& l) {
       code = static_cast<uint32_t>(ErrorCode::kPeerFailure);
     }
     l.in = Inbound::kHeader;
+    Error remote(static_cast<ErrorCode>(code),
+                 "rank " + std::to_string(l.peer) + " failed: " + l.abortText.substr(4));
+    if (inOp_ && l.abortSeq > current_.seq) {
+      l.abortedLater = true;
+      if (!deferred_) deferred_ = std::make_unique<Error>(remote);
+      continue;
+    }
     abortFrom_ = l.peer;
-    throw Error(static_cast<ErrorCode>(code),
-                "rank " + std::to_string(l.peer) + " failed: " + l.abortText.substr(4));
+    throw remote;
   }
   updateEvents(l);
 }
@@ -353,6 +363,7 @@ void TcpTransport::onHeader(Link& l, const FrameHeader& h) {
       checkParked(l);
       return;
     case FrameKind::kAbort:
+      l.abortSeq = h.op.seq;
       l.in = Inbound::kAbortText;
       l.abortText.assign(h.bytes, '\0');
       l.abortGot = 0;
@@ -368,10 +379,15 @@ void TcpTransport::checkParked(Link& l) {
   const algo::OpDesc& theirs = l.parkedHeader.op;
   if (!inOp_ || theirs.seq > current_.seq) return;  // the peer is ahead: checked at beginOp
   if (!theirs.sameCall(current_)) {
-    throw Error(ErrorCode::kMismatch, "mismatched collectives: this rank called " +
-                                          current_.name() + " " + current_.describe() +
-                                          " but rank " + std::to_string(l.peer) + " called " +
-                                          theirs.name() + " " + theirs.describe());
+    // A frame for a call this rank has already finished: compare with what it called then.
+    const algo::OpDesc& mine =
+        theirs.seq < current_.seq && history_[theirs.seq % history_.size()].seq == theirs.seq
+            ? history_[theirs.seq % history_.size()]
+            : current_;
+    throw Error(ErrorCode::kMismatch, "mismatched collectives: this rank called " + mine.name() +
+                                          " " + mine.describe() + " but rank " +
+                                          std::to_string(l.peer) + " called " + theirs.name() +
+                                          " " + theirs.describe());
   }
 }
 
@@ -394,13 +410,14 @@ void TcpTransport::startPayload(Link& l) {
 }
 
 void TcpTransport::onEof(Link& l) {
-  if (!l.sawBye) lost(l, "connection closed by peer");
+  if (!l.sawBye && !l.abortedLater) lost(l, "connection closed by peer");
   l.in = Inbound::kGone;
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.fd.get(), nullptr);
   if (l.recvHead || l.sendHead) gone(l);
 }
 
 void TcpTransport::gone(Link& l) {
+  if (l.abortedLater && deferred_) throw *deferred_;
   throw Error(ErrorCode::kPeerFailure,
               "rank " + std::to_string(l.peer) + " (" + l.address +
                   ") closed its communicator while this rank still exchanges data with it "
@@ -441,6 +458,7 @@ void TcpTransport::salvageAbort(Link& l) noexcept {
 }
 
 void TcpTransport::lost(Link& l, const std::string& why) {
+  if (l.abortedLater && deferred_) throw *deferred_;
   if (!salvaging_) {
     salvaging_ = true;
     salvageAbort(l);
@@ -475,15 +493,33 @@ void TcpTransport::sendAbortFrames(const Error& cause) noexcept {
   uint8_t header[kFrameHeaderBytes];
   encodeFrame(h, header);
   for (auto& l : links_) {
-    // A frame half written cannot be followed by another one: those peers see the close.
-    bool midFrame = l.sendHead && (l.headerSent > 0 || l.sendHead->moved > 0);
-    if (!l.fd || midFrame || l.in == Inbound::kGone) continue;
+    if (!l.fd || l.in == Inbound::kGone) continue;
+    // A frame half written must be completed before the abort can follow it; its requests may
+    // be gone already, so the rest is sent as zeros (the peer discards it when it reads why).
+    if (l.frameLeft > 0 && !padFrame(l)) continue;
     iovec iov[2] = {{header, kFrameHeaderBytes}, {text.data(), text.size()}};
     msghdr m{};
     m.msg_iov = iov;
     m.msg_iovlen = 2;
     [[maybe_unused]] auto ignored = ::sendmsg(l.fd.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
+}
+
+bool TcpTransport::padFrame(Link& l) noexcept {
+  static const uint8_t zeros[65536] = {};
+  Deadline deadline = Deadline::after(std::chrono::milliseconds(2000));
+  while (l.frameLeft > 0) {
+    ssize_t k = ::send(l.fd.get(), zeros, std::min(l.frameLeft, sizeof(zeros)),
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      l.frameLeft -= static_cast<size_t>(k);
+      continue;
+    }
+    if (k < 0 && errno != EAGAIN && errno != EINTR) return false;
+    pollfd p{l.fd.get(), POLLOUT, 0};
+    if (deadline.expired() || ::poll(&p, 1, deadline.remainingMs(100)) < 0) return false;
+  }
+  return true;
 }
 
 void TcpTransport::abort(const Error& cause) noexcept {

@@ -8,6 +8,7 @@
 
 #include <chorus/error.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -54,6 +55,7 @@ class TcpTransport final : public Transport {
     Request* sendTail = nullptr;
     uint8_t sendHeader[kFrameHeaderBytes] = {};
     size_t headerSent = 0;
+    size_t frameLeft = 0;  // bytes of a partly written frame still owed to the stream
     bool writeBlocked = false;
     // Inbound: FIFO of receives and the state of the byte stream.
     Request* recvHead = nullptr;
@@ -65,6 +67,8 @@ class TcpTransport final : public Transport {
     FrameHeader parkedHeader;
     std::string abortText;
     size_t abortGot = 0;
+    uint64_t abortSeq = 0;      // collective the peer was in when it aborted
+    bool abortedLater = false;  // it aborted in a later collective than this rank's
   };
 
   void progress(Deadline deadline);
@@ -79,6 +83,7 @@ class TcpTransport final : public Transport {
   [[noreturn]] void lost(Link& l, const std::string& why);
   void salvageAbort(Link& l) noexcept;
   void sendAbortFrames(const Error& cause) noexcept;
+  bool padFrame(Link& l) noexcept;
   std::string timeoutMessage(const Request& r) const;
   std::string waitingText(const Request& r) const;
   [[noreturn]] void gone(Link& l);
@@ -98,6 +103,11 @@ class TcpTransport final : public Transport {
   std::atomic<bool> interrupted_{false};
   bool salvaging_ = false;
   bool abortSent_ = false;
+  // An abort from a peer already past the current collective: that peer sent everything it owed
+  // for this one, so the current collective may still finish; the next one fails with this.
+  std::unique_ptr<Error> deferred_;
+  // Recent calls, to describe a late frame from a peer in mismatch messages.
+  std::array<algo::OpDesc, 16> history_{};
   int abortFrom_ = -1;  // peer whose abort message was read last
   std::unique_ptr<Error> salvaged_;
 };
