@@ -4,6 +4,7 @@
 
 #include "core/communicator_impl.h"
 
+#include <cstring>
 #include <string>
 
 struct chorus_comm {
@@ -66,20 +67,35 @@ chorus_status initWith(chorus_comm** out, Make&& make) {
   }
 }
 
-chorus::DataType dt(chorus_dtype t) { return static_cast<chorus::DataType>(t); }
+// C callers may pass any int as an enum (e.g. (chorus_dtype)99). In C++ merely loading such a
+// value as the enum type is undefined, so read the bytes and range-check them as an int.
+template <class E>
+int rawEnum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
+chorus::DataType dt(const chorus_dtype& t) {
+  int v = rawEnum(t);
+  return static_cast<chorus::DataType>(v >= 0 && v < chorus::kNumDataTypes ? v : 255);
+}
+chorus::ReduceOp rop(const chorus_op& o) {
+  int v = rawEnum(o);
+  return static_cast<chorus::ReduceOp>(v >= 0 && v < chorus::kNumReduceOps ? v : 255);
+}
 
 // Blocking C calls run on the caller's thread when the communicator is idle.
 void blocking(chorus_comm* c, chorus::algo::CollectiveKind kind, const void* in, void* out,
-              size_t count, chorus_dtype t, chorus_op op, int root) {
+              size_t count, const chorus_dtype& t, const chorus_op& op, int root) {
   chorus::algo::OpDesc d;
   d.kind = kind;
   d.count = count;
-  d.dtype = static_cast<chorus::DataType>(t);
-  d.op = static_cast<chorus::ReduceOp>(op);
+  d.dtype = dt(t);
+  d.op = rop(op);
   d.root = root;
   chorus::implOf(*c->comm).runBlocking(d, in, out);
 }
-chorus::ReduceOp rop(chorus_op o) { return static_cast<chorus::ReduceOp>(o); }
 
 template <class Issue>
 chorus_status startRequest(chorus_comm* c, chorus_request** req, Issue&& issue) {
