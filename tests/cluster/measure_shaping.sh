@@ -67,13 +67,17 @@ for ((k = 0; k < repeat; k++)); do
   # Wire bytes are sampled over the steady part: from 1 s after the omitted start to 1 s before
   # the end.
   (
+    # (Each reading is timed at the middle of the tc call; no forks between the clock and tc.)
     sleep $((omit + 1))
+    t0a=$EPOCHREALTIME
     a=$(class_bytes)
-    t0=$(date +%s.%N)
+    t0b=$EPOCHREALTIME
     sleep $((seconds - 2))
+    t1a=$EPOCHREALTIME
     b=$(class_bytes)
-    t1=$(date +%s.%N)
-    awk -v a="$a" -v b="$b" -v t0="$t0" -v t1="$t1" 'BEGIN { print (b - a) * 8 / (t1 - t0) }' >"$tmp/wire"
+    t1b=$EPOCHREALTIME
+    awk -v a="$a" -v b="$b" -v t0="$t0a" -v u0="$t0b" -v t1="$t1a" -v u1="$t1b" \
+      'BEGIN { print (b - a) * 8 / ((t1 + u1) / 2 - (t0 + u0) / 2) }' >"$tmp/wire"
   ) &
   sampler=$!
   if command -v iperf3 >/dev/null; then
