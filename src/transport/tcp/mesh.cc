@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -30,16 +32,41 @@ JobId agreeJobId(Store& store, int rank, Deadline deadline) {
   return id;
 }
 
-std::string peerAddressOf(Store& store, int peer, Deadline deadline) {
+// The published record of a rank: "ip:port host-id". The host id (hostname + boot id) tells
+// which peers share this machine, also when they live in different network namespaces.
+struct PeerRecord {
+  std::string address;
+  std::string host;
+};
+
+std::string thisHostId() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  std::string id = name;
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char boot[64] = {};
+    if (std::fgets(boot, sizeof(boot), f)) id += std::string("/") + boot;
+    std::fclose(f);
+  }
+  id.erase(std::remove_if(id.begin(), id.end(), [](char c) { return c == ' ' || c == '\n'; }),
+           id.end());
+  return id;
+}
+
+PeerRecord peerRecordOf(Store& store, int peer, Deadline deadline) {
   auto v =
       store.get("addr/" + std::to_string(peer), std::chrono::milliseconds(deadline.remainingMs()));
-  return std::string(v.begin(), v.end());
+  std::string s(v.begin(), v.end());
+  auto space = s.find(' ');
+  if (space == std::string::npos) return PeerRecord{s, ""};
+  return PeerRecord{s.substr(0, space), s.substr(space + 1)};
 }
 
 // Connects to a lower rank and exchanges hellos.
 Connection dial(Store& store, int rank, int size, int peer, const JobId& job, const Options& opt,
                 Deadline deadline) {
-  std::string address = peerAddressOf(store, peer, deadline);
+  PeerRecord record = peerRecordOf(store, peer, deadline);
+  const std::string& address = record.address;
   Fd fd = connectTo(parseAddress(address), opt.socketBufferBytes, deadline);
   uint8_t buf[kHelloBytes];
   encodeHello(Hello{1, job, rank, peer, size}, buf);
@@ -55,7 +82,7 @@ Connection dial(Store& store, int rank, int size, int peer, const JobId& job, co
                 "rank " + std::to_string(peer) + " (" + address +
                     ") refused the connection: " + (reply ? "wrong job or rank" : why));
   }
-  return Connection{peer, std::move(fd), address};
+  return Connection{peer, std::move(fd), address, record.host};
 }
 
 // Accepts connections until every higher rank has said hello. Strays (garbage, another job,
@@ -118,7 +145,7 @@ std::vector<Connection> acceptHigher(int listener, int rank, int size, const Job
       }
       have[h->from] = true;
       // The dialer reports its listening address in the store; show that one in messages.
-      done.push_back(Connection{h->from, std::move(p.fd), p.address});
+      done.push_back(Connection{h->from, std::move(p.fd), p.address, ""});
     }
     // Forget closed sockets and connections that stay silent (a hello is 72 bytes).
     std::erase_if(pending, [](const Pending& p) {
@@ -129,11 +156,11 @@ std::vector<Connection> acceptHigher(int listener, int rank, int size, const Job
 }
 
 // Spinning only pays while the ranks of this host do not outnumber its cores.
-std::chrono::microseconds spinFor(const Options& options, const std::string& ip,
+std::chrono::microseconds spinFor(const Options& options, const std::string& host,
                                   const std::vector<Connection>& conns) {
   if (options.spinMicros >= 0) return std::chrono::microseconds(options.spinMicros);
   long local = 1;
-  for (const auto& c : conns) local += c.address.rfind(ip + ":", 0) == 0;
+  for (const auto& c : conns) local += c.host == host;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   return std::chrono::microseconds(local <= cores ? 50 : 0);
 }
@@ -146,7 +173,8 @@ std::unique_ptr<TcpTransport> connectMesh(Store& store, int rank, int size, cons
   std::string ip = chooseListenAddress(options.ifname, routeHost);
   int port = 0;
   Fd listener = listenOn(ip, options.socketBufferBytes, &port);
-  std::string self = ip + ":" + std::to_string(port);
+  const std::string host = thisHostId();
+  std::string self = ip + ":" + std::to_string(port) + " " + host;
   store.set("addr/" + std::to_string(rank), Store::Bytes(self.begin(), self.end()));
   JobId job = agreeJobId(store, rank, deadline);
 
@@ -155,10 +183,12 @@ std::unique_ptr<TcpTransport> connectMesh(Store& store, int rank, int size, cons
     conns.push_back(dial(store, rank, size, peer, job, options, deadline));
   }
   for (auto& c : acceptHigher(listener.get(), rank, size, job, deadline)) {
-    c.address = peerAddressOf(store, c.peer, deadline);
+    PeerRecord record = peerRecordOf(store, c.peer, deadline);
+    c.address = record.address;
+    c.host = record.host;
     conns.push_back(std::move(c));
   }
-  auto spin = spinFor(options, ip, conns);
+  auto spin = spinFor(options, host, conns);
   return std::make_unique<TcpTransport>(rank, size, std::move(listener), std::move(conns), spin);
 }
 

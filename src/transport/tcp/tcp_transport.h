@@ -22,6 +22,7 @@ struct Connection {
   int peer = -1;
   Fd fd;
   std::string address;
+  std::string host;  // the peer's host id: same string = same machine
 };
 
 class TcpTransport final : public Transport {

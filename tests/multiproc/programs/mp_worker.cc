@@ -649,7 +649,9 @@ struct Address {
   int port = 0;
 };
 
-Address parseAddress(const std::string& text) {
+// The store holds "ip:port host-id" per rank.
+Address parseAddress(const std::string& record) {
+  const std::string text = record.substr(0, record.find(' '));
   auto colon = text.rfind(':');
   if (colon == std::string::npos) fatal("bad address '" + text + "'");
   return Address{text.substr(0, colon), std::atoi(text.c_str() + colon + 1)};
