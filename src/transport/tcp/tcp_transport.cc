@@ -280,79 +280,73 @@ void TcpTransport::onWritable(Link& l) {
   updateEvents(l);
 }
 
-void TcpTransport::onReadable(Link& l) {
+bool TcpTransport::readSome(Link& l, uint8_t* dst, size_t want, size_t& got) {
   for (;;) {
-    if (l.in == Inbound::kGone) return;
+    ssize_t k = ::recv(l.fd.get(), dst + got, want - got, MSG_DONTWAIT);
+    if (k > 0) {
+      got += static_cast<size_t>(k);
+      return true;
+    }
+    if (k == 0) {
+      onEof(l);  // throws unless the peer said goodbye
+      return false;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+    lost(l, errnoText(errno));
+  }
+}
+
+void TcpTransport::onReadable(Link& l) {
+  while (l.in != Inbound::kGone) {
     if (l.in == Inbound::kHeader) {
       if (l.parked) {
         if (!l.recvHead) break;
         startPayload(l);
         continue;
       }
-      ssize_t k = ::recv(l.fd.get(), l.recvHeader + l.headerGot, kFrameHeaderBytes - l.headerGot,
-                         MSG_DONTWAIT);
-      if (k == 0) return onEof(l);
-      if (k < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        lost(l, errnoText(errno));
-      }
-      l.headerGot += static_cast<size_t>(k);
+      if (!readSome(l, l.recvHeader, kFrameHeaderBytes, l.headerGot)) break;
       if (l.headerGot < kFrameHeaderBytes) continue;
       l.headerGot = 0;
       std::string why;
       auto h = decodeFrame(l.recvHeader, &why);
       if (!h) lost(l, "protocol violation: " + why);
       onHeader(l, *h);
-      continue;
-    }
-    if (l.in == Inbound::kPayload) {
+    } else if (l.in == Inbound::kPayload) {
       Request& r = *l.recvHead;
-      if (r.moved < r.bytes) {
-        ssize_t k = ::recv(l.fd.get(), r.data + r.moved, r.bytes - r.moved, MSG_DONTWAIT);
-        if (k == 0) return onEof(l);
-        if (k < 0) {
-          if (errno == EINTR) continue;
-          if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-          lost(l, errnoText(errno));
-        }
-        r.moved += static_cast<size_t>(k);
-        if (r.moved < r.bytes) continue;
+      if (r.moved < r.bytes && (!readSome(l, r.data, r.bytes, r.moved) || r.moved < r.bytes)) {
+        if (l.in == Inbound::kGone) break;
+        continue;
       }
       pop(l.recvHead, l.recvTail);
       r.state = Request::State::kDone;
       l.in = Inbound::kHeader;
       l.parked = false;
-      continue;
+    } else {  // Inbound::kAbortText
+      auto* text = reinterpret_cast<uint8_t*>(l.abortText.data());
+      if (!readSome(l, text, l.abortText.size(), l.abortGot)) break;
+      if (l.abortGot == l.abortText.size()) onAbortText(l);
     }
-    // Inbound::kAbortText
-    ssize_t k = ::recv(l.fd.get(), l.abortText.data() + l.abortGot, l.abortText.size() - l.abortGot,
-                       MSG_DONTWAIT);
-    if (k == 0) return onEof(l);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      lost(l, errnoText(errno));
-    }
-    l.abortGot += static_cast<size_t>(k);
-    if (l.abortGot < l.abortText.size()) continue;
-    uint32_t code;
-    std::memcpy(&code, l.abortText.data(), 4);
-    if (code == 0 || code > static_cast<uint32_t>(ErrorCode::kInternal)) {
-      code = static_cast<uint32_t>(ErrorCode::kPeerFailure);
-    }
-    l.in = Inbound::kHeader;
-    Error remote(static_cast<ErrorCode>(code),
-                 "rank " + std::to_string(l.peer) + " failed: " + l.abortText.substr(4));
-    if (inOp_ && l.abortSeq > current_.seq) {
-      l.abortedLater = true;
-      if (!deferred_) deferred_ = std::make_unique<Error>(remote);
-      continue;
-    }
-    abortFrom_ = l.peer;
-    throw remote;
   }
   updateEvents(l);
+}
+
+void TcpTransport::onAbortText(Link& l) {
+  uint32_t code;
+  std::memcpy(&code, l.abortText.data(), 4);
+  if (code == 0 || code > static_cast<uint32_t>(ErrorCode::kInternal)) {
+    code = static_cast<uint32_t>(ErrorCode::kPeerFailure);
+  }
+  l.in = Inbound::kHeader;
+  Error remote(static_cast<ErrorCode>(code),
+               "rank " + std::to_string(l.peer) + " failed: " + l.abortText.substr(4));
+  if (inOp_ && l.abortSeq > current_.seq) {
+    l.abortedLater = true;
+    if (!deferred_) deferred_ = std::make_unique<Error>(remote);
+    return;
+  }
+  abortFrom_ = l.peer;
+  throw remote;
 }
 
 void TcpTransport::onHeader(Link& l, const FrameHeader& h) {

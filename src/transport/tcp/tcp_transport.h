@@ -76,6 +76,9 @@ class TcpTransport final : public Transport {
   void onReadable(Link& l);
   void onWritable(Link& l);
   void onHeader(Link& l, const FrameHeader& h);
+  void onAbortText(Link& l);
+  // Reads into dst[got..want); false when nothing more is readable now (or the peer left).
+  bool readSome(Link& l, uint8_t* dst, size_t want, size_t& got);
   void startPayload(Link& l);
   void checkParked(Link& l);
   void onEof(Link& l);
