@@ -314,9 +314,9 @@ void TcpTransport::onReadable(Link& l) {
       onHeader(l, *h);
     } else if (l.in == Inbound::kPayload) {
       Request& r = *l.recvHead;
-      if (r.moved < r.bytes && (!readSome(l, r.data, r.bytes, r.moved) || r.moved < r.bytes)) {
-        if (l.in == Inbound::kGone) break;
-        continue;
+      if (r.moved < r.bytes) {
+        if (!readSome(l, r.data, r.bytes, r.moved)) break;  // nothing more now, or peer gone
+        if (r.moved < r.bytes) continue;
       }
       pop(l.recvHead, l.recvTail);
       r.state = Request::State::kDone;
