@@ -18,8 +18,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -58,8 +58,9 @@ inline size_t parseBytes(const std::string& s) {
   double v = std::stod(s, &used);
   std::string suffix = s.substr(used);
   static const std::map<std::string, double> units = {
-      {"", 1}, {"B", 1}, {"K", 1024}, {"KB", 1024}, {"KiB", 1024}, {"M", 1 << 20}, {"MB", 1 << 20},
-      {"MiB", 1 << 20}, {"G", 1 << 30}, {"GB", 1 << 30}, {"GiB", 1 << 30}};
+      {"", 1},        {"B", 1},        {"K", 1024},     {"KB", 1024},
+      {"KiB", 1024},  {"M", 1 << 20},  {"MB", 1 << 20}, {"MiB", 1 << 20},
+      {"G", 1 << 30}, {"GB", 1 << 30}, {"GiB", 1 << 30}};
   auto it = units.find(suffix);
   if (it == units.end() || v < 0) throw std::invalid_argument("bad size '" + s + "'");
   return static_cast<size_t>(v * it->second);
@@ -134,8 +135,8 @@ inline std::vector<Row> runSweep(Backend& be, const Config& cfg) {
   std::fill(out.begin(), out.end(), 0.0f);
 
   std::vector<Row> rows;
-  for (double b = static_cast<double>(cfg.minBytes); b <= static_cast<double>(cfg.maxBytes) * 1.0000001;
-       b *= cfg.stepFactor) {
+  for (double b = static_cast<double>(cfg.minBytes);
+       b <= static_cast<double>(cfg.maxBytes) * 1.0000001; b *= cfg.stepFactor) {
     Row row;
     size_t total = static_cast<size_t>(b) / es;
     if (total == 0) total = 1;
@@ -167,7 +168,8 @@ inline std::vector<Row> runSweep(Backend& be, const Config& cfg) {
       long wrong = 0;
       for (size_t i = 0; i < row.count; ++i) {
         double want = 0;
-        for (int q = 0; q < n; ++q) want += static_cast<double>((i + static_cast<size_t>(q)) % 3) + 1;
+        for (int q = 0; q < n; ++q)
+          want += static_cast<double>((i + static_cast<size_t>(q)) % 3) + 1;
         wrong += static_cast<double>(out[i]) != want;
       }
       row.wrong = static_cast<long>(be.sumOverRanks(wrong));
@@ -222,8 +224,8 @@ inline void writeJson(const Config& cfg, int n, const std::vector<Row>& rows) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     f << (i ? "," : "") << "\n    {\"bytes\": " << r.bytes << ", \"count\": " << r.count
-      << ", \"time_us\": " << r.timeUs << ", \"algbw\": " << r.algbw
-      << ", \"busbw\": " << r.busbw << ", \"wrong\": " << r.wrong << "}";
+      << ", \"time_us\": " << r.timeUs << ", \"algbw\": " << r.algbw << ", \"busbw\": " << r.busbw
+      << ", \"wrong\": " << r.wrong << "}";
   }
   f << "\n  ]\n}\n";
 }

@@ -89,12 +89,13 @@ int main(int argc, char** argv) {
     ctx->setTimeout(std::chrono::seconds(600));
     ctx->connectFullMesh(store, dev);
 
-    cfg.system = algo == "ring_chunked" ? "gloo-ring-chunked"
+    cfg.system = algo == "ring_chunked"       ? "gloo-ring-chunked"
                  : algo == "halving_doubling" ? "gloo-halving-doubling"
                                               : "gloo-ring";
     cfg.algo = algo;
-    cfg.notes = std::string(algo == "ring" ? "out of place, gloo::allreduce(opts), opts per call"
-                                           : "in place (legacy Gloo algorithms have no out-of-place form)") +
+    cfg.notes = std::string(algo == "ring"
+                                ? "out of place, gloo::allreduce(opts), opts per call"
+                                : "in place (legacy Gloo algorithms have no out-of-place form)") +
                 "; transport tcp " + dev->str();
 
     compare::Backend be;
@@ -118,9 +119,11 @@ int main(int argc, char** argv) {
       be.prepare = [&](float*, float* buf, size_t count) {
         std::vector<float*> ptrs{buf};
         if (algo == "ring_chunked") {
-          alg = std::make_unique<gloo::AllreduceRingChunked<float>>(ctx, ptrs, static_cast<int>(count));
+          alg = std::make_unique<gloo::AllreduceRingChunked<float>>(ctx, ptrs,
+                                                                    static_cast<int>(count));
         } else {
-          alg = std::make_unique<gloo::AllreduceHalvingDoubling<float>>(ctx, ptrs, static_cast<int>(count));
+          alg = std::make_unique<gloo::AllreduceHalvingDoubling<float>>(ctx, ptrs,
+                                                                        static_cast<int>(count));
         }
       };
       be.allReduce = [&](float*, float*, size_t) { alg->run(); };
