@@ -1,9 +1,9 @@
 // Runs chorus-run on tests/multiproc/programs/launcher_probe.cc and checks the environment it
 // gives the ranks, how it reports and stops failures, signal forwarding and tagged output.
+#include "multiproc/mp_util.h"
+
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,10 +18,10 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using chorus::mp::Clock;
 using namespace std::chrono_literals;
 
-const std::string kLauncher = CHORUS_BIN_DIR "/chorus-run/chorus-run";
+const std::string& kLauncher = chorus::mp::launcherPath();
 const std::string kProbe = CHORUS_TEST_BIN_DIR "/launcher_probe";
 
 int count(const std::string& text, const std::string& needle) {
@@ -32,128 +32,9 @@ int count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-struct Result {
-  int exitCode = -1;  // exit status, or 128+N when killed by signal N
-  std::string out;
-  std::string err;
-  double seconds = 0;  // from start to exit
-};
-
-// One run of chorus-run with its stdout and stderr captured. Every wait has a deadline: on
-// overrun the launcher is SIGKILLed (its ranks die with it) and the test fails.
-class Launch {
- public:
-  explicit Launch(const std::vector<std::string>& args) {
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) std::abort();
-    std::vector<std::string> argv = {kLauncher};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> ptrs;
-    for (auto& a : argv) ptrs.push_back(a.data());
-    ptrs.push_back(nullptr);
-    start_ = Clock::now();
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      dup2(err[1], STDERR_FILENO);
-      execv(kLauncher.c_str(), ptrs.data());
-      _exit(126);
-    }
-    close(out[1]);
-    close(err[1]);
-    fds_[0] = out[0];
-    fds_[1] = err[0];
-  }
-
-  ~Launch() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    for (int fd : fds_) {
-      if (fd >= 0) close(fd);
-    }
-  }
-
-  const std::string& out() const { return text_[0]; }
-
-  // Reads output until done(stdout) holds; false when limit passes first.
-  bool waitForOutput(const std::function<bool(const std::string&)>& done,
-                     Clock::duration limit = 10s) {
-    auto deadline = Clock::now() + limit;
-    while (!done(text_[0])) {
-      if (Clock::now() >= deadline || (fds_[0] < 0 && fds_[1] < 0)) return false;
-      pump(50);
-    }
-    return true;
-  }
-
-  void signal(int sig) { kill(pid_, sig); }
-
-  // Waits for chorus-run to exit and collects all its output.
-  Result finish(Clock::duration limit = 15s) {
-    auto deadline = Clock::now() + limit;
-    Result result;
-    int status = 0;
-    while (true) {
-      pid_t done = waitpid(pid_, &status, WNOHANG);
-      if (done == pid_) break;
-      if (Clock::now() >= deadline) {
-        ADD_FAILURE() << "chorus-run still running after the test's time limit; killing it";
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        break;
-      }
-      pump(20);
-    }
-    result.seconds = secondsSince(start_);
-    pid_ = -1;
-    // Its ranks are gone with it, so the pipes reach end of file at once.
-    auto drainDeadline = Clock::now() + 2s;
-    while ((fds_[0] >= 0 || fds_[1] >= 0) && Clock::now() < drainDeadline) pump(50);
-    result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    result.out = text_[0];
-    result.err = text_[1];
-    return result;
-  }
-
- private:
-  void pump(int timeoutMs) {
-    pollfd p[2];
-    nfds_t n = 0;
-    int which[2];
-    for (int i = 0; i < 2; ++i) {
-      if (fds_[i] < 0) continue;
-      p[n] = pollfd{fds_[i], POLLIN, 0};
-      which[n++] = i;
-    }
-    if (n == 0) {
-      usleep(timeoutMs * 1000);
-      return;
-    }
-    if (poll(p, n, timeoutMs) <= 0) return;
-    for (nfds_t k = 0; k < n; ++k) {
-      if (p[k].revents == 0) continue;
-      char buffer[4096];
-      ssize_t got = read(p[k].fd, buffer, sizeof buffer);
-      if (got > 0) {
-        text_[which[k]].append(buffer, static_cast<size_t>(got));
-      } else if (got == 0 || errno != EINTR) {
-        close(fds_[which[k]]);
-        fds_[which[k]] = -1;
-      }
-    }
-  }
-
-  pid_t pid_ = -1;
-  int fds_[2] = {-1, -1};
-  std::string text_[2];
-  Clock::time_point start_;
-};
+using chorus::mp::Launch;
+using chorus::mp::secondsSince;
+using Result = chorus::mp::RunResult;
 
 Result runLauncher(const std::vector<std::string>& args) { return Launch(args).finish(); }
 

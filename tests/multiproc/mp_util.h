@@ -80,8 +80,23 @@ class Launch {
   Launch(const Launch&) = delete;
   Launch& operator=(const Launch&) = delete;
 
+  const std::string& out() const { return text_[0]; }
+
+  // Reads output until done(stdout) holds; false when limit passes first.
+  bool waitForOutput(const std::function<bool(const std::string&)>& done,
+                     Clock::duration limit = std::chrono::seconds(10)) {
+    auto deadline = Clock::now() + limit;
+    while (!done(text_[0])) {
+      if (Clock::now() >= deadline || (fds_[0] < 0 && fds_[1] < 0)) return false;
+      pump(50);
+    }
+    return true;
+  }
+
+  void signal(int sig) { kill(pid_, sig); }
+
   // Waits for chorus-run to exit and collects all its output.
-  RunResult finish(Clock::duration limit) {
+  RunResult finish(Clock::duration limit = std::chrono::seconds(15)) {
     auto deadline = Clock::now() + limit;
     RunResult result;
     int status = 0;
