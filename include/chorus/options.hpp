@@ -14,7 +14,8 @@ struct Options {
   // CHORUS_IFNAME: interface whose IPv4 address this rank listens on. Empty: the address that
   // routes to the store host (loopback when the store is local).
   std::string ifname;
-  // CHORUS_ALGO: "auto" (default), "ring" or "rd" (recursive doubling) for all-reduce.
+  // CHORUS_ALGO: "auto" (default), "ring", "rd" (recursive doubling) or "rhd" (recursive
+  // halving-doubling) for all-reduce.
   std::string algorithm{"auto"};
   // CHORUS_SEGMENT_BYTES (default 512 KiB): pipelining unit of the ring algorithms.
   size_t segmentBytes{512 * 1024};

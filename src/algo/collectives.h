@@ -15,6 +15,8 @@ void run(const Group& g, const Args& args);
 
 void recursiveDoublingAllReduce(const Group& g, const void* in, void* out, size_t count,
                                 DataType dtype, ReduceOp op);
+void halvingDoublingAllReduce(const Group& g, const void* in, void* out, size_t count,
+                              DataType dtype, ReduceOp op);
 void chainBroadcast(const Group& g, void* buf, size_t bytes, int root);
 void disseminationBarrier(const Group& g);
 

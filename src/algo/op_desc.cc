@@ -30,6 +30,8 @@ const char* toString(AlgorithmId algo) {
       return "chain";
     case AlgorithmId::kDissemination:
       return "dissemination";
+    case AlgorithmId::kHalvingDoubling:
+      return "rhd";
   }
   return "unknown-algorithm";
 }

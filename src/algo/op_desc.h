@@ -16,7 +16,15 @@ enum class CollectiveKind : uint8_t {
   kBroadcast,
   kBarrier
 };
-enum class AlgorithmId : uint8_t { kNone, kRing, kRecursiveDoubling, kChain, kDissemination };
+// Values travel in frames: append new ones, never renumber.
+enum class AlgorithmId : uint8_t {
+  kNone,
+  kRing,
+  kRecursiveDoubling,
+  kChain,
+  kDissemination,
+  kHalvingDoubling
+};
 
 const char* toString(CollectiveKind kind);
 const char* toString(AlgorithmId algo);

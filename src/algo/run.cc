@@ -15,6 +15,7 @@ AlgorithmId selectAlgorithm(CollectiveKind kind, size_t bytes, int size, const O
     case CollectiveKind::kAllReduce:
       if (options.algorithm == "ring") return AlgorithmId::kRing;
       if (options.algorithm == "rd") return AlgorithmId::kRecursiveDoubling;
+      if (options.algorithm == "rhd") return AlgorithmId::kHalvingDoubling;
       return bytes <= options.smallBytes ? AlgorithmId::kRecursiveDoubling : AlgorithmId::kRing;
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
@@ -42,6 +43,10 @@ void allReduce(const Group& g, const Args& a) {
   }
   if (d.algo == AlgorithmId::kRecursiveDoubling) {
     recursiveDoublingAllReduce(g, a.in, a.out, d.count, d.dtype, d.op);
+    return;
+  }
+  if (d.algo == AlgorithmId::kHalvingDoubling) {
+    halvingDoublingAllReduce(g, a.in, a.out, d.count, d.dtype, d.op);
     return;
   }
   RingSpec s;

@@ -58,9 +58,9 @@ Options Options::fromEnv() {
   }
   if (auto v = env("CHORUS_IFNAME")) o.ifname = *v;
   if (auto v = env("CHORUS_ALGO")) {
-    if (*v != "auto" && *v != "ring" && *v != "rd") {
+    if (*v != "auto" && *v != "ring" && *v != "rd" && *v != "rhd") {
       throw Error(ErrorCode::kInvalidArgument,
-                  "CHORUS_ALGO='" + *v + "': expected auto, ring or rd");
+                  "CHORUS_ALGO='" + *v + "': expected auto, ring, rd or rhd");
     }
     o.algorithm = *v;
   }

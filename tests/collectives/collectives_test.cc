@@ -235,6 +235,8 @@ std::vector<Param> params() {
   for (int n : {1, 2, 3, 4, 5, 8}) p.push_back({n, "auto", 512 * 1024});
   for (int n : {2, 3, 5}) p.push_back({n, "ring", 4096});  // many segments: deep pipelining
   for (int n : {3, 4, 5, 8}) p.push_back({n, "rd", 512 * 1024});
+  for (int n : {2, 3, 4, 5, 8}) p.push_back({n, "rhd", 512 * 1024});
+  for (int n : {4, 6}) p.push_back({n, "rhd", 4096});  // several segments per halving step
   return p;
 }
 
