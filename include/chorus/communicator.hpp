@@ -35,6 +35,9 @@ class Communicator {
   int rank() const;
   int size() const;
   const Options& options() const;
+  // Algorithm chosen for the most recently issued collective ("ring", "rd", "rhd", "chain",
+  // "dissemination", or "none" for a group of one); "" before the first.
+  std::string lastAlgorithm() const;
 
   template <class T>
   Work allReduce(std::span<T> inout, ReduceOp op = ReduceOp::kSum) {

@@ -37,6 +37,7 @@ Communicator::Impl::~Impl() {
 void Communicator::Impl::prepare(algo::OpDesc& desc, const void* in, const void* out) {
   validateCall(desc, in, out, rank, size);
   desc.algo = algo::selectAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype), size, options);
+  lastAlgo.store(static_cast<int>(desc.algo), std::memory_order_relaxed);
 }
 
 Work Communicator::Impl::issue(algo::OpDesc desc, const void* in, void* out) {
@@ -255,6 +256,11 @@ std::unique_ptr<Communicator> Communicator::fromEnv() {
 int Communicator::rank() const { return impl_->rank; }
 int Communicator::size() const { return impl_->size; }
 const Options& Communicator::options() const { return impl_->options; }
+
+std::string Communicator::lastAlgorithm() const {
+  int a = impl_->lastAlgo.load(std::memory_order_relaxed);
+  return a < 0 ? std::string() : algo::toString(static_cast<algo::AlgorithmId>(a));
+}
 
 void Communicator::checkSizes(const char* op, size_t expected, size_t got) {
   if (expected != got) {

@@ -8,6 +8,7 @@
 #include "core/work_state.h"
 #include "transport/transport.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -30,6 +31,7 @@ struct Communicator::Impl {
   std::exception_ptr cause() const;
 
   Options options;
+  std::atomic<int> lastAlgo{-1};  // AlgorithmId of the last prepared call, for lastAlgorithm()
   int rank;
   int size;
 

@@ -31,6 +31,7 @@ struct Row {
   double algbw = 0;   // GB/s
   double busbw = 0;   // GB/s
   long wrong = 0;     // elements that differed from the expected result, over all ranks
+  std::string algo;   // algorithm the library chose for this size
 };
 
 // Runs the sweep collectively; every rank gets the same rows. Timed calls go through the C API

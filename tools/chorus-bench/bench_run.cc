@@ -191,6 +191,7 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
       times[static_cast<size_t>(i)] =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     }
+    row.algo = comm.lastAlgorithm();  // read before the max-over-ranks call below replaces it
     // Slowest rank per iteration, then the median iteration.
     checkStatus(
         chorus_allreduce(c, times.data(), times.data(), times.size(), CHORUS_F64, CHORUS_MAX), c);

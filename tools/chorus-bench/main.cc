@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   app.add_option("-w,--warmup", cfg.warmup, "untimed iterations per size")
       ->check(CLI::Range(0, 1000000));
-  app.add_option("--algo", algo, "force an all-reduce algorithm: ring | rd | rhd (default: automatic)");
+  app.add_option("--algo", algo,
+                 "force an all-reduce algorithm: ring | rd | rhd (default: automatic)");
   app.add_flag("--no-check", noCheck, "skip the correctness check (#wrong)");
   app.add_flag("-c,--check", cfg.check, "check results (default on)");
   app.add_option("--json", cfg.jsonPath, "also write the rows as JSON to this file");
