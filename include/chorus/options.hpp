@@ -19,8 +19,12 @@ struct Options {
   std::string algorithm{"auto"};
   // CHORUS_SEGMENT_BYTES (default 512 KiB): pipelining unit of the ring algorithms.
   size_t segmentBytes{512 * 1024};
-  // CHORUS_SMALL_BYTES (default 32 KiB): all-reduce at or below this size uses recursive doubling.
-  size_t smallBytes{32 * 1024};
+  // CHORUS_SMALL_BYTES (default 16 KiB): all-reduce at or below this size uses recursive doubling.
+  size_t smallBytes{16 * 1024};
+  // CHORUS_MEDIUM_BYTES (default 128 KiB): above smallBytes and up to this size, all-reduce over a
+  // power-of-two group of 4 or more uses recursive halving-doubling; the ring above (and for
+  // other group sizes).
+  size_t mediumBytes{128 * 1024};
   // CHORUS_SOCKET_BUFFER (bytes, default 4 MiB): SO_SNDBUF/SO_RCVBUF of data connections.
   int socketBufferBytes{4 * 1024 * 1024};
   // CHORUS_SPIN_US (default -1 = automatic): microseconds a wait polls before sleeping.

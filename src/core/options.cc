@@ -70,6 +70,9 @@ Options Options::fromEnv() {
   if (auto v = env("CHORUS_SMALL_BYTES")) {
     o.smallBytes = static_cast<size_t>(parseNumber("CHORUS_SMALL_BYTES", *v, 0, 1LL << 30));
   }
+  if (auto v = env("CHORUS_MEDIUM_BYTES")) {
+    o.mediumBytes = static_cast<size_t>(parseNumber("CHORUS_MEDIUM_BYTES", *v, 0, 1LL << 40));
+  }
   if (auto v = env("CHORUS_SOCKET_BUFFER")) {
     o.socketBufferBytes = static_cast<int>(parseNumber("CHORUS_SOCKET_BUFFER", *v, 0, 1LL << 30));
   }

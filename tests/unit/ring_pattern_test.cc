@@ -83,6 +83,12 @@ TEST(Select, IsDeterministicAndHonoursOverrides) {
   Options o;
   EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 8, 4, o), AlgorithmId::kRecursiveDoubling);
   EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 1 << 20, 4, o), AlgorithmId::kRing);
+  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 64 << 10, 8, o),
+            AlgorithmId::kHalvingDoubling);
+  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 64 << 10, 6, o), AlgorithmId::kRing);
+  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 64 << 10, 2, o), AlgorithmId::kRing);
+  o.algorithm = "rhd";
+  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 8, 3, o), AlgorithmId::kHalvingDoubling);
   EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 1 << 20, 1, o), AlgorithmId::kNone);
   o.algorithm = "rd";
   EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 1 << 20, 4, o),
