@@ -2,10 +2,17 @@
 //
 //   chorus-run -n 4 -- gloo_bench --algo ring_chunked --min-bytes 8 --max-bytes 64M --json f.json
 //
+//   scripts/cluster run-each 4 -- env GLOO_BENCH_STORE_DIR=/tmp/d .../gloo_bench --algo ring ...
+//
 // Ranks: --rank/--size, else CHORUS_RANK/CHORUS_WORLD_SIZE (chorus-run), else
-// OMPI_COMM_WORLD_RANK/SIZE. Rendezvous: a Gloo FileStore in --store-dir, else
-// $GLOO_BENCH_STORE_DIR, else a directory under /tmp named after chorus-run's pid and CHORUS_STORE
-// (removed at the end). Transport: Gloo TCP on 127.0.0.1.
+// CLUSTER_RANK/CLUSTER_SIZE (scripts/cluster run-each), else OMPI_COMM_WORLD_RANK/SIZE.
+// Rendezvous: a Gloo FileStore in --store-dir, else $GLOO_BENCH_STORE_DIR, else a directory under
+// /tmp named after chorus-run's pid and CHORUS_STORE (removed at the end); the directory must be
+// shared by all ranks (one filesystem). Transport: Gloo TCP, bound to the first of
+//   --iface IF | --hostname ADDR      (command line)
+//   $GLOO_BENCH_IFACE | $GLOO_BENCH_HOSTNAME
+//   $CLUSTER_IFNAME                   (scripts/cluster run-each: the host's own veth)
+//   127.0.0.1                         (default: loopback)
 //
 // --algo ring_chunked       gloo::AllreduceRingChunked<float> (legacy API), in place
 //        halving_doubling   gloo::AllreduceHalvingDoubling<float> (legacy API), in place
@@ -46,7 +53,7 @@ std::string sanitize(const std::string& s) {
 
 int main(int argc, char** argv) {
   compare::Config cfg;
-  std::string algo = "ring_chunked", storeDir;
+  std::string algo = "ring_chunked", storeDir, iface, hostname;
   int rank = -1, size = -1;
   try {
     compare::parseArgs(argc, argv, cfg, [&](int i, char** av) -> int {
@@ -56,12 +63,20 @@ int main(int argc, char** argv) {
       if (a == "--store-dir") return storeDir = av[i + 1], 2;
       if (a == "--rank") return rank = std::atoi(av[i + 1]), 2;
       if (a == "--size") return size = std::atoi(av[i + 1]), 2;
+      if (a == "--iface") return iface = av[i + 1], 2;
+      if (a == "--hostname") return hostname = av[i + 1], 2;
       return 0;
     });
-    if (rank < 0) rank = envInt("CHORUS_RANK", envInt("OMPI_COMM_WORLD_RANK", -1));
-    if (size < 0) size = envInt("CHORUS_WORLD_SIZE", envInt("OMPI_COMM_WORLD_SIZE", -1));
+    if (rank < 0) {
+      rank = envInt("CHORUS_RANK", envInt("CLUSTER_RANK", envInt("OMPI_COMM_WORLD_RANK", -1)));
+    }
+    if (size < 0) {
+      size =
+          envInt("CHORUS_WORLD_SIZE", envInt("CLUSTER_SIZE", envInt("OMPI_COMM_WORLD_SIZE", -1)));
+    }
     if (rank < 0 || size < 1 || rank >= size) {
-      throw std::invalid_argument("no rank/size: pass --rank/--size or run under chorus-run");
+      throw std::invalid_argument(
+          "no rank/size: pass --rank/--size or run under chorus-run or scripts/cluster run-each");
     }
     if (algo != "ring_chunked" && algo != "halving_doubling" && algo != "ring") {
       throw std::invalid_argument("--algo must be ring_chunked | halving_doubling | ring");
@@ -81,7 +96,22 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(storeDir);
 
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";
+    if (iface.empty() && hostname.empty()) {
+      if (const char* v = std::getenv("GLOO_BENCH_IFACE"); v && *v) {
+        iface = v;
+      } else if (const char* h = std::getenv("GLOO_BENCH_HOSTNAME"); h && *h) {
+        hostname = h;
+      } else if (const char* c = std::getenv("CLUSTER_IFNAME"); c && *c) {
+        iface = c;
+      } else {
+        hostname = "127.0.0.1";
+      }
+    }
+    if (!iface.empty()) {
+      attr.iface = iface;
+    } else {
+      attr.hostname = hostname;
+    }
     auto dev = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore fileStore(storeDir);
     gloo::rendezvous::PrefixStore store("gloo-bench", fileStore);
@@ -96,7 +126,7 @@ int main(int argc, char** argv) {
     cfg.notes = std::string(algo == "ring"
                                 ? "out of place, gloo::allreduce(opts), opts per call"
                                 : "in place (legacy Gloo algorithms have no out-of-place form)") +
-                "; transport tcp " + dev->str();
+                "; transport tcp " + dev->str() + (iface.empty() ? "" : " (iface " + iface + ")");
 
     compare::Backend be;
     be.rank = rank;

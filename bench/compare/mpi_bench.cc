@@ -2,11 +2,15 @@
 // definitions (common.h). Out of place by default (send buffer != receive buffer), like
 // chorus-bench; --in-place uses MPI_IN_PLACE on the receive buffer instead.
 //
-//   mpirun -np 4 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo
-//       mpi_bench --system openmpi-tcp --min-bytes 8 --max-bytes 64M --json f.json
+// Built twice by bench/compare/CMakeLists.txt: mpi_bench_openmpi (Open MPI) and mpi_bench_mpich
+// (MPICH); the same source, each launched by its own implementation's mpirun/mpiexec.
 //
-// --system sets the JSON "system" label (default "openmpi"); the transport is whatever mpirun
-// selected, which this program cannot see: run.sh passes the label that matches its mpirun flags.
+//   mpirun.openmpi -np 4 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo
+//       mpi_bench_openmpi --system openmpi-tcp --min-bytes 8 --max-bytes 64M --json f.json
+//
+// --system sets the JSON "system" label (default "openmpi" or "mpich", after the library); the
+// transport is whatever the launcher selected, which this program cannot see: run.sh passes, with
+// --transport, the description that matches its launcher flags.
 #include "common.h"
 
 #include <mpi.h>
@@ -17,7 +21,11 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   compare::Config cfg;
+#ifdef MPICH_VERSION
+  cfg.system = "mpich";
+#else
   cfg.system = "openmpi";
+#endif
   bool inPlace = false;
   std::string transport;
   int rc = 0;
@@ -35,6 +43,7 @@ int main(int argc, char** argv) {
     MPI_Get_library_version(version, &len);
     std::string v(version, static_cast<size_t>(len));
     if (auto nl = v.find_first_of("\n,"); nl != std::string::npos) v.resize(nl);
+    std::replace(v.begin(), v.end(), '\t', ' ');
     cfg.algo = "MPI_Allreduce";
     cfg.notes = std::string(inPlace ? "MPI_IN_PLACE" : "out of place") + "; " + v +
                 (transport.empty() ? "" : "; " + transport);
