@@ -3,6 +3,7 @@
 #include <chorus/error.hpp>
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -40,7 +41,7 @@ Request* pop(Request*& head, Request*& tail) {
 }  // namespace
 
 TcpTransport::TcpTransport(int rank, int size, Fd listener, std::vector<Connection> connections,
-                           std::chrono::microseconds spin)
+                           Spin spin)
     : rank_(rank), size_(size), spin_(spin), listener_(std::move(listener)), links_(size) {
   epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -131,7 +132,9 @@ void TcpTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uint
   push(l.recvHead, l.recvTail, &r);
   if (l.recvHead == &r) {
     if (l.in == Inbound::kGone) gone(l);
-    onReadable(l);
+    // What already arrived is taken now; the socket itself is left to the wait's epoll round
+    // (probing it here mostly costs an EAGAIN).
+    if (l.parked || l.stageAt < l.stageEnd) onReadable(l);  // also turns EPOLLIN back on
   }
 }
 
@@ -180,11 +183,13 @@ void TcpTransport::progress(Deadline deadline) {
   }
   epoll_event events[64];
   int n = 0;
-  if (spin_.count() > 0) {
-    // Poll briefly before sleeping: a wake-up costs more than a small message's round trip, and
-    // spinning is cheap while every rank of this host has a core of its own.
-    auto until = Clock::now() + spin_;
+  if (spin_.duration.count() > 0) {
+    // Poll briefly before sleeping: a wake-up costs more than a small message's round trip.
+    // With more ranks than cores, each poll gives the core to a rank that has work (the peer
+    // this rank waits for, often), as a sleep would, but without the wake-up latency after it.
+    auto until = Clock::now() + spin_.duration;
     while ((n = ::epoll_wait(epoll_.get(), events, 64, 0)) == 0 && Clock::now() < until) {
+      if (spin_.yield) sched_yield();
     }
   }
   if (n == 0) n = ::epoll_wait(epoll_.get(), events, 64, deadline.remainingMs(1000));
@@ -210,6 +215,7 @@ void TcpTransport::progress(Deadline deadline) {
     Link& l = links_[key];
     if (!l.fd || l.in == Inbound::kGone) continue;
     // Reads first: an abort message from the peer explains a failing write better than EPIPE.
+    if ((ev & EPOLLIN) && l.parked && !l.recvHead) l.muted = true;  // more behind a parked frame
     if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)) onReadable(l);
     if (ev & EPOLLOUT) onWritable(l);
     if ((ev & (EPOLLERR | EPOLLHUP)) && l.in != Inbound::kGone) {
@@ -233,7 +239,7 @@ void TcpTransport::progress(Deadline deadline) {
 void TcpTransport::updateEvents(Link& l) {
   if (!l.fd || l.in == Inbound::kGone) return;
   uint32_t want = 0;
-  if (!(l.parked && !l.recvHead)) want |= EPOLLIN;
+  if (!(l.parked && !l.recvHead && l.muted)) want |= EPOLLIN;
   if (l.writeBlocked && l.sendHead) want |= EPOLLOUT;
   if (!l.halfClosed) want |= EPOLLRDHUP;
   if (want == l.events) return;
@@ -282,7 +288,21 @@ void TcpTransport::onWritable(Link& l) {
 
 bool TcpTransport::readSome(Link& l, uint8_t* dst, size_t want, size_t& got) {
   for (;;) {
-    ssize_t k = ::recv(l.fd.get(), dst + got, want - got, MSG_DONTWAIT);
+    if (l.stageAt < l.stageEnd) {
+      size_t k = std::min(l.stageEnd - l.stageAt, want - got);
+      std::memcpy(dst + got, l.stage + l.stageAt, k);
+      l.stageAt += k;
+      got += k;
+      return true;
+    }
+    const bool staged = want - got < kStageBytes;
+    ssize_t k = staged ? ::recv(l.fd.get(), l.stage, kStageBytes, MSG_DONTWAIT)
+                       : ::recv(l.fd.get(), dst + got, want - got, MSG_DONTWAIT);
+    if (k > 0 && staged) {
+      l.stageAt = 0;
+      l.stageEnd = static_cast<size_t>(k);
+      continue;
+    }
     if (k > 0) {
       got += static_cast<size_t>(k);
       return true;
@@ -322,6 +342,9 @@ void TcpTransport::onReadable(Link& l) {
       r.state = Request::State::kDone;
       l.in = Inbound::kHeader;
       l.parked = false;
+      l.muted = false;
+      // Nothing more awaited here: leave the socket to epoll rather than probe it (EAGAIN).
+      if (!l.recvHead && l.stageAt == l.stageEnd) break;
     } else {  // Inbound::kAbortText
       auto* text = reinterpret_cast<uint8_t*>(l.abortText.data());
       if (!readSome(l, text, l.abortText.size(), l.abortGot)) break;
@@ -428,6 +451,9 @@ void TcpTransport::salvageAbort(Link& l) noexcept {
     for (int spins = 0; spins < 1000 && l.in != Inbound::kGone; ++spins) {
       if (l.in == Inbound::kHeader && l.parked) {
         uint64_t left = l.parkedHeader.bytes;
+        uint64_t fromStage = std::min<uint64_t>(left, l.stageEnd - l.stageAt);
+        l.stageAt += fromStage;
+        left -= fromStage;
         while (left > 0 && budget > 0) {
           ssize_t k =
               ::recv(l.fd.get(), sink, std::min<uint64_t>(left, sizeof(sink)), MSG_DONTWAIT);
@@ -441,7 +467,7 @@ void TcpTransport::salvageAbort(Link& l) noexcept {
       }
       if (l.in == Inbound::kPayload) return;
       ssize_t k = ::recv(l.fd.get(), l.abortText.data(), 0, MSG_DONTWAIT | MSG_PEEK);
-      if (k < 0) return;
+      if (k < 0 && l.stageAt == l.stageEnd) return;
       onReadable(l);  // throws the remote abort once its text is complete
       if (l.in == Inbound::kHeader && !l.parked) return;
     }

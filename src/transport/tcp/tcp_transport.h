@@ -27,9 +27,13 @@ struct Connection {
 
 class TcpTransport final : public Transport {
  public:
-  // spin: how long a wait polls before it sleeps in epoll_wait.
-  TcpTransport(int rank, int size, Fd listener, std::vector<Connection> connections,
-               std::chrono::microseconds spin);
+  // How a wait polls before it sleeps in epoll_wait: for `duration`, giving the core away
+  // (sched_yield) between polls when `yield` (this host runs more ranks than it has cores).
+  struct Spin {
+    std::chrono::microseconds duration{0};
+    bool yield = false;
+  };
+  TcpTransport(int rank, int size, Fd listener, std::vector<Connection> connections, Spin spin);
   ~TcpTransport() override;
 
   void beginOp(const algo::OpDesc& op) override;
@@ -44,6 +48,8 @@ class TcpTransport final : public Transport {
  private:
   enum class Inbound : uint8_t { kHeader, kPayload, kAbortText, kGone };
 
+  // Largest frame (header + payload) read with a single recv into a link's stage.
+  static constexpr size_t kStageBytes = 4096 + kFrameHeaderBytes;
   struct Link {
     int peer = -1;
     Fd fd;
@@ -64,6 +70,14 @@ class TcpTransport final : public Transport {
     Inbound in = Inbound::kHeader;
     uint8_t recvHeader[kFrameHeaderBytes] = {};
     size_t headerGot = 0;
+    // Bytes read from the socket ahead of the state machine: a small frame's header and payload
+    // come in one recv and are handed out from here (stage[stageAt, stageEnd)).
+    uint8_t stage[kStageBytes];
+    size_t stageAt = 0;
+    size_t stageEnd = 0;
+    // Parked with no receive posted and still readable: stop polling the socket until a
+    // receive is posted (set lazily, so a small message parked whole costs no epoll_ctl).
+    bool muted = false;
     bool parked = false;  // a data header was read; its payload waits for a posted receive
     FrameHeader parkedHeader;
     std::string abortText;
@@ -78,6 +92,9 @@ class TcpTransport final : public Transport {
   void onHeader(Link& l, const FrameHeader& h);
   void onAbortText(Link& l);
   // Reads into dst[got..want); false when nothing more is readable now (or the peer left).
+  // Moves stream bytes into dst[got, want): staged bytes first, else one recv (through the
+  // stage, reading ahead, when fewer than kStageBytes are wanted; straight into dst otherwise).
+  // False when nothing is available now or the peer is gone.
   bool readSome(Link& l, uint8_t* dst, size_t want, size_t& got);
   void startPayload(Link& l);
   void checkParked(Link& l);
@@ -96,7 +113,7 @@ class TcpTransport final : public Transport {
 
   int rank_;
   int size_;
-  std::chrono::microseconds spin_;
+  Spin spin_;
   Fd epoll_;
   Fd wake_;  // eventfd that interrupt() writes
   Fd listener_;
