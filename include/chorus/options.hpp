@@ -28,7 +28,8 @@ struct Options {
   // CHORUS_SOCKET_BUFFER (bytes, default 4 MiB): SO_SNDBUF/SO_RCVBUF of data connections.
   int socketBufferBytes{4 * 1024 * 1024};
   // CHORUS_SPIN_US (default -1 = automatic): microseconds a wait polls before sleeping.
-  // Automatic: 50 while this host runs no more ranks than it has cores, else 0.
+  // Automatic: 50 while this host runs no more ranks than it has cores, else 200. With more
+  // ranks than cores the poll always yields the core (sched_yield) between tries.
   int spinMicros{-1};
 
   // Defaults overridden by the CHORUS_* variables that are set; throws Error on a malformed value.
