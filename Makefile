@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo test test-sanitize bench compare install format clean
+.PHONY: all deps build demo test test-sanitize bench compare compare-cluster install format clean
 
 all: build
 
@@ -38,10 +38,15 @@ bench: build
 	for n in 2 4; do $(BUILD)/tools/chorus-run/chorus-run -n $$n -- \
 	  $(BUILD)/tools/chorus-bench/chorus-bench --op allreduce --min-bytes 8 --max-bytes 64M; done
 
-# Side by side with Open MPI and Gloo (installs them first).
+# Side by side with Gloo, torch.distributed (gloo), Open MPI and MPICH (installs them first):
+# TCP loopback on this machine, then the emulated 1 Gbit/s cluster of 2, 4 and 8 hosts (root).
 compare: build
 	scripts/install-deps --bench
 	bench/compare/run.sh $(BUILD)
+
+compare-cluster: build
+	scripts/install-deps --bench
+	SETTING=cluster bench/compare/run.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD)
