@@ -3,6 +3,7 @@
 // latencies, so it wins from mid sizes up while the world size is a power of two. Other sizes
 // fold their extra ranks in first, as recursive doubling does.
 #include "algo/collectives.h"
+#include "algo/fold.h"
 #include "algo/ring_pattern.h"
 #include "reduce/reduce.h"
 
@@ -47,24 +48,34 @@ void halvingDoublingAllReduce(const Group& g, const void* in, void* out, size_t 
   transport::Request& recv = recvs[0];
   uint32_t step = 0;
 
-  // Fold: the even rank of each of the first `extra` pairs hands its buffer to its odd
-  // neighbour, sits out, and receives the result at the end.
-  const uint8_t* src = input;  // this rank's current partial sums (input until the first step)
-  if (r < 2 * layout.extra) {
-    if (core < 0) {
-      g.tx->postSend(send, r + 1, input, bytes, step);
-      g.tx->postRecv(recv, r + 1, data, bytes, step + 1);
-      g.wait(send);
-      g.wait(recv);
+  // This rank's current partial sums: the input until the first reduction.
+  const uint8_t* src = input;
+  switch (foldIn(g, layout, input, data, count, dtype, fn, send, recv)) {
+    case FoldRole::kSatOut:
       return;
-    }
-    uint8_t* tmp = g.scratch->bytes(bytes);
-    g.tx->postRecv(recv, r - 1, tmp, bytes, step);
-    g.wait(recv);
-    fn(data, tmp, input, count);  // lower rank's data first, as every step orders operands
-    src = data;
+    case FoldRole::kAbsorbed:
+      src = data;
+      break;
+    case FoldRole::kCore:
+      break;
   }
   ++step;
+
+  // Posts one step's messages with `partner`, both ways cut into segments: recvCount elements
+  // land at recvAt, sendCount elements go from sendAt. Returns the number of receives.
+  auto exchange = [&](int partner, uint8_t* recvAt, size_t recvCount, const uint8_t* sendAt,
+                      size_t sendCount, uint32_t stepTag) {
+    const size_t recvSegs = segmentsOf(recvCount, segElems);
+    for (size_t k = 0; k < recvSegs; ++k) {
+      size_t e0 = k * segElems, n = std::min(segElems, recvCount - e0);
+      g.tx->postRecv(recvs[k], partner, recvAt + e0 * esize, n * esize, stepTag);
+    }
+    for (size_t k = 0, segs = segmentsOf(sendCount, segElems); k < segs; ++k) {
+      size_t e0 = k * segElems, n = std::min(segElems, sendCount - e0);
+      g.tx->postSend(sends[k], partner, sendAt + e0 * esize, n * esize, stepTag);
+    }
+    return recvSegs;
+  };
 
   // Reduce-scatter by recursive halving: at distance `mask`, keep the half of the current block
   // range on this rank's side of the bit, send the other half to the partner, and reduce the
@@ -79,16 +90,9 @@ void halvingDoublingAllReduce(const Group& g, const void* in, void* out, size_t 
     const int give0 = upper ? lo : lo + mask;
     const Range keep = blockRange(count, p2, keep0, keep0 + mask);
     const Range give = blockRange(count, p2, give0, give0 + mask);
-    const size_t recvSegs = segmentsOf(keep.count, segElems);
+    const size_t recvSegs =
+        exchange(partner, tmp, keep.count, src + give.first * esize, give.count, step);
     const size_t sendSegs = segmentsOf(give.count, segElems);
-    for (size_t k = 0; k < recvSegs; ++k) {
-      size_t e0 = k * segElems, n = std::min(segElems, keep.count - e0);
-      g.tx->postRecv(recvs[k], partner, tmp + e0 * esize, n * esize, step);
-    }
-    for (size_t k = 0; k < sendSegs; ++k) {
-      size_t e0 = k * segElems, n = std::min(segElems, give.count - e0);
-      g.tx->postSend(sends[k], partner, src + (give.first + e0) * esize, n * esize, step);
-    }
     // Reduce each segment as it lands, while the later ones are still on the wire.
     for (size_t k = 0; k < recvSegs; ++k) {
       g.wait(recvs[k]);
@@ -119,24 +123,14 @@ void halvingDoublingAllReduce(const Group& g, const void* in, void* out, size_t 
     const int theirs0 = partnerCore & ~(mask - 1);
     const Range mine = blockRange(count, p2, mine0, mine0 + mask);
     const Range theirs = blockRange(count, p2, theirs0, theirs0 + mask);
-    const size_t recvSegs = segmentsOf(theirs.count, segElems);
+    const size_t recvSegs = exchange(partner, data + theirs.first * esize, theirs.count,
+                                     data + mine.first * esize, mine.count, step);
     const size_t sendSegs = segmentsOf(mine.count, segElems);
-    for (size_t k = 0; k < recvSegs; ++k) {
-      size_t e0 = k * segElems, n = std::min(segElems, theirs.count - e0);
-      g.tx->postRecv(recvs[k], partner, data + (theirs.first + e0) * esize, n * esize, step);
-    }
-    for (size_t k = 0; k < sendSegs; ++k) {
-      size_t e0 = k * segElems, n = std::min(segElems, mine.count - e0);
-      g.tx->postSend(sends[k], partner, data + (mine.first + e0) * esize, n * esize, step);
-    }
     for (size_t k = 0; k < recvSegs; ++k) g.wait(recvs[k]);
     for (size_t k = 0; k < sendSegs; ++k) g.wait(sends[k]);
   }
 
-  if (r < 2 * layout.extra) {
-    g.tx->postSend(send, r - 1, data, bytes, 1);
-    g.wait(send);
-  }
+  foldOut(g, layout, data, bytes, send);
 }
 
 }  // namespace chorus::algo

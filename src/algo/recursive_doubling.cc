@@ -1,5 +1,6 @@
 // Latency-optimal all-reduce for small buffers: log2(p) exchanges of the whole buffer.
 #include "algo/collectives.h"
+#include "algo/fold.h"
 #include "algo/ring_pattern.h"
 #include "reduce/reduce.h"
 
@@ -20,19 +21,7 @@ void recursiveDoublingAllReduce(const Group& g, const void* in, void* out, size_
   transport::Request send, recv;
   uint32_t step = 0;
 
-  // Fold the ranks beyond the power of two into their odd neighbours.
-  if (r < 2 * layout.extra) {
-    if (core < 0) {
-      g.tx->postSend(send, r + 1, data, bytes, step);
-      g.tx->postRecv(recv, r + 1, data, bytes, step + 1);
-      g.wait(send);
-      g.wait(recv);
-      return;
-    }
-    g.tx->postRecv(recv, r - 1, tmp, bytes, step);
-    g.wait(recv);
-    fn(data, tmp, data, count);  // lower rank's data first, as every rank orders operands
-  }
+  if (foldIn(g, layout, data, data, count, dtype, fn, send, recv) == FoldRole::kSatOut) return;
   ++step;
   // Exchange with partners at distance 1, 2, 4, ... Both partners combine (lower op higher),
   // so they compute identical bits.
@@ -51,10 +40,7 @@ void recursiveDoublingAllReduce(const Group& g, const void* in, void* out, size_
     ++step;
   }
   if (op == ReduceOp::kAvg) reduce::divide(data, count, dtype, g.size);
-  if (r < 2 * layout.extra) {
-    g.tx->postSend(send, r - 1, data, bytes, 1);
-    g.wait(send);
-  }
+  foldOut(g, layout, data, bytes, send);
 }
 
 }  // namespace chorus::algo
