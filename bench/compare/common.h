@@ -230,4 +230,17 @@ inline void writeJson(const Config& cfg, int n, const std::vector<Row>& rows) {
   f << "\n  ]\n}\n";
 }
 
+// Runs the sweep, prints and writes the rows on rank 0; returns the total #wrong (every rank
+// gets the same value).
+inline long runAndReport(Backend& be, const Config& cfg, int rank, int size) {
+  auto rows = runSweep(be, cfg);
+  if (rank == 0) {
+    printTable(cfg, size, rows);
+    if (!cfg.jsonPath.empty()) writeJson(cfg, size, rows);
+  }
+  long wrong = 0;
+  for (auto& r : rows) wrong += r.wrong;
+  return wrong;
+}
+
 }  // namespace compare

@@ -171,13 +171,7 @@ int main(int argc, char** argv) {
       return x;
     };
 
-    auto rows = compare::runSweep(be, cfg);
-    if (rank == 0) {
-      compare::printTable(cfg, size, rows);
-      if (!cfg.jsonPath.empty()) compare::writeJson(cfg, size, rows);
-    }
-    long wrong = 0;
-    for (auto& r : rows) wrong += r.wrong;
+    const long wrong = compare::runAndReport(be, cfg, rank, size);
     // Leave together, through the store rather than a collective: a rank that returns from the
     // last collective and closes its sockets while a peer is still finishing that collective
     // makes the peer fail with "Connection closed by peer".

@@ -65,13 +65,7 @@ int main(int argc, char** argv) {
       MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
       return x;
     };
-    auto rows = compare::runSweep(be, cfg);
-    if (rank == 0) {
-      compare::printTable(cfg, size, rows);
-      if (!cfg.jsonPath.empty()) compare::writeJson(cfg, size, rows);
-    }
-    long wrong = 0;
-    for (auto& r : rows) wrong += r.wrong;
+    const long wrong = compare::runAndReport(be, cfg, rank, size);
     rc = wrong == 0 ? 0 : 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mpi_bench: %s\n", e.what());
