@@ -31,6 +31,17 @@ struct Options {
   // Automatic: 50 while this host runs no more ranks than it has cores, else 200. With more
   // ranks than cores the poll always yields the core (sched_yield) between tries.
   int spinMicros{-1};
+  // CHORUS_TRANSPORT: "auto" (default: shared memory to ranks on this host, TCP to the others),
+  // "tcp" (TCP to every peer) or "shm" (shared memory to every peer; an error if one is on
+  // another host).
+  std::string transport{"auto"};
+  // CHORUS_HOST_ID: which host this rank is on, for the transport choice and the hierarchical
+  // algorithms. Empty (default): hostname + boot id + network namespace, so emulated hosts in
+  // separate namespaces count as separate hosts. Ranks with equal ids must share a machine.
+  std::string hostId;
+  // CHORUS_SHM_RING_BYTES (default 1 MiB): capacity of each shared-memory ring (one per ordered
+  // pair of ranks on a host).
+  size_t shmRingBytes{1024 * 1024};
 
   // Defaults overridden by the CHORUS_* variables that are set; throws Error on a malformed value.
   static Options fromEnv();

@@ -79,6 +79,18 @@ Options Options::fromEnv() {
   if (auto v = env("CHORUS_SPIN_US")) {
     o.spinMicros = static_cast<int>(parseNumber("CHORUS_SPIN_US", *v, -1, 1000000));
   }
+  if (auto v = env("CHORUS_TRANSPORT")) {
+    if (*v != "auto" && *v != "tcp" && *v != "shm") {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "CHORUS_TRANSPORT='" + *v + "': expected auto, tcp or shm");
+    }
+    o.transport = *v;
+  }
+  if (auto v = env("CHORUS_HOST_ID")) o.hostId = *v;
+  if (auto v = env("CHORUS_SHM_RING_BYTES")) {
+    o.shmRingBytes =
+        static_cast<size_t>(parseNumber("CHORUS_SHM_RING_BYTES", *v, 4096, 1LL << 30));
+  }
   return o;
 }
 
