@@ -42,6 +42,10 @@ struct Options {
   // CHORUS_SHM_RING_BYTES (default 1 MiB): capacity of each shared-memory ring (one per ordered
   // pair of ranks on a host).
   size_t shmRingBytes{1024 * 1024};
+  // CHORUS_SHM_SINGLE_COPY_BYTES (default 256 KiB): shared-memory messages of at least this size
+  // are read by the receiver straight from the sender's buffer (process_vm_readv) where the
+  // kernel allows it, instead of being copied through the ring. 0: never.
+  size_t shmSingleCopyBytes{256 * 1024};
 
   // Defaults overridden by the CHORUS_* variables that are set; throws Error on a malformed value.
   static Options fromEnv();

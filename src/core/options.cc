@@ -88,8 +88,11 @@ Options Options::fromEnv() {
   }
   if (auto v = env("CHORUS_HOST_ID")) o.hostId = *v;
   if (auto v = env("CHORUS_SHM_RING_BYTES")) {
-    o.shmRingBytes =
-        static_cast<size_t>(parseNumber("CHORUS_SHM_RING_BYTES", *v, 4096, 1LL << 30));
+    o.shmRingBytes = static_cast<size_t>(parseNumber("CHORUS_SHM_RING_BYTES", *v, 4096, 1LL << 30));
+  }
+  if (auto v = env("CHORUS_SHM_SINGLE_COPY_BYTES")) {
+    o.shmSingleCopyBytes =
+        static_cast<size_t>(parseNumber("CHORUS_SHM_SINGLE_COPY_BYTES", *v, 0, 1LL << 40));
   }
   return o;
 }

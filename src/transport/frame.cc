@@ -48,7 +48,7 @@ std::optional<FrameHeader> decodeFrame(const uint8_t in[kFrameHeaderBytes], std:
   }
   FrameHeader h;
   uint8_t kind = in[5];
-  if (kind < 1 || kind > 3) return fail("unknown frame kind " + std::to_string(kind));
+  if (kind < 1 || kind > 4) return fail("unknown frame kind " + std::to_string(kind));
   h.kind = static_cast<FrameKind>(kind);
   if (in[6] > static_cast<uint8_t>(algo::CollectiveKind::kBarrier) || !isValid(DataType(in[7])) ||
       !isValid(ReduceOp(in[8])) ||
@@ -70,6 +70,7 @@ std::optional<FrameHeader> decodeFrame(const uint8_t in[kFrameHeaderBytes], std:
     return fail("abort frame with bad length");
   }
   if (h.kind == FrameKind::kBye && h.bytes != 0) return fail("bye frame with a payload");
+  if (h.kind == FrameKind::kWake && h.bytes != 0) return fail("wake frame with a payload");
   return h;
 }
 

@@ -21,6 +21,7 @@ enum class FrameKind : uint8_t {
   kData = 1,   // payload of one send
   kAbort = 2,  // payload: u32 error code + message; the sender aborted its communicator
   kBye = 3,    // no payload; the sender closed its communicator cleanly
+  kWake = 4,   // no payload; look at the shared-memory rings again (sent only to a sleeping peer)
 };
 
 struct FrameHeader {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace chorus {
 class Error;
@@ -56,6 +57,8 @@ class Transport {
 
   // "127.0.0.1:40123" of a peer, for messages.
   virtual std::string peerAddress(int peer) const = 0;
+  // Host id of every rank (Options::hostId): equal strings share a machine.
+  virtual const std::vector<std::string>& hosts() const = 0;
 };
 
 }  // namespace chorus::transport

@@ -56,7 +56,7 @@ TEST(Frame, RejectsCorruptHeaders) {
     const char* expect;
   };
   const Corruption cases[] = {{0, 'X', "magic"}, {4, 9, "version"}, {5, 0, "kind"},
-                              {5, 4, "kind"},    {6, 200, "range"}, {7, 99, "range"},
+                              {5, 5, "kind"},    {6, 200, "range"}, {7, 99, "range"},
                               {8, 77, "range"},  {9, 250, "range"}, {47, 0xff, "large"}};
   for (const auto& c : cases) {
     uint8_t buf[kFrameHeaderBytes];

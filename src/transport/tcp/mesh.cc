@@ -1,5 +1,6 @@
 #include "transport/tcp/mesh.h"
 
+#include "transport/shm/segment.h"
 #include "transport/tcp/hello.h"
 
 #include <chorus/error.hpp>
@@ -7,6 +8,8 @@
 #include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,14 +35,16 @@ JobId agreeJobId(Store& store, int rank, Deadline deadline) {
   return id;
 }
 
-// The published record of a rank: "ip:port host-id". The host id (hostname + boot id) tells
-// which peers share this machine, also when they live in different network namespaces.
+// The published record of a rank: "ip:port machine-id host-id". The machine id (hostname + boot
+// id) tells which peers share this machine's cores, also when they live in different network
+// namespaces; the host id (Options::hostId) which ones share memory and count as one host.
 struct PeerRecord {
   std::string address;
+  std::string machine;
   std::string host;
 };
 
-std::string thisHostId() {
+std::string thisMachineId() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   std::string id = name;
@@ -53,13 +58,27 @@ std::string thisHostId() {
   return id;
 }
 
+// Emulated hosts are network namespaces of one machine: tell them apart.
+std::string thisHostId(const Options& options, const std::string& machine) {
+  if (!options.hostId.empty()) return options.hostId;
+  struct stat st {};
+  std::string id = machine;
+  if (::stat("/proc/self/ns/net", &st) == 0) id += "/net:" + std::to_string(st.st_ino);
+  return id;
+}
+
 PeerRecord peerRecordOf(Store& store, int peer, Deadline deadline) {
   auto v =
       store.get("addr/" + std::to_string(peer), std::chrono::milliseconds(deadline.remainingMs()));
   std::string s(v.begin(), v.end());
-  auto space = s.find(' ');
-  if (space == std::string::npos) return PeerRecord{s, ""};
-  return PeerRecord{s.substr(0, space), s.substr(space + 1)};
+  PeerRecord r;
+  auto a = s.find(' ');
+  r.address = s.substr(0, a);
+  if (a == std::string::npos) return r;
+  auto b = s.find(' ', a + 1);
+  r.machine = s.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+  if (b != std::string::npos) r.host = s.substr(b + 1);
+  return r;
 }
 
 // Connects to a lower rank and exchanges hellos.
@@ -82,7 +101,7 @@ Connection dial(Store& store, int rank, int size, int peer, const JobId& job, co
                 "rank " + std::to_string(peer) + " (" + address +
                     ") refused the connection: " + (reply ? "wrong job or rank" : why));
   }
-  return Connection{peer, std::move(fd), address, record.host};
+  return Connection{peer, std::move(fd), address, record.machine};
 }
 
 // Accepts connections until every higher rank has said hello. Strays (garbage, another job,
@@ -172,6 +191,123 @@ TcpTransport::Spin spinFor(const Options& options, const std::string& host,
   return s;
 }
 
+struct SharedSetup {
+  shm::Segment self;
+  std::vector<SharedLink> links;
+};
+
+// Ranks that exchange data through shared memory with this one, in rank order.
+std::vector<int> sharedPeersOf(int rank, const std::vector<std::string>& hosts,
+                               const Options& options) {
+  std::vector<int> peers;
+  if (options.transport == "tcp") return peers;
+  for (int p = 0; p < static_cast<int>(hosts.size()); ++p) {
+    if (p == rank) continue;
+    if (hosts[static_cast<size_t>(p)] == hosts[static_cast<size_t>(rank)]) {
+      peers.push_back(p);
+    } else if (options.transport == "shm") {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "CHORUS_TRANSPORT=shm, but rank " + std::to_string(p) + " is on host '" +
+                      hosts[static_cast<size_t>(p)] + "' and this rank on '" +
+                      hosts[static_cast<size_t>(rank)] + "'");
+    }
+  }
+  return peers;
+}
+
+// Every rank creates a segment with one outgoing ring per peer on its host and publishes where
+// it is ("shm/<rank>": pid, descriptor, address); each peer maps it, checks whether it can also
+// read the creator's memory directly (single copy), and both sides confirm over their TCP
+// connection, so a pair uses shared memory only when both ends could map it.
+SharedSetup setUpSharedMemory(Store& store, int rank, const std::vector<std::string>& hosts,
+                              const std::vector<int>& fds, const JobId& job, const Options& options,
+                              Deadline deadline) {
+  SharedSetup out;
+  std::vector<int> peers = sharedPeersOf(rank, hosts, options);
+  if (peers.empty()) return out;
+  const size_t ringBytes =
+      (options.shmRingBytes + shm::kCacheLine - 1) / shm::kCacheLine * shm::kCacheLine;
+  out.self = shm::Segment::create(job.data(), rank, static_cast<uint32_t>(peers.size()), ringBytes);
+  std::string where = std::to_string(::getpid()) + " " + std::to_string(out.self.fd()) + " " +
+                      std::to_string(out.self.address()) + " " + std::to_string(ringBytes);
+  store.set("shm/" + std::to_string(rank), Store::Bytes(where.begin(), where.end()));
+
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const int p = peers[i];
+    auto v =
+        store.get("shm/" + std::to_string(p), std::chrono::milliseconds(deadline.remainingMs()));
+    long long pid = 0, fd = 0, peerRing = 0;
+    unsigned long long addr = 0;
+    std::string text(v.begin(), v.end());
+    bool parsed =
+        std::sscanf(text.c_str(), "%lld %lld %llu %lld", &pid, &fd, &addr, &peerRing) == 4;
+    SharedLink link;
+    link.peer = p;
+    uint8_t mine = 0;
+    std::string failure;
+    if (parsed && static_cast<size_t>(peerRing) == ringBytes) {
+      try {
+        link.peerSegment =
+            shm::Segment::open(static_cast<int>(pid), static_cast<int>(fd), job.data(), p);
+        mine |= 1;
+        // Single copy needs the kernel to let this process read the peer's memory.
+        uint64_t magic = 0;
+        iovec local{&magic, sizeof(magic)};
+        iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(addr)), sizeof(magic)};
+        if (::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0) ==
+                static_cast<ssize_t>(sizeof(magic)) &&
+            magic == shm::kSegmentMagic) {
+          mine |= 2;
+        }
+      } catch (const Error& e) {
+        failure = e.what();
+      }
+    } else {
+      failure = "rank " + std::to_string(p) + " published '" + text +
+                "' (different CHORUS_SHM_RING_BYTES?)";
+    }
+    uint8_t theirs = 0;
+    std::string why;
+    int sock = fds[static_cast<size_t>(p)];
+    if (!sendAll(sock, &mine, 1, deadline, &why) || !recvAll(sock, &theirs, 1, deadline, &why)) {
+      throw Error(ErrorCode::kPeerFailure,
+                  "shared-memory setup with rank " + std::to_string(p) + ": " + why);
+    }
+    if (!(mine & 1) || !(theirs & 1)) {
+      if (options.transport == "shm") {
+        throw Error(ErrorCode::kSystem,
+                    "CHORUS_TRANSPORT=shm, but shared memory with rank " + std::to_string(p) +
+                        " failed: " + (failure.empty() ? "the peer could not map ours" : failure));
+      }
+      continue;  // this pair stays on TCP
+    }
+    // Ring index of peer p in this rank's segment and of this rank in p's: both number the
+    // ranks of their host in rank order.
+    auto slotOf = [&](int reader, int writer) {
+      uint32_t k = 0;
+      for (int q = 0; q < reader; ++q) {
+        if (q != writer && hosts[static_cast<size_t>(q)] == hosts[static_cast<size_t>(writer)]) ++k;
+      }
+      return k;
+    };
+    shm::ChannelConfig& c = link.config;
+    c.peer = p;
+    c.peerPid = static_cast<int>(pid);
+    uint32_t outSlot = options.transport == "shm" ? static_cast<uint32_t>(i) : slotOf(p, rank);
+    uint32_t inSlot = options.transport == "shm" ? static_cast<uint32_t>(rank < p ? rank : rank - 1)
+                                                 : slotOf(rank, p);
+    c.out = &out.self.control(outSlot);
+    c.outData = out.self.data(outSlot);
+    c.in = &link.peerSegment.control(inSlot);
+    c.inData = link.peerSegment.data(inSlot);
+    c.ringBytes = ringBytes;
+    c.peerHeader = &link.peerSegment.header();
+    c.singleCopyBytes = (theirs & 2) ? options.shmSingleCopyBytes : 0;
+    out.links.push_back(std::move(link));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::unique_ptr<TcpTransport> connectMesh(Store& store, int rank, int size, const Options& options,
@@ -180,8 +316,12 @@ std::unique_ptr<TcpTransport> connectMesh(Store& store, int rank, int size, cons
   std::string ip = chooseListenAddress(options.ifname, routeHost);
   int port = 0;
   Fd listener = listenOn(ip, options.socketBufferBytes, &port);
-  const std::string host = thisHostId();
-  std::string self = ip + ":" + std::to_string(port) + " " + host;
+  const std::string machine = thisMachineId();
+  const std::string host = thisHostId(options, machine);
+  if (host.find(' ') != std::string::npos) {
+    throw Error(ErrorCode::kInvalidArgument, "host id '" + host + "' contains a space");
+  }
+  std::string self = ip + ":" + std::to_string(port) + " " + machine + " " + host;
   store.set("addr/" + std::to_string(rank), Store::Bytes(self.begin(), self.end()));
   JobId job = agreeJobId(store, rank, deadline);
 
@@ -192,11 +332,25 @@ std::unique_ptr<TcpTransport> connectMesh(Store& store, int rank, int size, cons
   for (auto& c : acceptHigher(listener.get(), rank, size, job, deadline)) {
     PeerRecord record = peerRecordOf(store, c.peer, deadline);
     c.address = record.address;
-    c.host = record.host;
+    c.host = record.machine;
     conns.push_back(std::move(c));
   }
-  auto spin = spinFor(options, host, conns);
-  return std::make_unique<TcpTransport>(rank, size, std::move(listener), std::move(conns), spin);
+  std::vector<std::string> hosts(static_cast<size_t>(size));
+  hosts[static_cast<size_t>(rank)] = host;
+  for (const auto& c : conns) {
+    hosts[static_cast<size_t>(c.peer)] = peerRecordOf(store, c.peer, deadline).host;
+  }
+  auto spin = spinFor(options, machine, conns);
+  // The shared-memory handshake runs on the connections before the transport owns them.
+  std::vector<int> fds(static_cast<size_t>(size), -1);
+  for (const auto& c : conns) fds[static_cast<size_t>(c.peer)] = c.fd.get();
+  SharedSetup shared = setUpSharedMemory(store, rank, hosts, fds, job, options, deadline);
+  auto tx = std::make_unique<TcpTransport>(rank, size, std::move(listener), std::move(conns), spin);
+  tx->setHosts(std::move(hosts));
+  if (!shared.links.empty()) {
+    tx->attachSharedMemory(std::move(shared.self), std::move(shared.links));
+  }
+  return tx;
 }
 
 }  // namespace chorus::transport::tcp

@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -19,6 +20,14 @@ namespace {
 constexpr uint64_t kWakeKey = ~uint64_t{0};
 constexpr uint64_t kListenerKey = ~uint64_t{0} - 1;
 constexpr std::chrono::milliseconds kTimeoutGrace{1000};
+// Shared-memory polls between two epoll checks while spinning.
+constexpr int kSharedPolls = 32;
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 
 void push(Request*& head, Request*& tail, Request* r) {
   r->next = nullptr;
@@ -72,6 +81,73 @@ TcpTransport::TcpTransport(int rank, int size, Fd listener, std::vector<Connecti
 
 TcpTransport::~TcpTransport() { close(); }
 
+void TcpTransport::attachSharedMemory(shm::Segment self, std::vector<SharedLink> links) {
+  shmSelf_ = std::move(self);
+  for (auto& s : links) {
+    Link& l = link(s.peer);
+    l.shmSegment = std::move(s.peerSegment);
+    l.shm = std::make_unique<shm::Channel>(s.config);
+    sharedPeers_.push_back(s.peer);
+  }
+}
+
+bool TcpTransport::sharedBusy() const {
+  for (int p : sharedPeers_) {
+    const Link& l = links_[static_cast<size_t>(p)];
+    if (l.shm && (l.shm->sending() || l.shm->receiving())) return true;
+  }
+  return false;
+}
+
+bool TcpTransport::pumpShared() {
+  bool moved = false;
+  for (int p : sharedPeers_) {
+    Link& l = links_[static_cast<size_t>(p)];
+    if (!l.shm || !(l.shm->sending() || l.shm->receiving())) continue;
+    moved |= pumpLink(l);
+    if (l.in == Inbound::kGone &&
+        (l.shm->sending() || (l.shm->receiving() && !l.shm->inboundPending()))) {
+      gone(l);
+    }
+  }
+  return moved;
+}
+
+bool TcpTransport::pumpLink(Link& l) {
+  uint64_t abortedAt = l.shm->peerAbortedAt();
+  if (abortedAt != 0 && inOp_ && abortedAt - 1 <= current_.seq) sharedPeerAborted(l);
+  bool wake = false;
+  bool moved = l.shm->pump(current_, wake);
+  if (wake) sendWake(l);
+  return moved;
+}
+
+void TcpTransport::sharedPeerAborted(Link& l) {
+  // The reason follows on the TCP connection; read it (it throws), waiting a little for it.
+  Deadline deadline = Deadline::after(std::chrono::seconds(1));
+  while (!deadline.expired() && l.in != Inbound::kGone) {
+    onReadable(l);
+    pollfd p{l.fd.get(), POLLIN, 0};
+    ::poll(&p, 1, deadline.remainingMs(100));
+  }
+  abortFrom_ = l.peer;
+  throw Error(ErrorCode::kPeerFailure,
+              "rank " + std::to_string(l.peer) + " (" + l.address + ") aborted its communicator");
+}
+
+void TcpTransport::sendWake(Link& l) noexcept {
+  if (!l.fd || l.in == Inbound::kGone || broken_) return;
+  FrameHeader h;
+  h.kind = FrameKind::kWake;
+  h.op = current_;
+  uint8_t header[kFrameHeaderBytes];
+  encodeFrame(h, header);
+  // Control frames are never interleaved with data on this socket, so a frame is only cut short
+  // by a full socket buffer; finish it (a sleeping peer drains the socket as soon as it wakes).
+  std::string why;
+  sendAll(l.fd.get(), header, kFrameHeaderBytes, Deadline::after(std::chrono::seconds(1)), &why);
+}
+
 std::string TcpTransport::peerAddress(int peer) const {
   if (peer < 0 || peer >= size_) return "?";
   return links_[static_cast<size_t>(peer)].address;
@@ -114,6 +190,11 @@ void TcpTransport::postSend(Request& r, int peer, const void* data, size_t bytes
   r.data = static_cast<uint8_t*>(const_cast<void*>(data));
   r.bytes = bytes;
   r.moved = 0;
+  if (l.shm) {
+    l.shm->postSend(r);
+    pumpLink(l);  // write at once, as for TCP
+    return;
+  }
   push(l.sendHead, l.sendTail, &r);
   if (l.sendHead == &r) {
     encodeSendHeader(l);
@@ -129,6 +210,10 @@ void TcpTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uint
   r.data = static_cast<uint8_t*>(data);
   r.bytes = bytes;
   r.moved = 0;
+  if (l.shm) {
+    l.shm->postRecv(r);  // taken by the next pump (the wait's first step)
+    return;
+  }
   push(l.recvHead, l.recvTail, &r);
   if (l.recvHead == &r) {
     if (l.in == Inbound::kGone) gone(l);
@@ -172,6 +257,7 @@ std::string TcpTransport::waitingText(const Request& r) const {
   const Link& l = links_.at(static_cast<size_t>(r.peer));
   bool isSend = false;
   for (Request* q = l.sendHead; q; q = q->next) isSend |= (q == &r);
+  if (l.shm) isSend = l.shm->holdsSend(&r);
   return std::string("waiting for rank ") + std::to_string(r.peer) + " (" + l.address + ") " +
          (isSend ? "to accept" : "to send") + " message " + std::to_string(r.step) + " (" +
          std::to_string(r.moved) + " of " + std::to_string(r.bytes) + " bytes moved)";
@@ -181,6 +267,8 @@ void TcpTransport::progress(Deadline deadline) {
   if (interrupted_.load(std::memory_order_relaxed)) {
     throw Error(ErrorCode::kAborted, "aborted by the application");
   }
+  const bool shared = !sharedPeers_.empty();
+  if (shared && pumpShared()) return;
   epoll_event events[64];
   int n = 0;
   if (spin_.duration.count() > 0) {
@@ -188,11 +276,33 @@ void TcpTransport::progress(Deadline deadline) {
     // With more ranks than cores, each poll gives the core to a rank that has work (the peer
     // this rank waits for, often), as a sleep would, but without the wake-up latency after it.
     auto until = Clock::now() + spin_.duration;
-    while ((n = ::epoll_wait(epoll_.get(), events, 64, 0)) == 0 && Clock::now() < until) {
+    while ((n = ::epoll_wait(epoll_.get(), events, 64, 0)) == 0) {
+      if (shared) {
+        for (int i = 0; i < kSharedPolls; ++i) {
+          if (pumpShared()) return;
+          cpuRelax();
+        }
+      }
+      if (Clock::now() >= until) break;
       if (spin_.yield) sched_yield();
     }
   }
-  if (n == 0) n = ::epoll_wait(epoll_.get(), events, 64, deadline.remainingMs(1000));
+  if (n == 0) {
+    // Before sleeping, say so where shared-memory peers look, then look at the rings once more:
+    // a peer that publishes after this either is seen now or sees the flag and wakes this rank.
+    std::atomic<uint32_t>* sleeping =
+        shared && sharedBusy() ? &shmSelf_.header().sleeping : nullptr;
+    if (sleeping) {
+      sleeping->store(1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (pumpShared()) {
+        sleeping->store(0, std::memory_order_relaxed);
+        return;
+      }
+    }
+    n = ::epoll_wait(epoll_.get(), events, 64, deadline.remainingMs(1000));
+    if (sleeping) sleeping->store(0, std::memory_order_relaxed);
+  }
   if (n < 0) {
     if (errno == EINTR) return;
     throw Error(ErrorCode::kSystem, "epoll_wait: " + errnoText(errno));
@@ -388,6 +498,8 @@ void TcpTransport::onHeader(Link& l, const FrameHeader& h) {
     case FrameKind::kBye:
       l.sawBye = true;
       return;
+    case FrameKind::kWake:
+      return;  // waking up was the point
   }
 }
 
@@ -502,6 +614,7 @@ void TcpTransport::interrupt() noexcept {
 void TcpTransport::sendAbortFrames(const Error& cause) noexcept {
   if (abortSent_) return;
   abortSent_ = true;
+  if (shmSelf_) shmSelf_.header().abortedAt.store(current_.seq + 1, std::memory_order_release);
   std::string text(4, '\0');
   uint32_t code = static_cast<uint32_t>(cause.code());
   std::memcpy(text.data(), &code, 4);
@@ -550,6 +663,7 @@ void TcpTransport::abort(const Error& cause) noexcept {
     if (!l.fd) continue;
     l.sendHead = l.sendTail = nullptr;
     l.recvHead = l.recvTail = nullptr;
+    if (l.shm) l.shm->clear();
     // Half-close now so peers see the abort; the socket itself closes with the transport.
     ::shutdown(l.fd.get(), SHUT_WR);
   }

@@ -1,8 +1,13 @@
 // TCP transport: one connection per peer, non-blocking sockets, epoll progress driven by the
 // thread that waits (no transport thread, so no handoff between threads per message).
+// Peers on the same host exchange data through shared-memory rings instead (transport/shm); their
+// TCP connection stays for control: abort and goodbye messages, wake-ups of a sleeping rank, and
+// the end-of-file the kernel delivers when the peer's process dies.
 #pragma once
 
 #include "transport/frame.h"
+#include "transport/shm/channel.h"
+#include "transport/shm/segment.h"
 #include "transport/tcp/socket.h"
 #include "transport/transport.h"
 
@@ -25,6 +30,13 @@ struct Connection {
   std::string host;  // the peer's host id: same string = same machine
 };
 
+// Shared-memory path to one peer on this host.
+struct SharedLink {
+  int peer = -1;
+  shm::Segment peerSegment;  // keeps the peer's mapping (its outgoing ring to this rank)
+  shm::ChannelConfig config;
+};
+
 class TcpTransport final : public Transport {
  public:
   // How a wait polls before it sleeps in epoll_wait: for `duration`, giving the core away
@@ -44,6 +56,11 @@ class TcpTransport final : public Transport {
   void abort(const Error& cause) noexcept override;
   void close() noexcept override;
   std::string peerAddress(int peer) const override;
+  const std::vector<std::string>& hosts() const override { return hosts_; }
+
+  void setHosts(std::vector<std::string> hosts) { hosts_ = std::move(hosts); }
+  // Moves the data of these peers to shared memory; self holds this rank's outgoing rings.
+  void attachSharedMemory(shm::Segment self, std::vector<SharedLink> links);
 
  private:
   enum class Inbound : uint8_t { kHeader, kPayload, kAbortText, kGone };
@@ -84,9 +101,18 @@ class TcpTransport final : public Transport {
     size_t abortGot = 0;
     uint64_t abortSeq = 0;      // collective the peer was in when it aborted
     bool abortedLater = false;  // it aborted in a later collective than this rank's
+    // Data path when the peer shares this host; the socket then carries control frames only.
+    std::unique_ptr<shm::Channel> shm;
+    shm::Segment shmSegment;
   };
 
   void progress(Deadline deadline);
+  // Moves data on the shared-memory links; true when anything moved or finished.
+  bool pumpShared();
+  bool sharedBusy() const;
+  bool pumpLink(Link& l);
+  void sendWake(Link& l) noexcept;
+  [[noreturn]] void sharedPeerAborted(Link& l);
   void onReadable(Link& l);
   void onWritable(Link& l);
   void onHeader(Link& l, const FrameHeader& h);
@@ -131,6 +157,9 @@ class TcpTransport final : public Transport {
   std::array<algo::OpDesc, 16> history_{};
   int abortFrom_ = -1;  // peer whose abort message was read last
   std::unique_ptr<Error> salvaged_;
+  std::vector<std::string> hosts_;
+  shm::Segment shmSelf_;
+  std::vector<int> sharedPeers_;
 };
 
 }  // namespace chorus::transport::tcp

@@ -1,0 +1,249 @@
+#include "transport/shm/channel.h"
+
+#include "transport/frame.h"
+#include "transport/tcp/socket.h"
+
+#include <chorus/error.hpp>
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+namespace chorus::transport::shm {
+namespace {
+
+// Payload is published in pieces of this size so that the reader copies out while the writer
+// still copies in.
+constexpr size_t kPublishBytes = 64 * 1024;
+
+size_t padding(size_t bytes) { return (kSlotBytes - bytes % kSlotBytes) % kSlotBytes; }
+
+void push(Request*& head, Request*& tail, Request* r) {
+  r->next = nullptr;
+  if (tail) {
+    tail->next = r;
+  } else {
+    head = r;
+  }
+  tail = r;
+}
+
+Request* pop(Request*& head, Request*& tail) {
+  Request* r = head;
+  head = r->next;
+  if (!head) tail = nullptr;
+  r->next = nullptr;
+  return r;
+}
+
+}  // namespace
+
+void Channel::postSend(Request& r) { push(sendHead_, sendTail_, &r); }
+void Channel::postRecv(Request& r) { push(recvHead_, recvTail_, &r); }
+
+bool Channel::inboundPending() const {
+  return c_.in->head.load(std::memory_order_acquire) != tail_;
+}
+
+bool Channel::holdsSend(const Request* r) const {
+  for (const Request* q = sendHead_; q; q = q->next) {
+    if (q == r) return true;
+  }
+  for (const Request* q = ackHead_; q; q = q->next) {
+    if (q == r) return true;
+  }
+  return false;
+}
+
+void Channel::clear() {
+  sendHead_ = sendTail_ = nullptr;
+  ackHead_ = ackTail_ = nullptr;
+  recvHead_ = recvTail_ = nullptr;
+}
+
+bool Channel::pump(const algo::OpDesc& current, bool& wakePeer) {
+  bool moved = false;
+  if (sendHead_) moved |= pumpSends(current);
+  if (ackHead_) moved |= pumpAcks();
+  if (recvHead_) moved |= pumpRecvs(current);
+  if (moved) {
+    // Pairs with the fence of a rank that announces it sleeps and then looks at the rings once
+    // more: either it sees what was just published, or this sees its flag.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    auto& flag = c_.peerHeader->sleeping;
+    if (flag.load(std::memory_order_relaxed) != 0 && flag.exchange(0) != 0) wakePeer = true;
+  }
+  return moved;
+}
+
+bool Channel::pumpSends(const algo::OpDesc& current) {
+  bool moved = false;
+  const size_t cap = c_.ringBytes;
+  auto space = [&] { return cap - static_cast<size_t>(head_ - tailSeen_); };
+  auto refresh = [&] { tailSeen_ = c_.out->tail.load(std::memory_order_acquire); };
+  while (sendHead_) {
+    Request& r = *sendHead_;
+    if (!slotWritten_) {
+      if (space() < kSlotBytes) refresh();
+      if (space() < kSlotBytes) break;
+      const bool single = c_.singleCopyBytes > 0 && r.bytes >= c_.singleCopyBytes;
+      uint8_t* slot = c_.outData + head_ % cap;
+      FrameHeader h;
+      h.kind = FrameKind::kData;
+      h.op = current;
+      h.step = r.step;
+      h.bytes = r.bytes;
+      encodeFrame(h, slot);
+      uint64_t source = single ? reinterpret_cast<uintptr_t>(r.data) : 0;
+      std::memcpy(slot + kFrameHeaderBytes, &source, sizeof(source));
+      head_ += kSlotBytes;
+      moved = true;
+      if (single) {
+        pop(sendHead_, sendTail_);
+        r.moved = ++singleSent_;  // done when the peer's acked count reaches this
+        push(ackHead_, ackTail_, &r);
+        continue;
+      }
+      slotWritten_ = true;
+      padLeft_ = padding(r.bytes);
+    }
+    while (r.moved < r.bytes) {
+      if (space() == 0) refresh();
+      size_t room = space();
+      if (room == 0) break;
+      size_t at = head_ % cap;
+      size_t n = std::min({room, r.bytes - r.moved, cap - at, kPublishBytes});
+      std::memcpy(c_.outData + at, r.data + r.moved, n);
+      r.moved += n;
+      head_ += n;
+      moved = true;
+      c_.out->head.store(head_, std::memory_order_release);
+    }
+    if (r.moved < r.bytes) break;
+    if (padLeft_ > 0) {
+      if (space() < padLeft_) refresh();
+      if (space() < padLeft_) break;
+      head_ += padLeft_;
+      padLeft_ = 0;
+    }
+    pop(sendHead_, sendTail_);
+    slotWritten_ = false;
+    r.state = Request::State::kDone;
+    moved = true;
+  }
+  if (moved) c_.out->head.store(head_, std::memory_order_release);
+  return moved;
+}
+
+bool Channel::pumpAcks() {
+  uint64_t acked = c_.out->acked.load(std::memory_order_acquire);
+  bool moved = false;
+  while (ackHead_ && ackHead_->moved <= acked) {
+    Request* r = pop(ackHead_, ackTail_);
+    r->moved = r->bytes;
+    r->state = Request::State::kDone;
+    moved = true;
+  }
+  return moved;
+}
+
+void Channel::checkFrame(const uint8_t* slot, const Request& r, const algo::OpDesc& current,
+                         uint64_t* source) {
+  std::string why;
+  auto h = decodeFrame(slot, &why);
+  if (!h || h->kind != FrameKind::kData) {
+    throw Error(ErrorCode::kPeerFailure, "protocol violation in shared memory from rank " +
+                                             std::to_string(c_.peer) + ": " +
+                                             (h ? "not a data frame" : why));
+  }
+  const algo::OpDesc& theirs = h->op;
+  if (theirs.seq != current.seq) {
+    throw Error(ErrorCode::kMismatch, "rank " + std::to_string(c_.peer) + " is at " +
+                                          theirs.name() + " while this rank waits in " +
+                                          current.name());
+  }
+  if (!theirs.sameCall(current)) {
+    throw Error(ErrorCode::kMismatch, "mismatched collectives: this rank called " + current.name() +
+                                          " " + current.describe() + " but rank " +
+                                          std::to_string(c_.peer) + " called " + theirs.name() +
+                                          " " + theirs.describe());
+  }
+  if (h->step != r.step || h->bytes != r.bytes) {
+    throw Error(ErrorCode::kMismatch,
+                "rank " + std::to_string(c_.peer) + " sent message " + std::to_string(h->step) +
+                    " of " + std::to_string(h->bytes) + " bytes where this rank expects message " +
+                    std::to_string(r.step) + " of " + std::to_string(r.bytes) +
+                    " bytes (do all ranks use the same CHORUS_* settings?)");
+  }
+  std::memcpy(source, slot + kFrameHeaderBytes, sizeof(*source));
+}
+
+bool Channel::pumpRecvs(const algo::OpDesc& current) {
+  bool moved = false;
+  const size_t cap = c_.ringBytes;
+  auto avail = [&] { return static_cast<size_t>(headSeen_ - tail_); };
+  auto refresh = [&] { headSeen_ = c_.in->head.load(std::memory_order_acquire); };
+  while (recvHead_) {
+    Request& r = *recvHead_;
+    if (!slotRead_) {
+      if (avail() < kSlotBytes) refresh();
+      if (avail() < kSlotBytes) break;
+      uint64_t source = 0;
+      checkFrame(c_.inData + tail_ % cap, r, current, &source);
+      tail_ += kSlotBytes;
+      moved = true;
+      if (source != 0) {
+        while (r.moved < r.bytes) {
+          iovec local{r.data + r.moved, r.bytes - r.moved};
+          iovec remote{reinterpret_cast<void*>(source + r.moved), r.bytes - r.moved};
+          ssize_t k = ::process_vm_readv(c_.peerPid, &local, 1, &remote, 1, 0);
+          if (k > 0) {
+            r.moved += static_cast<size_t>(k);
+            continue;
+          }
+          if (k < 0 && errno == EINTR) continue;
+          throw Error(ErrorCode::kPeerFailure,
+                      "single-copy read of " + std::to_string(r.bytes) + " bytes from rank " +
+                          std::to_string(c_.peer) + " (pid " + std::to_string(c_.peerPid) +
+                          ") failed: " + (k < 0 ? tcp::errnoText(errno) : "short read"));
+        }
+        c_.in->tail.store(tail_, std::memory_order_release);
+        c_.in->acked.store(++acksGiven_, std::memory_order_release);
+        pop(recvHead_, recvTail_);
+        r.state = Request::State::kDone;
+        continue;
+      }
+      slotRead_ = true;
+      inPad_ = padding(r.bytes);
+    }
+    while (r.moved < r.bytes) {
+      if (avail() == 0) refresh();
+      size_t have = avail();
+      if (have == 0) break;
+      size_t at = tail_ % cap;
+      size_t n = std::min({have, r.bytes - r.moved, cap - at, kPublishBytes});
+      std::memcpy(r.data + r.moved, c_.inData + at, n);
+      r.moved += n;
+      tail_ += n;
+      moved = true;
+      c_.in->tail.store(tail_, std::memory_order_release);
+    }
+    if (r.moved < r.bytes) break;
+    if (inPad_ > 0) {
+      if (avail() < inPad_) refresh();
+      if (avail() < inPad_) break;
+      tail_ += inPad_;
+      inPad_ = 0;
+    }
+    pop(recvHead_, recvTail_);
+    slotRead_ = false;
+    r.state = Request::State::kDone;
+    moved = true;
+  }
+  if (moved) c_.in->tail.store(tail_, std::memory_order_release);
+  return moved;
+}
+
+}  // namespace chorus::transport::shm

@@ -1,0 +1,114 @@
+#include "transport/shm/segment.h"
+
+#include <chorus/error.hpp>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <new>
+
+namespace chorus::transport::shm {
+
+namespace {
+constexpr size_t kHeaderBytes = 4096;
+}
+
+Segment::Segment(Segment&& o) noexcept : fd_(std::move(o.fd_)), base_(o.base_), bytes_(o.bytes_) {
+  o.base_ = nullptr;
+  o.bytes_ = 0;
+}
+
+Segment& Segment::operator=(Segment&& o) noexcept {
+  if (this != &o) {
+    if (base_) ::munmap(base_, bytes_);
+    fd_ = std::move(o.fd_);
+    base_ = o.base_;
+    bytes_ = o.bytes_;
+    o.base_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+Segment::~Segment() {
+  if (base_) ::munmap(base_, bytes_);
+}
+
+size_t Segment::ringStride(size_t ringBytes) { return sizeof(RingControl) + ringBytes; }
+
+size_t Segment::layoutBytes(uint32_t rings, size_t ringBytes) {
+  return kHeaderBytes + rings * ringStride(ringBytes);
+}
+
+RingControl& Segment::control(uint32_t ring) const {
+  auto* p = static_cast<uint8_t*>(base_) + kHeaderBytes + ring * ringStride(header().ringBytes);
+  return *reinterpret_cast<RingControl*>(p);
+}
+
+uint8_t* Segment::data(uint32_t ring) const {
+  return reinterpret_cast<uint8_t*>(&control(ring)) + sizeof(RingControl);
+}
+
+Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t ringBytes) {
+  static_assert(sizeof(SegmentHeader) <= kHeaderBytes);
+  static_assert(sizeof(RingControl) % kCacheLine == 0);
+  Segment s;
+  s.fd_.reset(::memfd_create("chorus-shm", MFD_CLOEXEC));
+  if (!s.fd_) throw Error(ErrorCode::kSystem, "memfd_create: " + tcp::errnoText(errno));
+  s.bytes_ = layoutBytes(rings, ringBytes);
+  if (::ftruncate(s.fd_.get(), static_cast<off_t>(s.bytes_)) < 0) {
+    throw Error(ErrorCode::kSystem, "ftruncate of a shared-memory segment of " +
+                                        std::to_string(s.bytes_) +
+                                        " bytes: " + tcp::errnoText(errno));
+  }
+  // Allocate and map every page now: a page fault costs tens of microseconds on some virtual
+  // machines, far more than the copy of a small message through that page.
+  [[maybe_unused]] int ignored = ::fallocate(s.fd_.get(), 0, 0, static_cast<off_t>(s.bytes_));
+  void* p =
+      ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_.get(), 0);
+  if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + tcp::errnoText(errno));
+  s.base_ = p;
+  auto* h = new (p) SegmentHeader();
+  h->magic = kSegmentMagic;
+  std::memcpy(h->job, job, 16);
+  h->rank = rank;
+  h->pid = static_cast<int32_t>(::getpid());
+  h->rings = rings;
+  h->ringBytes = ringBytes;
+  for (uint32_t i = 0; i < rings; ++i) new (&s.control(i)) RingControl();
+  return s;
+}
+
+Segment Segment::open(int pid, int fd, const uint8_t job[16], int rank) {
+  std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  Segment s;
+  s.fd_.reset(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!s.fd_) {
+    throw Error(ErrorCode::kSystem, "cannot open rank " + std::to_string(rank) +
+                                        "'s shared memory (" + path +
+                                        "): " + tcp::errnoText(errno));
+  }
+  struct stat st {};
+  if (::fstat(s.fd_.get(), &st) < 0 || static_cast<size_t>(st.st_size) < kHeaderBytes) {
+    throw Error(ErrorCode::kSystem, path + " is not a shared-memory segment");
+  }
+  s.bytes_ = static_cast<size_t>(st.st_size);
+  void* p =
+      ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_.get(), 0);
+  if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + tcp::errnoText(errno));
+  s.base_ = p;
+  const SegmentHeader& h = s.header();
+  if (h.magic != kSegmentMagic || std::memcmp(h.job, job, 16) != 0 || h.rank != rank ||
+      h.pid != pid || layoutBytes(h.rings, h.ringBytes) != s.bytes_) {
+    throw Error(ErrorCode::kSystem,
+                path + " is not rank " + std::to_string(rank) + "'s segment of this job");
+  }
+  // The descriptor is only needed to map; the mapping keeps the memory alive.
+  s.fd_.reset();
+  return s;
+}
+
+}  // namespace chorus::transport::shm
