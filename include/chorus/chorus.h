@@ -55,6 +55,14 @@ chorus_status chorus_broadcast(chorus_comm* comm, void* buf, size_t count, choru
                                int root);
 chorus_status chorus_barrier(chorus_comm* comm);
 
+/* Color for chorus_comm_split (any negative value works): the rank joins no new communicator. */
+#define CHORUS_NO_COLOR (-1)
+/* Collective over comm (every rank calls it, in the same order as other collectives): ranks with
+ * the same color form a new communicator, ranked by (key, rank in comm), returned in *out, which
+ * the caller destroys with chorus_destroy. With a negative color *out is set to NULL. The new
+ * communicator has comm's settings; comm stays valid. */
+chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_comm** out);
+
 /* Non-blocking variants. Each returns a request that must be passed to chorus_wait (or, once
  * chorus_test reported completion, to chorus_request_free). Requests complete in issue order. */
 typedef struct chorus_request chorus_request; /* opaque */

@@ -14,6 +14,9 @@
 
 namespace chorus {
 
+// Color for Communicator::split (any negative value works): this rank joins no new communicator.
+inline constexpr int kNoColor = -1;
+
 // Every rank must issue the same collectives in the same order. Each call returns at once with a
 // Work; the operation runs on the communicator's worker thread. A failure (lost peer, timeout,
 // mismatched calls) aborts the communicator: the failing and every later operation throw.
@@ -65,6 +68,13 @@ class Communicator {
     return broadcast(buf.data(), buf.size(), dataTypeOf<T>, root);
   }
   Work barrier();
+
+  // Collective over this communicator, ordered like any other collective on it, and blocking:
+  // ranks that pass the same color form a new communicator, ranked by (key, rank here). A
+  // negative color (kNoColor) joins none and returns nullptr, but the call must still be made.
+  // The new communicator inherits options() and is independent of this one (either may be used
+  // or destroyed first). Throws Error ("split (rank R): ...") on failure or timeout.
+  std::unique_ptr<Communicator> split(int color, int key);
 
   // Untyped forms, with the argument rules of the C API.
   Work allReduce(const void* in, void* out, size_t count, DataType type, ReduceOp op);

@@ -170,6 +170,22 @@ chorus_status chorus_barrier(chorus_comm* comm) {
   });
 }
 
+chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_comm** out) {
+  if (out == nullptr) {
+    initError = "chorus_comm_split: out pointer is null";
+    if (comm) comm->lastError = initError;
+    return CHORUS_ERR_INVALID_ARGUMENT;
+  }
+  *out = nullptr;
+  return guarded(comm, [&] {
+    auto child = comm->comm->split(color, key);
+    if (!child) return;
+    auto c = std::make_unique<chorus_comm>();
+    c->comm = std::move(child);
+    *out = c.release();
+  });
+}
+
 chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                                 chorus_dtype dtype, chorus_op op, chorus_request** request) {
   return startRequest(comm, request, [&] {

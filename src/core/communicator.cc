@@ -6,12 +6,21 @@
 
 #include <chorus/error.hpp>
 
+#include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 
 namespace chorus {
 
-Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::Transport> tx)
-    : options(std::move(opts)), rank(r), size(n), tx_(std::move(tx)) {
+Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::Transport> tx,
+                         std::shared_ptr<Store> scopedStore, std::string route)
+    : options(std::move(opts)),
+      rank(r),
+      size(n),
+      store(std::move(scopedStore)),
+      routeHost(std::move(route)),
+      tx_(std::move(tx)) {
   group_.rank = rank;
   group_.size = size;
   group_.tx = tx_.get();
@@ -109,6 +118,26 @@ void Communicator::Impl::requestAbort() {
   cv_.notify_all();
 }
 
+void Communicator::Impl::failWith(const Error& cause) {
+  bool driving;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (abortCause_) return;
+    driving = busy_ || !queue_.empty();
+    if (!driving) busy_ = true;  // keeps the worker off the transport while abortWith runs
+  }
+  if (driving) {
+    requestAbort();
+    return;
+  }
+  abortWith(cause);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+  cv_.notify_all();
+}
+
 std::exception_ptr Communicator::Impl::cause() const {
   std::lock_guard<std::mutex> lock(mu_);
   return abortCause_;
@@ -198,6 +227,17 @@ void maybeHostStore(const std::string& host, int port) {
   }
 }
 
+// Connects the ranks of one communicator through a store already scoped to it (every key this
+// communicator's rendezvous uses is its own). route: see connectMesh.
+std::unique_ptr<Communicator::Impl> connectScoped(std::shared_ptr<Store> scoped,
+                                                  const std::string& route, int rank, int size,
+                                                  Options options) {
+  std::unique_ptr<transport::Transport> tx;
+  if (size > 1) tx = transport::tcp::connectMesh(*scoped, rank, size, options, route);
+  return std::make_unique<Communicator::Impl>(std::move(options), rank, size, std::move(tx),
+                                              std::move(scoped), route);
+}
+
 std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const std::string& route,
                                             int rank, int size, Options options) {
   if (size < 1 || rank < 0 || rank >= size) {
@@ -209,10 +249,8 @@ std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const 
   // Each communicator created on the same store gets fresh keys: the n-th creation by a rank
   // pairs with the n-th creation by every other rank.
   int64_t generation = store->add("chorus/created/" + std::to_string(rank), 1);
-  auto scoped = makePrefixStore("chorus/" + std::to_string(generation), store);
-  std::unique_ptr<transport::Transport> tx;
-  if (size > 1) tx = transport::tcp::connectMesh(*scoped, rank, size, options, route);
-  return std::make_unique<Communicator::Impl>(std::move(options), rank, size, std::move(tx));
+  return connectScoped(makePrefixStore("chorus/" + std::to_string(generation), store), route, rank,
+                       size, std::move(options));
 }
 
 }  // namespace
@@ -298,6 +336,63 @@ Work Communicator::broadcast(void* buf, size_t count, DataType t, int root) {
 Work Communicator::barrier() {
   return impl_->issue(desc(algo::CollectiveKind::kBarrier, 0, DataType::kU8, ReduceOp::kSum, 0),
                       nullptr, nullptr);
+}
+
+namespace {
+// First word of every rank's split record: a rank that runs another all-gather of the same shape
+// at this point is reported as a mismatch instead of being read as a split request.
+constexpr int64_t kSplitMagic = 0x63686f7275737370;  // "chorussp"
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  Impl& im = *impl_;
+  const int64_t index = static_cast<int64_t>(im.splits.fetch_add(1));
+  const std::string where = "split #" + std::to_string(index) + " (rank " +
+                            std::to_string(im.rank) + ", color " + std::to_string(color) + ")";
+  if (color < 0) color = kNoColor;
+
+  // Everyone learns everyone's (color, key) through an ordinary collective on this communicator:
+  // it is numbered, ordered and failure-checked like any other.
+  constexpr size_t kWords = 4;  // magic, index, color, key
+  const int64_t mine[kWords] = {kSplitMagic, index, color, key};
+  std::vector<int64_t> all(kWords * static_cast<size_t>(im.size));
+  try {
+    im.runBlocking(
+        desc(algo::CollectiveKind::kAllGather, kWords, DataType::kI64, ReduceOp::kSum, 0), mine,
+        all.data());
+  } catch (const Error& e) {
+    throw Error(e.code(), where + ": " + e.what());
+  }
+  std::vector<std::pair<int64_t, int>> members;  // (key, rank here) of this color
+  for (int q = 0; q < im.size; ++q) {
+    const int64_t* rec = all.data() + kWords * static_cast<size_t>(q);
+    if (rec[0] != kSplitMagic || rec[1] != index) {
+      Error err(ErrorCode::kMismatch, where + ": rank " + std::to_string(q) +
+                                          " ran a different all_gather instead of split #" +
+                                          std::to_string(index));
+      im.failWith(err);
+      throw err;
+    }
+    if (color >= 0 && rec[2] == color) members.emplace_back(rec[3], q);
+  }
+  if (color < 0) return nullptr;
+  std::sort(members.begin(), members.end());
+  const int childSize = static_cast<int>(members.size());
+  const int childRank = static_cast<int>(
+      std::find(members.begin(), members.end(), std::make_pair(int64_t{key}, im.rank)) -
+      members.begin());
+  if (!im.store) throw Error(ErrorCode::kInternal, where + ": communicator has no store");
+  // Keys unique to (this communicator, the n-th split, color): this communicator's store is
+  // already scoped to it, and a child's store to the child, so nested splits never meet.
+  auto scoped =
+      makePrefixStore("split/" + std::to_string(index) + "/" + std::to_string(color), im.store);
+  try {
+    return std::unique_ptr<Communicator>(new Communicator(
+        connectScoped(std::move(scoped), im.routeHost, childRank, childSize, im.options)));
+  } catch (const Error& e) {
+    throw Error(e.code(), where + ": connecting new rank " + std::to_string(childRank) + " of " +
+                              std::to_string(childSize) + ": " + e.what());
+  }
 }
 
 void Communicator::abort() { impl_->requestAbort(); }

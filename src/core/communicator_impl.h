@@ -11,7 +11,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 namespace chorus {
@@ -19,7 +21,10 @@ namespace chorus {
 Communicator::Impl& implOf(Communicator& c);
 
 struct Communicator::Impl {
-  Impl(Options options, int rank, int size, std::unique_ptr<transport::Transport> tx);
+  // store: the store scoped to this communicator (keys of its rendezvous), kept for split();
+  // routeHost: the store's host, which chooses the listening address (see connectMesh).
+  Impl(Options options, int rank, int size, std::unique_ptr<transport::Transport> tx,
+       std::shared_ptr<Store> store, std::string routeHost);
   ~Impl();
 
   // Validates, numbers and queues one collective.
@@ -28,12 +33,19 @@ struct Communicator::Impl {
   // which dominates small-message latency), else queues and waits. Throws on failure.
   void runBlocking(algo::OpDesc desc, const void* in, void* out);
   void requestAbort();
+  // Aborts with `cause` (which is sent to the peers) from a caller's thread, between calls;
+  // requestAbort() when another thread is driving the transport.
+  void failWith(const Error& cause);
   std::exception_ptr cause() const;
 
   Options options;
   std::atomic<int> lastAlgo{-1};  // AlgorithmId of the last prepared call, for lastAlgorithm()
   int rank;
   int size;
+  const std::shared_ptr<Store> store;
+  const std::string routeHost;
+  std::atomic<uint64_t> splits{
+      0};  // split() calls so far: the n-th split's keys are "split/<n>/.."
 
  private:
   struct Task {
