@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo test test-sanitize bench compare compare-cluster install format clean
+.PHONY: all deps build demo test test-sanitize bench compare compare-cluster compare-host compare-hier install format clean
 
 all: build
 
@@ -47,6 +47,16 @@ compare: build
 compare-cluster: build
 	scripts/install-deps --bench
 	SETTING=cluster bench/compare/run.sh $(BUILD)
+
+# One host, every system on its best intra-host transport (shared memory; Gloo: TCP), with
+# chorus-bench --bound; and 2x2, 4x2 hosts x ranks on the emulated cluster (root).
+compare-host: build
+	scripts/install-deps --bench
+	SETTING=host bench/compare/run.sh $(BUILD)
+
+compare-hier: build
+	scripts/install-deps --bench
+	SETTING=hier bench/compare/run.sh $(BUILD)
 
 install: build
 	cmake --install $(BUILD)

@@ -2,8 +2,12 @@
 """Plots one bench/compare/run.sh result directory: one PNG per setting and world size N,
 busbw (GB/s) against the message size (bytes, log2 axis), one line per system, each point from
 the system's best round at that size (lowest time, as in summarize.py). On the cluster the link
-rate (RATE bits/s / 8) is drawn as a dashed horizontal line. Failed runs and sizes with
-#wrong != 0 are left out of the lines (summarize.py lists them).
+rate (RATE bits/s / 8) is drawn as a dashed horizontal line; on one host (setting "host") the
+busbw bound that chorus-bench --bound measured, per size, as a dashed line; with several ranks per
+host (settings "hier-RATE-HxL") the link bound in busbw terms, (RATE/8) * [2(N-1)/N] / [2(H-1)/H]
+(busbw of an all-reduce that takes t_link = 2(H-1)/H * S / (RATE/8)). Failed runs and sizes with
+#wrong != 0 are left out of the lines (summarize.py lists them); systems that were not run in a
+setting are named in the legend.
 
   plot.py RESULTS_DIR      ->  RESULTS_DIR/busbw-<setting>-n<N>.png
 
@@ -20,7 +24,8 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from summarize import INFO_ONLY, Group, human, human_rate, load_manifest, setting_order  # noqa
+from summarize import (INFO_ONLY, Group, hier_layout, human, human_rate, load_manifest,  # noqa
+                       setting_order)
 
 STYLE = {"chorus": dict(color="black", linewidth=2.5, marker="o", markersize=4, zorder=5)}
 
@@ -44,8 +49,10 @@ def plot_group(d, setting, n, g):
             if row is not None and not row["wrong"]:
                 xs.append(b)
                 ys.append(row["busbw"])
-        label = s + (" (info only, shm)" if s in INFO_ONLY else "")
-        if not xs:
+        label = s + (" (info only)" if s in INFO_ONLY else "")
+        if g.skipped(s):
+            label += " (not run here)"
+        elif not xs:
             label += " (FAIL)"
         style = STYLE.get(s, dict(linewidth=1.4, marker=markers[k % len(markers)], markersize=3.5))
         if s not in STYLE:
@@ -53,17 +60,30 @@ def plot_group(d, setting, n, g):
         if s in INFO_ONLY:
             style["linestyle"] = ":"
         ax.plot(xs, ys, label=label, **style)
-    if g.rate_bps:
+    layout = hier_layout(setting)
+    if g.rate_bps and layout and layout[0] > 1:
+        h = layout[0]
+        link = g.rate_bps / 8 / 1e9 * (2 * (n - 1) / n) / (2 * (h - 1) / h)
+        ax.axhline(link, color="red", linestyle="--", linewidth=1.2,
+                   label=f"link bound ({human_rate(g.rate_bps)}, {h} hosts) = {link:.4g} GB/s busbw")
+    elif g.rate_bps and not layout:
         link = g.rate_bps / 8 / 1e9
         ax.axhline(link, color="red", linestyle="--", linewidth=1.2,
                    label=f"link rate {human_rate(g.rate_bps)} = {link:.4g} GB/s")
+    bounds = [(b, g.bound(b)) for b in sizes if g.bound(b)]
+    if bounds:
+        ax.plot([b for b, _ in bounds], [v for _, v in bounds], color="red", linestyle="--",
+                linewidth=1.2, label="bound (chorus-bench --bound: memcpy + reduce, one core)")
     ax.set_xscale("log", base=2)
     ax.set_xlim(min(sizes) / 1.3, max(sizes) * 1.3)
     ax.xaxis.set_major_formatter(FuncFormatter(size_label))
-    ax.set_ylim(bottom=0)
     ax.set_xlabel("message size (bytes, log2 scale)")
     ax.set_ylabel("busbw (GB/s) = bytes / time * 2(N-1)/N")
     hosts = sorted({r["host"] for r in g.runs if r["host"]})
+    if bounds:
+        ax.set_yscale("log")  # the in-cache bound is far above every measured busbw
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_title(f"All-Reduce f32 sum, {setting}, N = {n}"
                  f"{', host ' + ', '.join(hosts) if hosts else ''} "
                  f"(best of {len(g.rounds)} round(s))")

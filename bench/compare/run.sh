@@ -1,9 +1,12 @@
 #!/bin/bash
-# Chorus vs Gloo vs PyTorch (gloo) vs Open MPI vs MPICH, All-Reduce f32 sum, over TCP: local ranks
-# on loopback, or one rank per host of an emulated cluster (scripts/cluster).
+# Chorus vs Gloo vs PyTorch (gloo) vs Open MPI vs MPICH, All-Reduce f32 sum: local ranks over TCP
+# on loopback, one rank per host of an emulated cluster (scripts/cluster), local ranks with every
+# system on its best intra-host transport, or several ranks per host of the emulated cluster.
 #
 #   bench/compare/run.sh BUILD_DIR                      # SETTING=loopback (default)
 #   SETTING=cluster bench/compare/run.sh BUILD_DIR      # rank i on host i, links shaped to $RATE
+#   SETTING=host bench/compare/run.sh BUILD_DIR         # one host, shared memory where there is one
+#   SETTING=hier bench/compare/run.sh BUILD_DIR         # $LAYOUTS: hosts x ranks per host
 #
 # BUILD_DIR is a Chorus build directory holding tools/chorus-run/chorus-run,
 # tools/chorus-bench/chorus-bench (and, for the cluster, tools/chorus-store/chorus-store), e.g.
@@ -20,10 +23,21 @@
 # plot.py writes one PNG per setting and N there. A run that fails is reported as FAIL in the
 # tables, not dropped. See README.md for the exact launch and transport flags.
 #
+# SETTING=host runs chorus (default transport, i.e. shared memory, with --bound), openmpi
+# (default: vader shared memory), openmpi-heap (the same with glibc kept off mmap), mpich (default:
+# ch4:ucx shared memory/CMA), gloo-* and torch-gloo (TCP on lo: Gloo has nothing else); see
+# README.md. SETTING=hier runs, per layout, chorus (CHORUS_ALGO unset: auto), chorus-flat
+# (CHORUS_ALGO=ring), openmpi (vader within a host, TCP between hosts), openmpi-heap, openmpi-han
+# (coll han, Open MPI's hierarchical collectives) and mpich (MPICH's shared memory within a host,
+# UCX TCP between hosts).
+#
 # Environment (defaults):
-#   SETTING=loopback | cluster
-#   NS="2 4"          world sizes on loopback
+#   SETTING=loopback | cluster | host | hier
+#   NS="2 4"          world sizes on loopback and on one host (SETTING=host)
 #   HOSTS="2 4 8"     world sizes (= hosts, one rank each) on the cluster
+#   LAYOUTS="2x2 4x2" SETTING=hier: HxL = H hosts, L ranks per host (rank i on host i / L)
+#   CHORUS_TCP=0      SETTING=host: 1 adds chorus-tcp (CHORUS_TRANSPORT=tcp, information only)
+#   OMPI_HAN=1        SETTING=hier: 0 skips openmpi-han (recorded as not run when Open MPI lacks it)
 #   RATE=1gbit        cluster link rate per host and direction (tc units)
 #   ROUNDS=2 MIN_BYTES=8 MAX_BYTES=64M STEP=2 ITERS=20 WARMUP=5
 #   GLOO_ALGOS="ring_chunked halving_doubling"  (add "ring": gloo::allreduce called directly,
@@ -51,13 +65,23 @@ build=$(cd "$1" && pwd) || exit 2
 SETTING=${SETTING:-loopback}
 RATE=${RATE:-1gbit}
 case $SETTING in
-  loopback) SIZES_N=${NS:-"2 4"} ;;
+  loopback | host) SIZES_N=${NS:-"2 4"} ;;
   cluster) SIZES_N=${HOSTS:-"2 4 8"} ;;
+  hier)
+    SIZES_N=${LAYOUTS:-"2x2 4x2"}
+    for l in $SIZES_N; do
+      [[ $l =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]] ||
+        { echo "LAYOUTS: '$l' is not HOSTSxRANKS_PER_HOST (e.g. 2x2)" >&2; exit 2; }
+    done
+    ;;
   *)
-    echo "SETTING must be loopback or cluster, got '$SETTING'" >&2
+    echo "SETTING must be loopback, cluster, host or hier, got '$SETTING'" >&2
     exit 2
     ;;
 esac
+# Settings that use the emulated cluster (root, scripts/cluster up/down).
+on_cluster=0
+case $SETTING in cluster | hier) on_cluster=1 ;; esac
 ROUNDS=${ROUNDS:-2}
 MIN_BYTES=${MIN_BYTES:-8}
 MAX_BYTES=${MAX_BYTES:-64M}
@@ -75,17 +99,19 @@ crun=$build/tools/chorus-run/chorus-run
 cbench=$build/tools/chorus-bench/chorus-bench
 cluster=$repo/scripts/cluster
 prefix=${CHORUS_CLUSTER_PREFIX:-chorus}
-if [ "$SETTING" = cluster ]; then
+if [ "$on_cluster" = 1 ]; then
   rate_bps=$(awk -v r="${RATE,,}" 'BEGIN {
     m = 1
     if (r ~ /tbit$/) m = 1e12; else if (r ~ /gbit$/) m = 1e9
     else if (r ~ /mbit$/) m = 1e6; else if (r ~ /kbit$/) m = 1e3
     sub(/[a-z]+$/, "", r); printf "%.0f\n", r * m }')
-  setting=cluster-${RATE,,}
+  setting=$SETTING-${RATE,,} # hier: the layout is appended per layout (hier-1gbit-2x2)
 else
   rate_bps=""
-  setting=loopback
+  setting=$SETTING
 fi
+base_setting=$setting
+cur_hosts=0 # hosts of the cluster now up: link_bytes counts their links
 
 # --- build ---------------------------------------------------------------------------------
 if [ "${BUILD_CHORUS:-0}" = 1 ]; then
@@ -95,8 +121,8 @@ fi
 for f in "$crun" "$cbench"; do
   [ -x "$f" ] || { echo "missing $f (ninja -C $build chorus-run chorus-bench)" >&2; exit 1; }
 done
-if [ "$SETTING" = cluster ]; then
-  [ "$(id -u)" = 0 ] || { echo "SETTING=cluster needs root (network namespaces)" >&2; exit 1; }
+if [ "$on_cluster" = 1 ]; then
+  [ "$(id -u)" = 0 ] || { echo "SETTING=$SETTING needs root (network namespaces)" >&2; exit 1; }
   [ -x "$build/tools/chorus-store/chorus-store" ] ||
     { echo "missing $build/tools/chorus-store/chorus-store (ninja -C $build chorus-store)" >&2; exit 1; }
 fi
@@ -118,7 +144,7 @@ fi
   echo "peers build:  $PEER_BUILD_DIR"
   echo "host: $(hostname), $(nproc) cpus, $(uname -r)"
   echo "sizes $MIN_BYTES..$MAX_BYTES x$STEP, iters $ITERS, warmup $WARMUP, rounds $ROUNDS, N: $SIZES_N"
-  [ "$SETTING" = cluster ] && echo "cluster: prefix $prefix, rate $RATE ($rate_bps bit/s) per host and direction"
+  [ "$on_cluster" = 1 ] && echo "cluster: prefix $prefix, rate $RATE ($rate_bps bit/s) per host and direction"
   mpirun.openmpi --version 2>&1 | head -1
   mpichversion 2>&1 | head -3 | tr -s '\t ' ' '
   dpkg-query -W libgloo-dev libucx0 python3-torch 2>/dev/null
@@ -128,7 +154,7 @@ common=(--min-bytes "$MIN_BYTES" --max-bytes "$MAX_BYTES" --step-factor "$STEP" 
         --warmup "$WARMUP")
 heap_env=(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=17179869184)
 
-# link_bytes N: bytes sent so far on the cluster's host links (host -> switch, hosts 0..N-1):
+# link_bytes H: bytes sent so far on the cluster's host links (host -> switch, hosts 0..H-1):
 # the difference over a run shows that its traffic went through the shaped links (and not, say,
 # through shared memory, which the namespaces do not separate).
 link_bytes() {
@@ -148,7 +174,7 @@ run() {
   local json=$stem.json log=$stem.log
   local load waited=0 limit=$RUN_TIMEOUT
   # On the cluster, scripts/cluster's own --timeout ($RUN_TIMEOUT) fires first and cleans up.
-  [ "$SETTING" = cluster ] && limit=$((RUN_TIMEOUT + 30))
+  [ "$on_cluster" = 1 ] && limit=$((RUN_TIMEOUT + 30))
   # Optionally wait (up to QUIET_MAX_WAIT s) for the 1-minute load to drop below QUIET_LOAD.
   while [ -n "${QUIET_LOAD:-}" ] && [ "$waited" -lt "${QUIET_MAX_WAIT:-120}" ] &&
     awk -v l="$QUIET_LOAD" '{ exit !($1 >= l) }' /proc/loadavg; do
@@ -159,13 +185,13 @@ run() {
   echo "== $setting n=$n round $round: $system (load $load)"
   rm -f "$RESULTS_DIR/$json"
   local before=""
-  [ "$SETTING" = cluster ] && before=$(link_bytes "$n")
+  [ "$on_cluster" = 1 ] && before=$(link_bytes "$cur_hosts")
   # The command's last argument is the JSON path.
   timeout --kill-after=10 "$limit" "$@" "$RESULTS_DIR/$json" >"$RESULTS_DIR/$log" 2>&1
   local rc=$?
   if [ -n "$before" ]; then
-    local sent=$(($(link_bytes "$n") - before))
-    echo "run.sh: $sent bytes sent on the $n host links (host -> switch) during this run" |
+    local sent=$(($(link_bytes "$cur_hosts") - before))
+    echo "run.sh: $sent bytes sent on the $cur_hosts host links (host -> switch) during this run" |
       tee -a "$RESULTS_DIR/$log" | sed 's/^run.sh: /   /'
   fi
   if [ $rc -eq 0 ] && [ ! -s "$RESULTS_DIR/$json" ]; then
@@ -180,6 +206,17 @@ run() {
   fi
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$setting" "$n" "$round" "$system" "$rc" "$json" \
     "$log" "$load" "$rate_bps" >>"$manifest"
+}
+
+# not_run N ROUND SYSTEM REASON: records a system that cannot run in this setting (rc "skip" in
+# the manifest, the reason in its log), so that the tables say so instead of dropping it.
+not_run() {
+  local n=$1 round=$2 system=$3 reason=$4
+  local stem="$setting-n${n}-r${round}-${system}"
+  echo "== $setting n=$n round $round: $system: not run ($reason)"
+  echo "not run: $reason" >"$RESULTS_DIR/$stem.log"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$setting" "$n" "$round" "$system" skip \
+    "$stem.json" "$stem.log" "$(cut -d' ' -f1 /proc/loadavg)" "$rate_bps" >>"$manifest"
 }
 
 gloo_system() {
@@ -333,9 +370,122 @@ cluster_round() {
   fi
 }
 
+# --- host: every rank on this machine, each system on its best intra-host transport ------------
+# Chorus: default transport (CHORUS_TRANSPORT unset = auto: shared memory between ranks of one
+# host), with --bound (memory-bandwidth bound of this machine, see tools/chorus-bench). Open MPI
+# and MPICH: no transport flags (Open MPI: ob1 + vader shared memory; MPICH ch4:ucx: UCX shared
+# memory and CMA, and MPICH's own node-local path). Gloo and torch-gloo: TCP on lo, their only
+# transport.
+host_round() {
+  local n=$1 round=$2 algo store
+  run "$n" "$round" chorus "$crun" -n "$n" -- "$cbench" --op allreduce --bound "${common[@]}" --json
+  if [ "${CHORUS_TCP:-0}" = 1 ]; then
+    CHORUS_TRANSPORT=tcp run "$n" "$round" chorus-tcp "$crun" -n "$n" -- "$cbench" --op allreduce \
+      --bound "${common[@]}" --json
+  fi
+  run "$n" "$round" openmpi "${mpirun_lo[@]}" -np "$n" \
+    "$PEER_BUILD_DIR/mpi_bench_openmpi" --system openmpi \
+    --transport "default transports (on-node: ob1 + vader shared memory), bind-to $MPI_BIND" \
+    "${common[@]}" --json
+  run "$n" "$round" openmpi-heap "${mpirun_lo[@]}" -np "$n" -x "${heap_env[0]}" -x "${heap_env[1]}" \
+    "$PEER_BUILD_DIR/mpi_bench_openmpi" --system openmpi-heap \
+    --transport "default transports (on-node: ob1 + vader shared memory), MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=16G, bind-to $MPI_BIND" \
+    "${common[@]}" --json
+  if [ "${MPICH:-1}" = 1 ]; then
+    run "$n" "$round" mpich mpiexec.mpich -n "$n" \
+      "$PEER_BUILD_DIR/mpi_bench_mpich" --system mpich \
+      --transport "ch4:ucx, default settings (shared memory: UCX posix/sysv + CMA), no binding" \
+      "${common[@]}" --json
+  fi
+  for algo in $GLOO_ALGOS; do
+    store=$(mktemp -d /tmp/gloo-bench-store.XXXXXX)
+    GLOO_BENCH_STORE_DIR=$store run "$n" "$round" "$(gloo_system "$algo")" "$crun" -n "$n" -- \
+      "$PEER_BUILD_DIR/gloo_bench" --algo "$algo" --hostname 127.0.0.1 "${common[@]}" --json
+    rm -rf "$store"
+  done
+  if [ "${TORCH:-1}" = 1 ]; then
+    store=$(mktemp -d /tmp/torch-bench-store.XXXXXX)
+    TORCH_BENCH_STORE_DIR=$store GLOO_SOCKET_IFNAME=lo run "$n" "$round" torch-gloo "$crun" \
+      -n "$n" -- "$PYTHON" "$here/torch_bench.py" "${common[@]}" --json
+    rm -rf "$store"
+  fi
+}
+
+# --- hier: H hosts of the cluster, L ranks on each (rank i on host i / L) -------------------------
+# Open MPI: hostfile "hI slots=L", launched as on the cluster (netns-rsh.sh); pml ob1 with btl
+# self,vader,tcp: vader (shared memory) between the ranks of one host (one orted per host, so
+# Open MPI sees them as node-local), TCP on the cluster subnet between hosts. Not pml ucx: UCX
+# would reach the other namespaces through the shared /dev/shm. Vader names its segments
+# <dir>/vader_segment.<hostname>.<job>.<local rank>, and every emulated host has this machine's
+# hostname and /dev/shm: local rank 0 of h0 and of h1 would map the same file (segfaults in
+# mca_btl_vader_poll_handle_frag). Each host's ranks therefore get a directory of their own
+# (OMPI_MCA_btl_vader_backing_directory=/dev/shm/ompi-vader-<host veth>, set per rank by
+# $ompi_vader_dir, which reads the host's CLUSTER_IFNAME).
+# shellcheck disable=SC2054
+ompi_hier=(--mca pml ob1 --mca btl self,vader,tcp --mca btl_tcp_if_include 10.77.0.0/24)
+# shellcheck disable=SC2016
+ompi_vader_dir=(bash -c 'd=/dev/shm/ompi-vader-$CLUSTER_IFNAME; mkdir -p "$d";
+  OMPI_MCA_btl_vader_backing_directory=$d exec "$0" "$@"')
+
+hier_round() {
+  local hosts=$1 per=$2 round=$3
+  local n=$((hosts * per)) i
+  local hostfile=$RESULTS_DIR/hosts-${hosts}x$per
+  : >"$hostfile"
+  for ((i = 0; i < hosts; i++)); do echo "h$i slots=$per" >>"$hostfile"; done
+  local crun_cl=(env CHORUS_BUILD_DIR="$build" "$cluster" run "$n" --per-host "$per"
+                 --rate "$RATE" --timeout "$RUN_TIMEOUT" --quiet --)
+  run "$n" "$round" chorus "${crun_cl[@]}" chorus-bench --op allreduce "${common[@]}" --json
+  CHORUS_ALGO=ring run "$n" "$round" chorus-flat "${crun_cl[@]}" chorus-bench --op allreduce \
+    "${common[@]}" --json
+  # Several ranks per host always share its 2 CPUs here: yield when N > CPUs (see cluster).
+  local yield=${MPI_YIELD:-auto} ytxt=""
+  [ "$yield" = auto ] && { [ "$n" -gt "$(nproc)" ] && yield=1 || yield=0; }
+  local mpirun_h=("$cluster" exec 0 mpirun.openmpi --allow-run-as-root --bind-to "$MPI_BIND"
+                  -np "$n" --hostfile "$hostfile" "${ompi_launch_cl[@]}" "${ompi_hier[@]}")
+  if [ "$yield" = 1 ]; then
+    mpirun_h+=(--mca mpi_yield_when_idle 1)
+    ytxt=", mpi_yield_when_idle 1"
+  fi
+  local what="pml ob1, btl self,vader,tcp (vader within a host, tcp on 10.77.0.0/24 between hosts), vader segments in /dev/shm/ompi-vader-<host>, ${hosts}x$per, bind-to $MPI_BIND$ytxt"
+  local ompi_bench=("${ompi_vader_dir[@]}" "$PEER_BUILD_DIR/mpi_bench_openmpi")
+  run "$n" "$round" openmpi "${mpirun_h[@]}" "${ompi_bench[@]}" \
+    --system openmpi --transport "$what" "${common[@]}" --json
+  if [ "${MPI_HEAP:-1}" = 1 ]; then
+    run "$n" "$round" openmpi-heap "${mpirun_h[@]}" -x "${heap_env[0]}" -x "${heap_env[1]}" \
+      "${ompi_bench[@]}" --system openmpi-heap \
+      --transport "$what, MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=16G" "${common[@]}" --json
+  fi
+  if [ "${OMPI_HAN:-1}" = 1 ]; then
+    if ompi_info 2>/dev/null | grep -q 'MCA coll: han'; then
+      # coll han: Open MPI's hierarchical collectives (within a node, then across nodes); off by
+      # default (priority 0), chosen for MPI_COMM_WORLD with priority 100.
+      run "$n" "$round" openmpi-han "${mpirun_h[@]}" --mca coll_han_priority 100 \
+        "${ompi_bench[@]}" --system openmpi-han \
+        --transport "$what, coll han (priority 100)" "${common[@]}" --json
+    else
+      not_run "$n" "$round" openmpi-han "this Open MPI has no coll han component (ompi_info)"
+    fi
+  fi
+  if [ "${MPICH:-1}" = 1 ]; then
+    # Hydra as on the cluster, -ppn L. No MPIR_CVAR_NOLOCAL: MPICH's own shared memory between
+    # the ranks of one host (Hydra's host list tells it which ranks share a node). UCX_TLS=tcp:
+    # UCX itself would use shared memory across the namespaces (shared /dev/shm, same hostname).
+    # shellcheck disable=SC2016
+    run "$n" "$round" mpich "$cluster" exec 0 mpiexec.mpich -launcher ssh \
+      -launcher-exec "$here/netns-rsh.sh" -hosts "$(seq -s, -f 'h%g' 0 $((hosts - 1)))" -n "$n" \
+      -ppn "$per" -iface "$prefix-h0" -genvnone -genv UCX_TLS tcp \
+      bash -c 'UCX_NET_DEVICES=$CLUSTER_IFNAME exec "$0" "$@"' \
+      "$PEER_BUILD_DIR/mpi_bench_mpich" --system mpich \
+      --transport "ch4:ucx, MPICH shared memory within a host, UCX_TLS=tcp UCX_NET_DEVICES=<host veth> between hosts, ${hosts}x$per" \
+      "${common[@]}" --json
+  fi
+}
+
 # shellcheck disable=SC2317  # (called by the EXIT trap)
 cleanup() {
-  if [ "$SETTING" = cluster ]; then
+  if [ "$on_cluster" = 1 ]; then
+    rm -rf "/dev/shm/ompi-vader-$prefix-h"*
     echo "== scripts/cluster down"
     "$cluster" down
   fi
@@ -344,18 +494,21 @@ trap cleanup EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM
 
 for n in $SIZES_N; do
-  if [ "$SETTING" = cluster ]; then
-    echo "== scripts/cluster up $n --rate $RATE"
-    if ! "$cluster" up "$n" --rate "$RATE"; then
-      echo "cluster up failed: every system at n=$n will show as FAIL" >&2
+  if [ "$on_cluster" = 1 ]; then
+    cur_hosts=${n%x*} # hier: HxL
+    [ "$SETTING" = hier ] && setting=$base_setting-$n
+    echo "== scripts/cluster up $cur_hosts --rate $RATE"
+    if ! "$cluster" up "$cur_hosts" --rate "$RATE"; then
+      echo "cluster up failed: every system at $n will show as FAIL" >&2
     fi
   fi
   for round in $(seq 1 "$ROUNDS"); do
-    if [ "$SETTING" = cluster ]; then
-      cluster_round "$n" "$round"
-    else
-      loopback_round "$n" "$round"
-    fi
+    case $SETTING in
+      cluster) cluster_round "$n" "$round" ;;
+      hier) hier_round "${n%x*}" "${n#*x}" "$round" ;;
+      host) host_round "$n" "$round" ;;
+      *) loopback_round "$n" "$round" ;;
+    esac
   done
 done
 

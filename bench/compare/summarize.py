@@ -17,15 +17,43 @@ names (chorus-bench's format; the peers write the same fields). Prints, for each
 then a table with every round's busbw (r1 / r2 / ...: the noise), and the runs that failed
 (FAIL rc=..., never dropped) or had #wrong != 0.
 
+Setting "host" (one host, every system on its best intra-host transport; chorus-bench --bound):
+each busbw also as a fraction of the bound that chorus-bench measured on this machine (same N,
+best of its rounds: the same machine limit applies to every system), a "bound" line, and a
+headline table at 8 B, 1 MiB and 64 MiB: chorus' time/busbw/%bound and the ratios chorus / best
+peer, chorus / Open MPI (best of openmpi*), chorus / MPICH (mpich*), chorus / Gloo (gloo-* and
+torch-gloo); each ratio = that peer's time / chorus time (> 1: Chorus faster).
+
+Settings "hier-RATE-HxL" (H emulated hosts, L ranks each): per system its algorithm (chorus-bench's
+algo column), its time at 8 B and at 64 MiB (or the largest size measured, if less), the link-time
+bound t_link = 2(H-1)/H * S / (RATE/8) (payload bytes; the least time for the inter-host part of
+an all-reduce of S bytes, each host sending 2(H-1)/H * S over its link), time / t_link, and the
+line chorus-flat / chorus = flat-ring time / chorus time (> 1: the hierarchical algorithm wins).
+Systems that cannot run there are listed as "not run" with the reason (rc "skip" in the manifest).
+
   summarize.py RESULTS_DIR [SIZES...]    (SIZES in bytes: the busbw columns; default 64K..64M x4)
 """
 import json
 import os
+import re
 import sys
 
 DEFAULT_SIZES = [64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 SMALL = 8  # the latency column: time at 8 bytes
-INFO_ONLY = {"openmpi-default"}
+INFO_ONLY = {"openmpi-default", "chorus-tcp"}
+HEADLINE = [SMALL, 1 << 20, 64 << 20]  # host setting: the sizes of the headline table
+HIER_SIZE = 64 << 20  # hier settings: the large size of the table
+FAMILIES = {  # host setting: "chorus / <family>" = best of the family's systems
+    "Open MPI": lambda s: s.startswith("openmpi"),
+    "MPICH": lambda s: s.startswith("mpich"),
+    "Gloo": lambda s: s.startswith("gloo") or s == "torch-gloo",
+}
+
+
+def hier_layout(setting):
+    """(hosts, ranks per host) of a "hier-RATE-HxL" setting, else None."""
+    m = re.fullmatch(r"hier-.*-(\d+)x(\d+)", setting)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def human(b):
@@ -57,9 +85,15 @@ def load_manifest(d):
             rec.setdefault("setting", "loopback")
             rate = rec.get("rate_bps", "")
             rec["rate_bps"] = float(rate) if rate else None
-            rec["n"], rec["round"], rec["rc"] = int(rec["n"]), int(rec["round"]), int(rec["rc"])
+            rec["n"], rec["round"] = int(rec["n"]), int(rec["round"])
             rec["rows"] = None
             rec["host"] = ""
+            if rec["rc"] == "skip":  # run.sh's not_run: cannot run in this setting, log says why
+                rec["rc"] = None
+                rec["skipped"] = last_line(os.path.join(d, rec["log"])).removeprefix("not run: ")
+                runs.append(rec)
+                continue
+            rec["rc"] = int(rec["rc"])
             path = os.path.join(d, rec["json"])
             if rec["rc"] == 0 and os.path.exists(path):
                 try:
@@ -85,7 +119,8 @@ def last_line(path):
 
 
 def setting_order(s):
-    return (s != "loopback", s)
+    kind = s.split("-")[0]
+    return ({"loopback": 0, "host": 1, "cluster": 2, "hier": 3}.get(kind, 4), s)
 
 
 class Group:
@@ -107,6 +142,8 @@ class Group:
         r = self.cell.get((sys_, rnd))
         if r is None:
             return None, "not run"
+        if r.get("skipped") is not None:
+            return None, "not run"
         if r["rows"] is None:
             return None, f"FAIL rc={r['rc']}" + (" (bad JSON)" if r.get("error") else "")
         row = r["rows"].get(b)
@@ -124,7 +161,7 @@ class Group:
             v, problem = self.value(sys_, rnd, b, "time_us")
             if v is None:
                 # Report a failure rather than "n/a" when no round has the size.
-                if problem and problem.startswith("FAIL") and why == "n/a":
+                if problem and (problem.startswith("FAIL") or problem == "not run") and why == "n/a":
                     why = problem
                 continue
             row = r["rows"][b]
@@ -132,28 +169,56 @@ class Group:
                 best = row
         return (best, None) if best is not None else (None, why)
 
-    def ratio(self, b):
+    def ratio(self, b, family=None):
+        """Best peer time / chorus time at b; peers: every system but chorus' own series and the
+        information-only ones, or only those that family(system) accepts."""
         c, _ = self.best("chorus", b)
         peers = []
         for s in self.systems:
-            if s == "chorus" or s in INFO_ONLY:
+            if s.startswith("chorus") or s in INFO_ONLY:
+                continue
+            if family is not None and not family(s):
                 continue
             row, _ = self.best(s, b)
             if row is not None and not row["wrong"]:
                 peers.append((row["time_us"], s))
-        if c is None or not peers:
+        if c is None or c["wrong"] or not peers:
             return "n/a"
         t, who = min(peers)
         return f"{t / c['time_us']:.2f}x vs {who}"
 
+    def bound(self, b):
+        """chorus-bench --bound's busbw bound at b (GB/s): the largest over chorus' rounds (the
+        least disturbed measurement of the machine), or None."""
+        vals = [r["rows"][b]["bound"] for r in self.runs
+                if r["system"] == "chorus" and r["rows"] and b in r["rows"]
+                and r["rows"][b].get("bound")]
+        return max(vals) if vals else None
+
+    def skipped(self, sys_):
+        """The reason sys_ was not run (run.sh's not_run), or None."""
+        for r in self.runs:
+            if r["system"] == sys_ and r.get("skipped") is not None:
+                return r["skipped"]
+        return None
+
 
 def print_group(setting, n, g, sizes):
-    link = g.rate_bps / 8 / 1e9 if g.rate_bps else None  # GB/s, one direction of a host link
+    layout = hier_layout(setting)
+    # GB/s, one direction of a host link; with several ranks per host (hier) busbw is not
+    # comparable with it (see print_hier), so no fractions there.
+    link = g.rate_bps / 8 / 1e9 if g.rate_bps and not layout else None
+    with_bound = any(g.bound(b) for b in sizes)
     hosts = sorted({r["host"] for r in g.runs if r["host"]})
     where = f"host {', '.join(hosts)}" if hosts else ""
     if link:
         where += (f"; link {human_rate(g.rate_bps)} = {link:.4g} GB/s per host and direction, "
                   "busbw also as a fraction of it")
+    if layout:
+        where += (f"; {layout[0]} hosts x {layout[1]} ranks, links {human_rate(g.rate_bps)}"
+                  if g.rate_bps else f"; {layout[0]} hosts x {layout[1]} ranks")
+    if with_bound:
+        where += "; busbw also as a fraction of chorus-bench's --bound"
     print(f"\n### {setting}, {n} ranks ({where}; {len(g.rounds)} round(s), best round per cell)\n")
     head = ["system", f"time {human(SMALL)} (us)"] + [f"busbw {human(b)}" for b in sizes]
     print("| " + " | ".join(head) + " |")
@@ -171,11 +236,25 @@ def print_group(setting, n, g, sizes):
             txt = f"{row['busbw']:.3f}"
             if link:
                 txt += f" ({row['busbw'] / link:.0%})"
+            if with_bound and g.bound(b):
+                txt += f" ({row['busbw'] / g.bound(b):.1%} of bound)"
             cells.append(txt + (" WRONG" if row["wrong"] else ""))
         print("| " + " | ".join(cells) + " |")
-    print("| chorus / best peer | " + " | ".join(g.ratio(b) for b in [SMALL] + sizes) + " |")
-    print("\n(ratio = best peer time / chorus time: > 1 Chorus faster; peers: all but chorus and "
-          "openmpi-default)\n")
+    if g.skipped("chorus") is None and "chorus" in g.systems:
+        print("| chorus / best peer | " + " | ".join(g.ratio(b) for b in [SMALL] + sizes) + " |")
+    if with_bound:
+        print("| bound (GB/s) | | " + " | ".join(
+            f"{g.bound(b):.3f}" if g.bound(b) else "n/a" for b in sizes) + " |")
+    print("\n(ratio = best peer time / chorus time: > 1 Chorus faster; peers: all but chorus' own "
+          f"series and the information-only {', '.join(sorted(INFO_ONLY))})\n")
+    for s in g.systems:
+        why = g.skipped(s)
+        if why:
+            print(f"{s}: not run here: {why}\n")
+    if setting == "host":
+        print_host_headline(n, g)
+    if layout:
+        print_hier(layout, n, g)
 
     if len(g.rounds) > 1:
         print(f"every round, busbw (GB/s) r{' / r'.join(str(r) for r in g.rounds)}; "
@@ -200,20 +279,87 @@ def print_group(setting, n, g, sizes):
     print("load average (1 min) before each run: " + loads + "\n")
 
 
+def print_host_headline(n, g):
+    """Host setting: chorus' figures and its ratios to each family at 8 B, 1 MiB, 64 MiB."""
+    head = ["", f"{human(SMALL)} (time)"] + [human(b) for b in HEADLINE[1:]]
+    print(f"headline, host, {n} ranks (ratio = peer time / chorus time, best round of each; "
+          "> 1: Chorus faster):\n")
+    print("| " + " | ".join(head) + " |")
+    print("|---|" + "|".join(["---:"] * (len(head) - 1)) + "|")
+    cells = ["chorus"]
+    for b in HEADLINE:
+        row, why = g.best("chorus", b)
+        if row is None:
+            cells.append(why)
+        elif b == SMALL:
+            cells.append(f"{fmt_time(row['time_us'])} us")
+        else:
+            bound = g.bound(b)
+            cells.append(f"{row['busbw']:.3f} GB/s" +
+                         (f", {row['busbw'] / bound:.1%} of bound {bound:.3f}" if bound else ""))
+    print("| " + " | ".join(cells) + " |")
+    print("| chorus / best peer | " + " | ".join(g.ratio(b) for b in HEADLINE) + " |")
+    for name, fam in FAMILIES.items():
+        print(f"| chorus / {name} | " + " | ".join(g.ratio(b, fam) for b in HEADLINE) + " |")
+    print()
+
+
+def print_hier(layout, n, g):
+    """Hier setting: time at the large size against the link-time bound, flat ring vs chorus."""
+    hosts, per = layout
+    sizes = {b for r in g.runs if r["rows"] for b in r["rows"]}
+    big = HIER_SIZE if HIER_SIZE in sizes else (max(sizes) if sizes else HIER_SIZE)
+    rate = g.rate_bps / 8 if g.rate_bps else None  # payload bytes/s of one link direction
+    t_link = 2 * (hosts - 1) / hosts * big / rate * 1e6 if rate and hosts > 1 else None
+    print(f"{hosts} hosts x {per} ranks = {n} ranks, S = {human(big)}"
+          + (" (the largest size measured; 64 MiB was not)" if big != HIER_SIZE else "")
+          + (f"; t_link = 2(H-1)/H * S / (rate/8) = {t_link / 1e3:,.2f} ms at "
+             f"{human_rate(g.rate_bps)}" if t_link else "; no t_link (one host or no rate)")
+          + ":\n")
+    head = ["system", f"algo at {human(big)}", f"time {human(SMALL)} (us)",
+            f"time {human(big)} (ms)", "time / t_link"]
+    print("| " + " | ".join(head) + " |")
+    print("|---|---|" + "|".join(["---:"] * (len(head) - 2)) + "|")
+    for s in g.systems:
+        why = g.skipped(s)
+        if why:
+            print(f"| {s} | not run: {why} | | | |")
+            continue
+        row, why = g.best(s, big)
+        small, swhy = g.best(s, SMALL)
+        cells = [s, (row.get("algo", "") or "-") if row and s.startswith("chorus") else "-",
+                 swhy if small is None else fmt_time(small["time_us"]),
+                 why if row is None else f"{row['time_us'] / 1e3:,.2f}"
+                 + (" WRONG" if row["wrong"] else ""),
+                 f"{row['time_us'] / t_link:.2f}" if row is not None and t_link else "n/a"]
+        print("| " + " | ".join(cells) + " |")
+    c, _ = g.best("chorus", big)
+    f, _ = g.best("chorus-flat", big)
+    if c is not None and f is not None:
+        print(f"\nchorus-flat / chorus at {human(big)}: {f['time_us'] / c['time_us']:.2f} "
+              f"(flat-ring time / chorus time; > 1: chorus' choice, {c.get('algo', '?')}, "
+              "is faster than the flat ring)")
+    else:
+        print(f"\nchorus-flat / chorus at {human(big)}: n/a")
+    print(f"chorus / best peer at {human(big)}: {g.ratio(big)}\n")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: summarize.py RESULTS_DIR [SIZES...]")
     d = sys.argv[1]
     sizes = [int(s) for s in sys.argv[2:]] or DEFAULT_SIZES
     runs = load_manifest(d)
-    problems = []
+    problems, not_run = [], []
     for setting in sorted({r["setting"] for r in runs}, key=setting_order):
         for n in sorted({r["n"] for r in runs if r["setting"] == setting}):
             mine = [r for r in runs if r["setting"] == setting and r["n"] == n]
             print_group(setting, n, Group(mine), sizes)
             for r in mine:
                 where = f"{setting} n={n} round {r['round']} {r['system']}"
-                if r["rc"] != 0 or r["rows"] is None:
+                if r.get("skipped") is not None:
+                    not_run.append(f"{where}: {r['skipped']}")
+                elif r["rc"] != 0 or r["rows"] is None:
                     why = r.get("error", "") or last_line(os.path.join(d, r["log"]))
                     problems.append(f"{where}: FAIL rc={r['rc']}, log {r['log']}"
                                     f"{': ' + why if why else ''}")
@@ -229,6 +375,10 @@ def main():
     for (setting, s), texts in sorted(notes.items(), key=lambda kv: setting_order(kv[0][0])):
         for n, t in texts:
             print(f"  {setting} {s}{f' (from n={n})' if len(texts) > 1 else ''}: {t}")
+    if not_run:
+        print("\nNOT RUN (cannot run in that setting):")
+        for p in sorted(set(not_run)):
+            print("  " + p)
     if problems:
         print("\nPROBLEMS:")
         for p in problems:

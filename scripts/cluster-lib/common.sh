@@ -103,10 +103,11 @@ cl_host_count() {
   cl_our_namespaces | grep -cE "^$CL_PREFIX-h[0-9]+$" || true
 }
 
-# Settings of the running cluster ("rate=1gbit delay= loss="), one per line.
+# Settings of the running cluster ("rate=1gbit delay= loss="), one per line; nothing (and
+# success, so that `x=$(cl_meta_get rate)` survives set -e) when no cluster is up.
 cl_meta() {
   ip -n "$CL_SWITCH" -d link show "$CL_BRIDGE" 2>/dev/null |
-    awk '$1 == "alias" { for (i = 2; i <= NF; i++) print $i }'
+    awk '$1 == "alias" { for (i = 2; i <= NF; i++) print $i }' || true
 }
 
 cl_meta_get() { cl_meta | awk -F= -v k="$1" '$1 == k { print $2 }'; }
@@ -316,10 +317,12 @@ cl_start_store() {
   cl_die 1 "chorus-store did not start on host 0"
 }
 
-# cl_run_job MODE N TIMEOUT QUIET program args...   (MODE: chorus | each)
+# cl_run_job MODE N TIMEOUT QUIET PER_HOST program args...   (MODE: chorus | each)
+# Rank i runs on host i / PER_HOST.
 cl_run_job() {
-  local mode=$1 n=$2 timeout=$3 quiet=$4
-  shift 4
+  local mode=$1 n=$2 timeout=$3 quiet=$4 per_host=$5
+  shift 5
+  local hosts=$(((n + per_host - 1) / per_host))
   CL_JOB_TMP=$(mktemp -d /tmp/chorus-cluster.XXXXXX)
   trap cl_job_cleanup EXIT
   trap 'cl_log "interrupted"; exit 130' INT TERM
@@ -329,15 +332,20 @@ cl_run_job() {
   if [[ $mode == chorus ]]; then
     cl_start_store
   fi
-  local path i env_args
+  local path i h lr lsz env_args
   path=$(cl_tools_path)
   local -A rank_of=()
   for ((i = 0; i < n; i++)); do
-    env_args=(PATH="$path" CLUSTER_RANK="$i" CLUSTER_SIZE="$n" CLUSTER_HOST0="$(cl_host_addr 0)"
-      CLUSTER_ADDR="$(cl_host_addr "$i")" CLUSTER_IFNAME="$(cl_host_dev "$i")")
+    h=$((i / per_host))
+    lr=$((i % per_host))
+    lsz=$((n - h * per_host < per_host ? n - h * per_host : per_host))
+    env_args=(PATH="$path" CLUSTER_RANK="$i" CLUSTER_SIZE="$n" CLUSTER_HOST="$h"
+      CLUSTER_HOSTS="$hosts" CLUSTER_LOCAL_RANK="$lr" CLUSTER_LOCAL_SIZE="$lsz"
+      CLUSTER_HOST0="$(cl_host_addr 0)" CLUSTER_ADDR="$(cl_host_addr "$h")"
+      CLUSTER_IFNAME="$(cl_host_dev "$h")")
     if [[ $mode == chorus ]]; then
-      env_args+=(CHORUS_RANK="$i" CHORUS_WORLD_SIZE="$n" CHORUS_STORE="$CL_STORE_URL"
-        CHORUS_IFNAME="$(cl_host_dev "$i")")
+      env_args+=(CHORUS_RANK="$i" CHORUS_WORLD_SIZE="$n" CHORUS_LOCAL_RANK="$lr"
+        CHORUS_LOCAL_SIZE="$lsz" CHORUS_STORE="$CL_STORE_URL" CHORUS_IFNAME="$(cl_host_dev "$h")")
     fi
     if ((i == 0)); then
       ip netns exec "$(cl_host_ns 0)" env "${env_args[@]}" "$@" </dev/null &
@@ -346,7 +354,7 @@ cl_run_job() {
         set +e
         # (Not ">/dev/stdout": that reopens, and truncates, a file that stdout points to.)
         if ((quiet)); then exec >/dev/null; fi
-        ip netns exec "$(cl_host_ns "$i")" env "${env_args[@]}" "$@" </dev/null \
+        ip netns exec "$(cl_host_ns "$h")" env "${env_args[@]}" "$@" </dev/null \
           2> >(exec sed -u "s/^/[$i] /" >&2) | sed -u "s/^/[$i] /"
         exit "${PIPESTATUS[0]}"
       ) &

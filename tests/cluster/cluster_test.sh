@@ -83,6 +83,10 @@ check "run-each propagates a failing rank's exit code and stops the others" bash
    rc=\$?; [[ \$rc == 5 && \$((SECONDS - start)) -lt 10 ]]"
 check "run-each times out with exit 124" bash -c \
   "'$cluster' run-each 2 --timeout 1 -- sleep 30 2>/dev/null; [[ \$? == 124 ]]"
+# 2 hosts x 2 ranks: rank i on host i / 2, in that host's namespace (its own address).
+check "run-each 4 --per-host 2: ranks 0,1 on host 0 and 2,3 on host 1, CLUSTER_LOCAL_* set" bash -c \
+  "out=\$('$cluster' run-each 4 --per-host 2 --timeout 10 -- sh -c 'echo \$CLUSTER_RANK \$CLUSTER_HOST/\$CLUSTER_HOSTS \$CLUSTER_LOCAL_RANK/\$CLUSTER_LOCAL_SIZE \$CLUSTER_IFNAME \$(ip -o -4 addr show dev \$CLUSTER_IFNAME | grep -o \"10\\.77\\.0\\.[0-9]*\")' | sed 's/^\\[[0-9]\\] //' | sort);
+   [[ \$out == \$'0 0/2 0/2 $p-h0 10.77.0.1\\n1 0/2 1/2 $p-h0 10.77.0.1\\n2 1/2 0/2 $p-h1 10.77.0.2\\n3 1/2 1/2 $p-h1 10.77.0.2' ]]"
 bench=$CHORUS_BUILD_DIR/tools/chorus-bench/chorus-bench
 if [[ -x $bench && -x $CHORUS_BUILD_DIR/tools/chorus-store/chorus-store ]]; then
   check "run 2: a Chorus all-reduce across two hosts, rank 0's table shown, no wrong results" \
@@ -91,6 +95,9 @@ if [[ -x $bench && -x $CHORUS_BUILD_DIR/tools/chorus-store/chorus-store ]]; then
       [[ \$(awk '\$1 ~ /^[0-9]+\$/ && \$8 == 0' <<<\"\$out\" | wc -l) == 14 ]]"
   check "run propagates a rank's failure (bad chorus-bench flag)" bash -c \
     "'$cluster' run 2 --timeout 30 -- chorus-bench --op nonsense >/dev/null 2>&1; [[ \$? != 0 ]]"
+  check "run 3 --per-host 2: CHORUS_RANK, CHORUS_LOCAL_RANK/SIZE and CHORUS_IFNAME per rank" bash -c \
+    "out=\$('$cluster' run 3 --per-host 2 --timeout 10 -- sh -c 'echo \$CHORUS_RANK/\$CHORUS_WORLD_SIZE \$CHORUS_LOCAL_RANK/\$CHORUS_LOCAL_SIZE \$CHORUS_IFNAME' | sed 's/^\\[[0-9]\\] //' | sort);
+     [[ \$out == \$'0/3 0/2 $p-h0\\n1/3 1/2 $p-h0\\n2/3 0/1 $p-h1' ]]"
 else
   echo "skip - Chorus job checks: $bench or chorus-store not built"
 fi

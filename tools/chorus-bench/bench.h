@@ -22,6 +22,8 @@ struct Config {
   bool check = true;
   std::string jsonPath;
   bool nonBlocking = false;  // time issue + wait of the C++ API instead of the blocking C call
+  bool bound = false;        // --bound: measure memory rates, print bound and %bound per row
+  int boundReps = 5;         // samples per size and kernel (median)
 };
 
 struct Row {
@@ -32,7 +34,35 @@ struct Row {
   double busbw = 0;   // GB/s
   long wrong = 0;     // elements that differed from the expected result, over all ranks
   std::string algo;   // algorithm the library chose for this size
+  double bound = 0;   // --bound: busbw upper bound on one host at this size (GB/s); 0: none
 };
+
+// --bound. Single-core rates measured on rank 0 before the sweep, per size of the sweep:
+//   copy   = S / time of memcpy(dst, src, S)                           (GB/s)
+//   reduce = S / time of a[i] += b[i] over S/4 floats (f32)            (GB/s)
+// Each rank of an all-reduce reduces (N-1)/N of the buffer and copies (N-1)/N of it, so
+//   time >= (N-1)/N * S * (1/reduce + 1/copy) * scale,  scale = max(1, ranks on host / cores)
+//   bound = busbw at that time = 2 / ((1/reduce + 1/copy) * scale)     (GB/s; N cancels)
+struct BoundRates {
+  size_t bytes = 0;
+  double copy = 0;    // GB/s
+  double reduce = 0;  // GB/s
+};
+struct BoundInfo {
+  bool enabled = false;
+  int cores = 0;        // CPUs this process may run on (sched_getaffinity)
+  int ranksOnHost = 0;  // CHORUS_LOCAL_SIZE (or mpirun's), else the world size
+  double scale = 1;     // max(1, ranksOnHost / cores)
+  std::vector<BoundRates> rates;
+};
+
+int coresAvailable();
+int ranksOnThisHost(int worldSize);
+BoundInfo measureBound(const std::vector<size_t>& sizes, int worldSize, int reps);
+double boundBusbw(const BoundInfo& info, size_t bytes);  // 0 when the size was not measured
+
+// The message sizes (bytes) of the sweep, as runSweep uses them.
+std::vector<size_t> sweepBytes(const Config& cfg, int worldSize);
 
 // Runs the sweep collectively; every rank gets the same rows. Timed calls go through the C API
 // (what MPI-style callers use) unless cfg.nonBlocking.
@@ -42,8 +72,8 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
 double busFactor(const std::string& op, int worldSize);
 
 void printTable(const Config& cfg, int worldSize, const std::string& algo,
-                const std::vector<Row>& rows);
+                const std::vector<Row>& rows, const BoundInfo& bound = {});
 void writeJson(const Config& cfg, int worldSize, const std::string& algo,
-               const std::vector<Row>& rows);
+               const std::vector<Row>& rows, const BoundInfo& bound = {});
 
 }  // namespace chorus::bench

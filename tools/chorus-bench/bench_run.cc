@@ -124,7 +124,37 @@ double expectedReduced(size_t i, int n, ReduceOp op) {
   return acc;
 }
 
+struct SweepPoint {
+  size_t total = 0;  // elements in the whole (largest) buffer
+  size_t count = 0;  // elements per rank's contribution
+  size_t bytes = 0;
+};
+
+std::vector<SweepPoint> sweepPoints(const Config& cfg, int n) {
+  const size_t es = sizeOf(cfg.dtype);
+  const bool perRankBlocks = cfg.op == "reduce_scatter" || cfg.op == "all_gather";
+  std::vector<SweepPoint> points;
+  for (double b = static_cast<double>(cfg.minBytes);
+       b <= static_cast<double>(cfg.maxBytes) * 1.0000001; b *= cfg.stepFactor) {
+    SweepPoint p;
+    p.total = static_cast<size_t>(b) / es;
+    if (perRankBlocks) p.total -= p.total % static_cast<size_t>(n);
+    if (p.total == 0) p.total = perRankBlocks ? static_cast<size_t>(n) : 1;
+    p.count = perRankBlocks ? p.total / static_cast<size_t>(n) : p.total;
+    p.bytes = p.total * es;
+    if (p.bytes > cfg.maxBytes + es) break;
+    points.push_back(p);
+  }
+  return points;
+}
+
 }  // namespace
+
+std::vector<size_t> sweepBytes(const Config& cfg, int worldSize) {
+  std::vector<size_t> bytes;
+  for (const SweepPoint& p : sweepPoints(cfg, worldSize)) bytes.push_back(p.bytes);
+  return bytes;
+}
 
 double busFactor(const std::string& op, int n) {
   if (op == "allreduce") return 2.0 * (n - 1) / n;
@@ -141,7 +171,6 @@ void checkStatus(chorus_status s, chorus_comm* c) {
 std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg) {
   const int n = chorus_world_size(c), r = chorus_rank(c);
   const size_t es = sizeOf(cfg.dtype);
-  const bool perRankBlocks = cfg.op == "reduce_scatter" || cfg.op == "all_gather";
   // Buffers sized once for the largest size and touched up front: no page faults while timing.
   std::vector<uint8_t> in(cfg.maxBytes + es), out(cfg.maxBytes + es);
   std::fill(in.begin(), in.end(), 0);
@@ -173,15 +202,11 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
   };
 
   std::vector<Row> rows;
-  for (double b = static_cast<double>(cfg.minBytes);
-       b <= static_cast<double>(cfg.maxBytes) * 1.0000001; b *= cfg.stepFactor) {
+  for (const SweepPoint& p : sweepPoints(cfg, n)) {
     Row row;
-    size_t total = static_cast<size_t>(b) / es;  // elements in the whole (largest) buffer
-    if (perRankBlocks) total -= total % static_cast<size_t>(n);
-    if (total == 0) total = perRankBlocks ? static_cast<size_t>(n) : 1;
-    row.count = perRankBlocks ? total / static_cast<size_t>(n) : total;
-    row.bytes = total * es;
-    if (row.bytes > cfg.maxBytes + es) break;
+    const size_t total = p.total;  // elements in the whole (largest) buffer
+    row.count = p.count;
+    row.bytes = p.bytes;
 
     for (int i = 0; i < cfg.warmup; ++i) issue(row.count);
     std::vector<double> times(static_cast<size_t>(cfg.iters));

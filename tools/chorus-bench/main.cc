@@ -50,6 +50,16 @@ int main(int argc, char** argv) {
   app.add_option("--json", cfg.jsonPath, "also write the rows as JSON to this file");
   app.add_flag("--nonblocking", cfg.nonBlocking,
                "time the C++ API's issue + wait (worker thread) instead of the blocking C call");
+  app.add_flag("--bound", cfg.bound,
+               "all-reduce only: before the sweep, rank 0 measures single-core memcpy (R_copy) "
+               "and f32 a[i] += b[i] (R_reduce) rates at every size of the sweep (bytes per "
+               "second of buffer, reused warm buffers, median of --bound-reps) and adds the "
+               "columns bound = 2 / ((1/R_reduce + 1/R_copy) * max(1, ranks on host / cores)) "
+               "(the busbw at the least time (N-1)/N * S * (1/R_reduce + 1/R_copy) each rank "
+               "needs to reduce and copy (N-1)/N of S bytes) and %bound = busbw / bound; ranks "
+               "on host: CHORUS_LOCAL_SIZE, else the world size");
+  app.add_option("--bound-reps", cfg.boundReps, "samples per size and kernel for --bound")
+      ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
   cfg.check = !noCheck;
 
@@ -72,16 +82,29 @@ int main(int argc, char** argv) {
     if (cfg.minBytes == 0 || cfg.minBytes > cfg.maxBytes) {
       throw std::invalid_argument("need 0 < --min-bytes <= --max-bytes");
     }
+    if (cfg.bound && cfg.op != "allreduce") {
+      throw std::invalid_argument("--bound is defined for --op allreduce only");
+    }
     if (!algo.empty()) setenv("CHORUS_ALGO", algo.c_str(), 1);
     chorus_comm* c = nullptr;
     if (chorus_init_from_env(&c) != CHORUS_OK) throw std::runtime_error(chorus_last_error(nullptr));
     std::unique_ptr<chorus_comm, decltype(&chorus_destroy)> owned(c, &chorus_destroy);
     Communicator& comm = communicatorOf(c);
+    bench::BoundInfo bound;
+    if (cfg.bound) {
+      // Rank 0 measures while the others wait in the barrier (asleep after a short poll).
+      if (comm.rank() == 0) {
+        bound =
+            bench::measureBound(bench::sweepBytes(cfg, comm.size()), comm.size(), cfg.boundReps);
+      }
+      if (chorus_barrier(c) != CHORUS_OK) throw std::runtime_error(chorus_last_error(c));
+    }
     auto rows = bench::runSweep(c, comm, cfg);
     std::string used = comm.options().algorithm;
     if (comm.rank() == 0) {
-      bench::printTable(cfg, comm.size(), used, rows);
-      if (!cfg.jsonPath.empty()) bench::writeJson(cfg, comm.size(), used, rows);
+      for (auto& r : rows) r.bound = bench::boundBusbw(bound, r.bytes);
+      bench::printTable(cfg, comm.size(), used, rows, bound);
+      if (!cfg.jsonPath.empty()) bench::writeJson(cfg, comm.size(), used, rows, bound);
     }
     long wrong = 0;
     for (auto& r : rows) wrong += r.wrong;
