@@ -52,6 +52,21 @@ uint8_t* Segment::data(uint32_t ring) const {
   return reinterpret_cast<uint8_t*>(&control(ring)) + sizeof(RingControl);
 }
 
+void Segment::touchPages(bool write) {
+  // MAP_POPULATE fills this process's page tables, but under some hypervisors the first access
+  // to each page still traps (tens of microseconds); pay that now rather than in the first
+  // collectives.
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  auto* bytes = static_cast<volatile uint8_t*>(base_);
+  for (size_t at = kHeaderBytes; at < bytes_; at += page) {
+    if (write) {
+      bytes[at] = 0;
+    } else {
+      (void)bytes[at];
+    }
+  }
+}
+
 Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t ringBytes) {
   static_assert(sizeof(SegmentHeader) <= kHeaderBytes);
   static_assert(sizeof(RingControl) % kCacheLine == 0);
@@ -79,6 +94,7 @@ Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t 
   h->rings = rings;
   h->ringBytes = ringBytes;
   for (uint32_t i = 0; i < rings; ++i) new (&s.control(i)) RingControl();
+  s.touchPages(true);
   return s;
 }
 
@@ -108,6 +124,7 @@ Segment Segment::open(int pid, int fd, const uint8_t job[16], int rank) {
   }
   // The descriptor is only needed to map; the mapping keeps the memory alive.
   s.fd_.reset();
+  s.touchPages(false);
   return s;
 }
 

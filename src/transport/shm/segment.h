@@ -67,6 +67,7 @@ class Segment {
  private:
   static size_t layoutBytes(uint32_t rings, size_t ringBytes);
   static size_t ringStride(size_t ringBytes);
+  void touchPages(bool write);
   tcp::Fd fd_;
   void* base_ = nullptr;
   size_t bytes_ = 0;
