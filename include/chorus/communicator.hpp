@@ -41,6 +41,10 @@ class Communicator {
   // Algorithm chosen for the most recently issued collective ("ring", "rd", "rhd", "chain",
   // "dissemination", or "none" for a group of one); "" before the first.
   std::string lastAlgorithm() const;
+  // How data to `peer` travels: "shm" (shared memory, same host), "tcp", or "self".
+  std::string transportTo(int peer) const;
+  // Host id of `peer` (Options::hostId, or the one detected).
+  std::string hostOf(int peer) const;
 
   template <class T>
   Work allReduce(std::span<T> inout, ReduceOp op = ReduceOp::kSum) {

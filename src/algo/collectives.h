@@ -8,7 +8,13 @@
 namespace chorus::algo {
 
 // Picks the algorithm for a call. Pure: the same inputs give the same choice on every rank.
-AlgorithmId selectAlgorithm(CollectiveKind kind, size_t bytes, int size, const Options& options);
+// layered: the group spans several hosts with several ranks on some (Topology::layered).
+AlgorithmId selectAlgorithm(CollectiveKind kind, size_t bytes, int size, const Options& options,
+                            bool layered = false);
+
+// All-reduce with a given algorithm (kNone: a group of one).
+void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, size_t count,
+                   DataType dtype, ReduceOp op);
 
 // Executes one collective (blocking, on the calling thread). Throws chorus::Error.
 void run(const Group& g, const Args& args);
@@ -17,6 +23,8 @@ void recursiveDoublingAllReduce(const Group& g, const void* in, void* out, size_
                                 DataType dtype, ReduceOp op);
 void halvingDoublingAllReduce(const Group& g, const void* in, void* out, size_t count,
                               DataType dtype, ReduceOp op);
+void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
+                           ReduceOp op);
 void chainBroadcast(const Group& g, void* buf, size_t bytes, int root);
 void disseminationBarrier(const Group& g);
 

@@ -45,6 +45,8 @@ class Scratch {
   std::vector<transport::Request> recvs_;
 };
 
+struct Hierarchy;
+
 struct Group {
   int rank = 0;
   int size = 1;
@@ -52,6 +54,8 @@ struct Group {
   Scratch* scratch = nullptr;
   std::chrono::milliseconds timeout{300000};
   size_t segmentBytes = 512 * 1024;
+  // Subgroups by host, when the ranks span several hosts with several ranks on some of them.
+  const Hierarchy* hier = nullptr;
 
   // Each wait gets the full timeout: it bounds how long one step may stall, not a whole call.
   void wait(transport::Request& r) const {

@@ -32,6 +32,8 @@ const char* toString(AlgorithmId algo) {
       return "dissemination";
     case AlgorithmId::kHalvingDoubling:
       return "rhd";
+    case AlgorithmId::kHierarchical:
+      return "hier";
   }
   return "unknown-algorithm";
 }

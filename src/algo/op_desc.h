@@ -23,7 +23,8 @@ enum class AlgorithmId : uint8_t {
   kRecursiveDoubling,
   kChain,
   kDissemination,
-  kHalvingDoubling
+  kHalvingDoubling,
+  kHierarchical
 };
 
 const char* toString(CollectiveKind kind);

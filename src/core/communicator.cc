@@ -1,5 +1,7 @@
 #include "core/communicator_impl.h"
 
+#include "algo/hierarchy.h"
+
 #include "core/launch_env.h"
 #include "core/validate.h"
 #include "transport/tcp/mesh.h"
@@ -27,6 +29,10 @@ Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::
   group_.scratch = &scratch_;
   group_.timeout = options.timeout;
   group_.segmentBytes = options.segmentBytes;
+  if (tx_) {
+    hier_ = algo::makeHierarchy(group_, tx_->hosts(), options);
+    group_.hier = hier_.get();
+  }
   worker_ = std::thread([this] { workerLoop(); });
 }
 
@@ -45,7 +51,8 @@ Communicator::Impl::~Impl() {
 
 void Communicator::Impl::prepare(algo::OpDesc& desc, const void* in, const void* out) {
   validateCall(desc, in, out, rank, size);
-  desc.algo = algo::selectAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype), size, options);
+  desc.algo = algo::selectAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype), size, options,
+                                    hier_ != nullptr);
   lastAlgo.store(static_cast<int>(desc.algo), std::memory_order_relaxed);
 }
 
@@ -298,6 +305,26 @@ const Options& Communicator::options() const { return impl_->options; }
 std::string Communicator::lastAlgorithm() const {
   int a = impl_->lastAlgo.load(std::memory_order_relaxed);
   return a < 0 ? std::string() : algo::toString(static_cast<algo::AlgorithmId>(a));
+}
+
+std::string Communicator::transportTo(int peer) const {
+  if (peer < 0 || peer >= impl_->size) {
+    throw Error(ErrorCode::kInvalidArgument, "transportTo: rank " + std::to_string(peer) +
+                                                 " is not in [0, " + std::to_string(impl_->size) +
+                                                 ")");
+  }
+  if (peer == impl_->rank) return "self";
+  return impl_->transport()->pathTo(peer);
+}
+
+std::string Communicator::hostOf(int peer) const {
+  if (peer < 0 || peer >= impl_->size) {
+    throw Error(ErrorCode::kInvalidArgument, "hostOf: rank " + std::to_string(peer) +
+                                                 " is not in [0, " + std::to_string(impl_->size) +
+                                                 ")");
+  }
+  if (!impl_->transport()) return impl_->options.hostId;
+  return impl_->transport()->hosts().at(static_cast<size_t>(peer));
 }
 
 void Communicator::checkSizes(const char* op, size_t expected, size_t got) {

@@ -5,6 +5,7 @@
 
 #include "algo/collectives.h"
 #include "algo/group.h"
+#include "algo/hierarchy.h"
 #include "core/work_state.h"
 #include "transport/transport.h"
 
@@ -37,6 +38,7 @@ struct Communicator::Impl {
   // requestAbort() when another thread is driving the transport.
   void failWith(const Error& cause);
   std::exception_ptr cause() const;
+  const transport::Transport* transport() const { return tx_.get(); }
 
   Options options;
   std::atomic<int> lastAlgo{-1};  // AlgorithmId of the last prepared call, for lastAlgorithm()
@@ -61,6 +63,7 @@ struct Communicator::Impl {
   std::unique_ptr<transport::Transport> tx_;
   algo::Scratch scratch_;
   algo::Group group_;
+  std::unique_ptr<algo::Hierarchy> hier_;  // subgroups by host; null for a flat layout
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

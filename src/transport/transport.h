@@ -57,6 +57,8 @@ class Transport {
 
   // "127.0.0.1:40123" of a peer, for messages.
   virtual std::string peerAddress(int peer) const = 0;
+  // "shm" or "tcp": how data to this peer travels.
+  virtual const char* pathTo(int peer) const = 0;
   // Host id of every rank (Options::hostId): equal strings share a machine.
   virtual const std::vector<std::string>& hosts() const = 0;
 };

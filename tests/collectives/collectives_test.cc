@@ -40,6 +40,10 @@ struct Param {
   int size;
   const char* algo;
   size_t segmentBytes;
+  const char* transport = "auto";
+  // Host of each rank as a letter ("AABB": ranks 0, 1 on one host, 2, 3 on another); empty: all
+  // ranks on this host.
+  const char* layout = "";
 };
 
 class Collectives : public ::testing::TestWithParam<Param> {
@@ -48,9 +52,17 @@ class Collectives : public ::testing::TestWithParam<Param> {
     Options o = testOptions();
     o.algorithm = GetParam().algo;
     o.segmentBytes = GetParam().segmentBytes;
+    o.transport = GetParam().transport;
     return o;
   }
   int size() const { return GetParam().size; }
+  void expectRanks(int n, const std::function<void(Communicator&)>& body, Options o) const {
+    std::string layout = GetParam().layout;
+    if (layout.empty()) return testing::expectRanks(n, body, o);
+    std::vector<std::string> hosts;
+    for (char h : layout) hosts.push_back(std::string("host-") + h);
+    testing::expectRanksOn(hosts, body, o);
+  }
 };
 
 void allReduceCase(Communicator& c, DataType t, ReduceOp op, size_t count, bool inPlace) {
@@ -237,13 +249,29 @@ std::vector<Param> params() {
   for (int n : {3, 4, 5, 8}) p.push_back({n, "rd", 512 * 1024});
   for (int n : {2, 3, 4, 5, 8}) p.push_back({n, "rhd", 512 * 1024});
   for (int n : {4, 6}) p.push_back({n, "rhd", 4096});  // several segments per halving step
+  for (int n : {2, 3, 5}) p.push_back({n, "auto", 512 * 1024, "tcp"});
+  p.push_back({4, "ring", 4096, "tcp"});
+  // Hierarchical layouts: even (contiguous and interleaved ranks), uneven, one rank alone.
+  for (const char* layout : {"AABB", "ABAB", "AAABBB", "AABBCCDD", "AAB", "ABBBA", "AABBBCC"}) {
+    const int n = static_cast<int>(std::string(layout).size());
+    p.push_back({n, "hier", 512 * 1024, "auto", layout});
+  }
+  p.push_back({6, "hier", 4096, "auto", "AAABBB"});  // segments within each phase
+  p.push_back({4, "auto", 512 * 1024, "auto", "AABB"});
+  p.push_back({4, "auto", 512 * 1024, "tcp", "AABB"});  // hierarchy over TCP only
   return p;
 }
 
 INSTANTIATE_TEST_SUITE_P(, Collectives, ::testing::ValuesIn(params()),
                          [](const ::testing::TestParamInfo<Param>& i) {
-                           return "n" + std::to_string(i.param.size) + "_" + i.param.algo + "_seg" +
-                                  std::to_string(i.param.segmentBytes);
+                           std::string name = "n" + std::to_string(i.param.size) + "_" +
+                                              i.param.algo + "_seg" +
+                                              std::to_string(i.param.segmentBytes);
+                           if (std::string(i.param.transport) != "auto") {
+                             name += std::string("_") + i.param.transport;
+                           }
+                           if (*i.param.layout) name += std::string("_") + i.param.layout;
+                           return name;
                          });
 
 TEST(CollectivesLarge, AllReduce64MiB) {

@@ -15,6 +15,14 @@ Options testOptions(std::chrono::milliseconds timeout) {
 
 std::vector<std::string> runRanks(int size, const std::function<void(Communicator&)>& body,
                                   Options options) {
+  return runRanksOn(std::vector<std::string>(static_cast<size_t>(size), options.hostId), body,
+                    options);
+}
+
+std::vector<std::string> runRanksOn(const std::vector<std::string>& hostIds,
+                                    const std::function<void(Communicator&)>& body,
+                                    Options options) {
+  const int size = static_cast<int>(hostIds.size());
   auto store = makeHashStore();
   std::mutex mu;
   std::vector<std::string> errors;
@@ -22,7 +30,9 @@ std::vector<std::string> runRanks(int size, const std::function<void(Communicato
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto comm = Communicator::create(store, r, size, options);
+        Options mine = options;
+        mine.hostId = hostIds[static_cast<size_t>(r)];
+        auto comm = Communicator::create(store, r, size, mine);
         body(*comm);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(mu);
@@ -36,6 +46,12 @@ std::vector<std::string> runRanks(int size, const std::function<void(Communicato
 
 void expectRanks(int size, const std::function<void(Communicator&)>& body, Options options) {
   auto errors = runRanks(size, body, options);
+  for (const auto& e : errors) ADD_FAILURE() << e;
+}
+
+void expectRanksOn(const std::vector<std::string>& hostIds,
+                   const std::function<void(Communicator&)>& body, Options options) {
+  auto errors = runRanksOn(hostIds, body, options);
   for (const auto& e : errors) ADD_FAILURE() << e;
 }
 

@@ -20,6 +20,14 @@ Options testOptions(std::chrono::milliseconds timeout = std::chrono::seconds(20)
 std::vector<std::string> runRanks(int size, const std::function<void(Communicator&)>& body,
                                   Options options = testOptions());
 
+// Same, with rank r on host hostIds[r] (Options::hostId): ranks on one host use shared memory,
+// the others TCP, and the hierarchical algorithms see that layout.
+std::vector<std::string> runRanksOn(const std::vector<std::string>& hostIds,
+                                    const std::function<void(Communicator&)>& body,
+                                    Options options = testOptions());
+void expectRanksOn(const std::vector<std::string>& hostIds,
+                   const std::function<void(Communicator&)>& body, Options options = testOptions());
+
 // runRanks + EXPECT that no rank failed.
 void expectRanks(int size, const std::function<void(Communicator&)>& body,
                  Options options = testOptions());

@@ -66,11 +66,36 @@ TEST(Options, DefaultsAndOverrides) {
   EXPECT_EQ(o.mediumBytes, 1048576u);
 }
 
+TEST(Options, TransportAndHostSettings) {
+  ScopedEnv env;
+  for (const char* v : {"CHORUS_TRANSPORT", "CHORUS_HOST_ID", "CHORUS_SHM_RING_BYTES",
+                        "CHORUS_SHM_SINGLE_COPY_BYTES"}) {
+    env.set(v, nullptr);
+  }
+  Options d = Options::fromEnv();
+  EXPECT_EQ(d.transport, "auto");
+  EXPECT_EQ(d.hostId, "");
+  EXPECT_EQ(d.shmRingBytes, 1024u * 1024);
+  EXPECT_EQ(d.shmSingleCopyBytes, 0u);
+  env.set("CHORUS_TRANSPORT", "tcp");
+  env.set("CHORUS_HOST_ID", "rack1-node7");
+  env.set("CHORUS_SHM_RING_BYTES", "65536");
+  env.set("CHORUS_SHM_SINGLE_COPY_BYTES", "1048576");
+  env.set("CHORUS_ALGO", "hier");
+  Options o = Options::fromEnv();
+  EXPECT_EQ(o.transport, "tcp");
+  EXPECT_EQ(o.hostId, "rack1-node7");
+  EXPECT_EQ(o.shmRingBytes, 65536u);
+  EXPECT_EQ(o.shmSingleCopyBytes, 1048576u);
+  EXPECT_EQ(o.algorithm, "hier");
+}
+
 TEST(Options, MalformedValuesAreClearErrors) {
   const std::pair<const char*, const char*> bad[] = {
       {"CHORUS_TIMEOUT", "soon"},    {"CHORUS_TIMEOUT", "-1"},
       {"CHORUS_ALGO", "fastest"},    {"CHORUS_SEGMENT_BYTES", "12abc"},
-      {"CHORUS_SEGMENT_BYTES", "1"}, {"CHORUS_MEDIUM_BYTES", "lots"}};
+      {"CHORUS_SEGMENT_BYTES", "1"}, {"CHORUS_MEDIUM_BYTES", "lots"},
+      {"CHORUS_TRANSPORT", "rdma"},  {"CHORUS_SHM_RING_BYTES", "100"}};
   for (auto [name, value] : bad) {
     ScopedEnv env;
     env.set(name, value);

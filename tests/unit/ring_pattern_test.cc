@@ -1,6 +1,9 @@
 // Pure rank arithmetic of the ring and recursive doubling.
 #include "algo/ring_pattern.h"
 #include "algo/collectives.h"
+#include "algo/topology.h"
+
+#include <chorus/error.hpp>
 
 #include <gtest/gtest.h>
 
@@ -77,6 +80,39 @@ TEST(RingPattern, RecursiveDoublingLayout) {
     }
     EXPECT_EQ(cores.size(), static_cast<size_t>(l.p2));
   }
+}
+
+TEST(Topology, HostsNumberedByLowestRankAndLocalRanksInOrder) {
+  Topology t = topologyOf({"b", "a", "b", "a"});
+  ASSERT_EQ(t.hostCount(), 2);
+  EXPECT_EQ(t.hosts[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ(t.hosts[1], (std::vector<int>{1, 3}));
+  EXPECT_EQ(t.hostOf, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(t.localRank, (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_TRUE(t.even);
+  EXPECT_TRUE(t.layered());
+
+  Topology u = topologyOf({"x", "x", "y", "y", "y"});
+  EXPECT_FALSE(u.even);
+  EXPECT_EQ(u.maxLocal(), 3);
+  EXPECT_TRUE(u.layered());
+  EXPECT_FALSE(topologyOf({"x", "x", "x"}).layered());  // one host
+  EXPECT_FALSE(topologyOf({"x", "y", "z"}).layered());  // one rank per host
+  EXPECT_FALSE(topologyOf({}).layered());
+}
+
+TEST(Select, HierarchicalAcrossLayeredHostsOnly) {
+  Options o;
+  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 1 << 20, 4, o, true),
+            AlgorithmId::kHierarchical);
+  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 8, 4, o, true),
+            AlgorithmId::kRecursiveDoubling);
+  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 1 << 20, 4, o, false), AlgorithmId::kRing);
+  o.algorithm = "ring";  // forced: flat even across hosts
+  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 1 << 20, 4, o, true), AlgorithmId::kRing);
+  o.algorithm = "hier";
+  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 8, 4, o, true), AlgorithmId::kHierarchical);
+  EXPECT_THROW(selectAlgorithm(CollectiveKind::kAllReduce, 8, 4, o, false), Error);
 }
 
 TEST(Select, IsDeterministicAndHonoursOverrides) {

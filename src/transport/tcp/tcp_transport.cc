@@ -22,6 +22,7 @@ constexpr uint64_t kListenerKey = ~uint64_t{0} - 1;
 constexpr std::chrono::milliseconds kTimeoutGrace{1000};
 // Shared-memory polls between two epoll checks while spinning.
 constexpr int kSharedPolls = 32;
+constexpr int kSharedPollsAlone = 1024;
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -89,6 +90,7 @@ void TcpTransport::attachSharedMemory(shm::Segment self, std::vector<SharedLink>
     l.shm = std::make_unique<shm::Channel>(s.config);
     sharedPeers_.push_back(s.peer);
   }
+  onlyShared_ = static_cast<int>(sharedPeers_.size()) == size_ - 1;
 }
 
 bool TcpTransport::sharedBusy() const {
@@ -276,13 +278,19 @@ void TcpTransport::progress(Deadline deadline) {
     // With more ranks than cores, each poll gives the core to a rank that has work (the peer
     // this rank waits for, often), as a sleep would, but without the wake-up latency after it.
     auto until = Clock::now() + spin_.duration;
-    while ((n = ::epoll_wait(epoll_.get(), events, 64, 0)) == 0) {
+    // With every peer on shared memory the sockets only carry rare control frames: look at them
+    // every few microseconds rather than at every poll (a system call costs more than the
+    // round trip of a small message here).
+    // Ranks that outnumber the cores give theirs away after a few polls instead.
+    const int polls = spin_.yield ? 4 : onlyShared_ ? kSharedPollsAlone : kSharedPolls;
+    for (;;) {
       if (shared) {
-        for (int i = 0; i < kSharedPolls; ++i) {
+        for (int i = 0; i < polls; ++i) {
           if (pumpShared()) return;
           cpuRelax();
         }
       }
+      if ((n = ::epoll_wait(epoll_.get(), events, 64, 0)) != 0) break;
       if (Clock::now() >= until) break;
       if (spin_.yield) sched_yield();
     }

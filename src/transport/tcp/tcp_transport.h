@@ -57,6 +57,9 @@ class TcpTransport final : public Transport {
   void close() noexcept override;
   std::string peerAddress(int peer) const override;
   const std::vector<std::string>& hosts() const override { return hosts_; }
+  const char* pathTo(int peer) const override {
+    return peer >= 0 && peer < size_ && links_[static_cast<size_t>(peer)].shm ? "shm" : "tcp";
+  }
 
   void setHosts(std::vector<std::string> hosts) { hosts_ = std::move(hosts); }
   // Moves the data of these peers to shared memory; self holds this rank's outgoing rings.
@@ -160,6 +163,7 @@ class TcpTransport final : public Transport {
   std::vector<std::string> hosts_;
   shm::Segment shmSelf_;
   std::vector<int> sharedPeers_;
+  bool onlyShared_ = false;  // every peer is on shared memory
 };
 
 }  // namespace chorus::transport::tcp

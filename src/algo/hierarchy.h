@@ -1,0 +1,34 @@
+// The subgroups of a communicator that spans several hosts: this rank's host, and the ranks
+// that carry this rank's share of the traffic between hosts.
+#pragma once
+
+#include "algo/group.h"
+#include "algo/sub_transport.h"
+#include "algo/topology.h"
+
+#include <chorus/options.hpp>
+
+#include <memory>
+
+namespace chorus::algo {
+
+struct Hierarchy {
+  Topology topo;
+  int hostIndex = 0;
+  // The ranks of this host, in rank order.
+  std::unique_ptr<SubTransport> localTx;
+  Group local;
+  // Even layout: local rank j of every host (each pair of hosts exchanges L slices in
+  // parallel). Uneven layout: local rank 0 of every host (the host's leader); empty elsewhere.
+  std::unique_ptr<SubTransport> crossTx;
+  Group cross;
+  bool inCross = false;
+  // Thresholds for the algorithm chosen inside the subgroups (always automatic there).
+  Options subOptions;
+};
+
+// Builds the subgroups of g from every rank's host id; nullptr when the layout is flat.
+std::unique_ptr<Hierarchy> makeHierarchy(const Group& g, const std::vector<std::string>& hostIds,
+                                         const Options& options);
+
+}  // namespace chorus::algo

@@ -1,0 +1,209 @@
+// The shared-memory transport and the hierarchical layout, over thread-ranks: which path each
+// pair takes, forced choices, ring wrap-around and single-copy messages, and no growth of file
+// descriptors or memory over many collectives.
+#include "collectives/reference.h"
+#include "harness/thread_ranks.h"
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+
+#include <fstream>
+#include <mutex>
+#include <stdexcept>
+
+namespace chorus::testing {
+namespace {
+
+std::vector<std::string> hostsOf(const std::string& layout) {
+  std::vector<std::string> hosts;
+  for (char h : layout) hosts.push_back(std::string("host-") + h);
+  return hosts;
+}
+
+// Sum all-reduce of `count` i32 with a reference check.
+void checkedAllReduce(Communicator& c, size_t count, uint32_t salt = 0) {
+  const int n = c.size();
+  std::vector<Buffer> inputs;
+  for (int r = 0; r < n; ++r)
+    inputs.push_back(makeInput(DataType::kI32, ReduceOp::kSum, r, count, salt));
+  Buffer want = reduceReference(DataType::kI32, ReduceOp::kSum, inputs, count);
+  Buffer got = inputs[static_cast<size_t>(c.rank())];
+  c.allReduce(got.data(), got.data(), count, DataType::kI32, ReduceOp::kSum).wait();
+  long i = firstDifference(got.data(), want.data(), count, 4);
+  if (i >= 0) {
+    throw std::runtime_error("allreduce of " + std::to_string(count) + " on rank " +
+                             std::to_string(c.rank()) + ": element " + std::to_string(i) +
+                             " differs from the reference");
+  }
+}
+
+TEST(SharedMemory, SameHostPairsUseSharedMemoryOthersTcp) {
+  std::mutex mu;
+  std::vector<std::string> seen(4);
+  expectRanksOn(hostsOf("AABB"), [&](Communicator& c) {
+    std::string paths;
+    for (int p = 0; p < c.size(); ++p) paths += c.transportTo(p) + " ";
+    std::lock_guard<std::mutex> lock(mu);
+    seen[static_cast<size_t>(c.rank())] = paths;
+  });
+  EXPECT_EQ(seen[0], "self shm tcp tcp ");
+  EXPECT_EQ(seen[1], "shm self tcp tcp ");
+  EXPECT_EQ(seen[2], "tcp tcp self shm ");
+  EXPECT_EQ(seen[3], "tcp tcp shm self ");
+}
+
+TEST(SharedMemory, ForcedTcpOnOneHost) {
+  Options o = testOptions();
+  o.transport = "tcp";
+  expectRanks(
+      3,
+      [&](Communicator& c) {
+        for (int p = 0; p < c.size(); ++p) {
+          if (p != c.rank() && c.transportTo(p) != "tcp") throw std::runtime_error("not tcp");
+        }
+        checkedAllReduce(c, 1031);
+      },
+      o);
+}
+
+TEST(SharedMemory, ForcedSharedMemoryAcrossHostsIsAClearError) {
+  Options o = testOptions(std::chrono::milliseconds(3000));
+  o.transport = "shm";
+  auto errors = runRanksOn(
+      hostsOf("AB"), [](Communicator&) {}, o);
+  ASSERT_EQ(errors.size(), 2u);
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("CHORUS_TRANSPORT=shm"), std::string::npos) << e;
+    EXPECT_NE(e.find("host-"), std::string::npos) << e;
+  }
+}
+
+TEST(SharedMemory, HierarchicalIsChosenAcrossHostsAndRefusedOnOne) {
+  expectRanksOn(hostsOf("AABB"), [](Communicator& c) {
+    checkedAllReduce(c, 100000);
+    if (c.lastAlgorithm() != "hier") throw std::runtime_error("chose " + c.lastAlgorithm());
+    checkedAllReduce(c, 3);  // small: latency-optimal flat algorithm
+    if (c.lastAlgorithm() != "rd") throw std::runtime_error("chose " + c.lastAlgorithm());
+  });
+  Options o = testOptions();
+  o.algorithm = "hier";
+  expectRanks(
+      2,
+      [](Communicator& c) {
+        try {
+          checkedAllReduce(c, 10);
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::kInvalidArgument ||
+              std::string(e.what()).find("hier") == std::string::npos) {
+            throw;
+          }
+          return;
+        }
+        throw std::runtime_error("CHORUS_ALGO=hier on one host was accepted");
+      },
+      o);
+}
+
+// A ring of one page: every message larger than the ring streams through it, wrapping many
+// times, with payloads that are not multiples of a cache line.
+TEST(SharedMemory, TinyRingWrapsCorrectly) {
+  Options o = testOptions();
+  o.shmRingBytes = 4096;
+  o.segmentBytes = 3000;
+  expectRanks(
+      3,
+      [](Communicator& c) {
+        for (size_t count : {size_t{1}, size_t{13}, size_t{1000}, size_t{65537}, size_t{300007}}) {
+          checkedAllReduce(c, count, static_cast<uint32_t>(count));
+        }
+      },
+      o);
+}
+
+// Messages of at least 1 byte are read straight from the sender (where the kernel allows it).
+TEST(SharedMemory, SingleCopyMessages) {
+  Options o = testOptions();
+  o.shmSingleCopyBytes = 1;
+  expectRanks(
+      4,
+      [](Communicator& c) {
+        for (size_t count : {size_t{1}, size_t{777}, size_t{262147}}) {
+          checkedAllReduce(c, count, static_cast<uint32_t>(count));
+        }
+        std::vector<int64_t> all(static_cast<size_t>(c.size()) * 5);
+        std::vector<int64_t> mine(5, c.rank() * 10);
+        c.allGather(std::span<const int64_t>(mine), std::span<int64_t>(all)).wait();
+        for (size_t i = 0; i < all.size(); ++i) {
+          if (all[i] != static_cast<int64_t>(i / 5) * 10) throw std::runtime_error("allgather");
+        }
+      },
+      o);
+}
+
+long openDescriptors() {
+  long n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+long residentKiB() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+// 10,000 consecutive collectives on shared memory and on a hierarchical layout: the number of
+// open descriptors must not change and the resident memory must stay put.
+TEST(SharedMemory, NoGrowthOverTenThousandCollectives) {
+  for (const char* layout : {"AA", "AABB"}) {
+    SCOPED_TRACE(layout);
+    std::mutex mu;
+    long fdsBefore = 0, fdsAfter = 0, rssBefore = 0, rssAfter = 0;
+    Options o = testOptions();
+    o.smallBytes = 0;  // every all-reduce on AABB takes the hierarchical path
+    auto sync = [](Communicator& c) { c.barrier().wait(); };
+    expectRanksOn(
+        hostsOf(layout),
+        [&](Communicator& c) {
+          std::vector<float> v(64, 1.0f);
+          for (int i = 0; i < 200; ++i) c.allReduce(std::span<float>(v)).wait();
+          sync(c);
+          if (c.rank() == 0) {
+            std::lock_guard<std::mutex> lock(mu);
+            fdsBefore = openDescriptors();
+            rssBefore = residentKiB();
+          }
+          sync(c);
+          for (int i = 0; i < 10000; ++i) {
+            if (i % 3 == 0) {
+              c.allReduce(std::span<float>(v)).wait();
+            } else if (i % 3 == 1) {
+              c.broadcast(std::span<float>(v), i % c.size()).wait();
+            } else {
+              c.barrier().wait();
+            }
+          }
+          sync(c);
+          if (c.rank() == 0) {
+            std::lock_guard<std::mutex> lock(mu);
+            fdsAfter = openDescriptors();
+            rssAfter = residentKiB();
+          }
+          sync(c);
+        },
+        o);
+    EXPECT_EQ(fdsAfter, fdsBefore);
+    EXPECT_LT(rssAfter - rssBefore, 4096)
+        << "KiB resident before " << rssBefore << ", after " << rssAfter;
+  }
+}
+
+}  // namespace
+}  // namespace chorus::testing
