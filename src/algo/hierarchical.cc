@@ -14,7 +14,10 @@
 
 #include <chorus/error.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 namespace chorus::algo {
 
@@ -33,6 +36,7 @@ std::unique_ptr<Hierarchy> makeHierarchy(const Group& g, const std::vector<std::
     while (members[static_cast<size_t>(rank)] != me) ++rank;
     sub = g;
     sub.hier = nullptr;
+    sub.scratch = &sub == &h->local ? &h->localScratch : &h->crossScratch;
     sub.rank = rank;
     sub.size = static_cast<int>(members.size());
     tx = std::make_unique<SubTransport>(g.tx, std::move(members));
@@ -59,6 +63,112 @@ void runSub(const Hierarchy& h, const Group& sub, const void* in, void* out, siz
   allReduceWith(sub, algo, in, out, count, dtype, op);
 }
 
+// Large buffers on an even layout, in K chunks: while chunk k crosses the network, the host
+// reduces chunk k+1 and gathers chunk k-1, so the local phases hide behind the network instead of
+// adding to it. The host's rings run in one fixed order on every rank (RS0, RS1, AG0, RS2, AG1,
+// ..., AG(K-1)) and the cross-host rings in chunk order, so messages between any two ranks keep
+// the same order on both sides; the two kinds have no peer in common.
+void pipelinedAllReduce(const Group& g, const Hierarchy& h, const void* in, void* out,
+                        size_t count, DataType dtype, ReduceOp op, int chunks) {
+  const size_t esize = sizeOf(dtype);
+  const ReduceOp partial = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  const auto* src = static_cast<const uint8_t*>(in);
+  auto* dst = static_cast<uint8_t*>(out);
+  struct Chunk {
+    size_t offset, count;     // elements of the buffer
+    size_t sliceOffset = 0;   // this rank's slice, in elements of the buffer
+    size_t sliceCount = 0;
+    bool reduced = false;     // local reduce-scatter done
+    bool crossed = false;     // cross-host all-reduce done
+  };
+  std::vector<Chunk> cs;
+  for (int k = 0; k < chunks; ++k) {
+    Block b = balancedBlock(count, chunks, k);
+    Block mine = balancedBlock(b.count, h.local.size, h.local.rank);
+    cs.push_back(Chunk{b.offset, b.count, b.offset + mine.offset, mine.count});
+  }
+  struct LocalStep {
+    bool gather;
+    int chunk;
+  };
+  std::vector<LocalStep> order{{false, 0}};
+  for (int k = 1; k < chunks; ++k) {
+    order.push_back({false, k});
+    order.push_back({true, k - 1});
+  }
+  order.push_back({true, chunks - 1});
+
+  std::optional<RingTask> local, cross;
+  size_t nextLocal = 0;
+  int localChunk = -1, crossChunk = -1, nextCross = 0;
+  auto stalledSince = Clock::now();
+  while (nextLocal < order.size() || local || nextCross < chunks || cross) {
+    bool progressed = false;
+    if (!local && nextLocal < order.size()) {
+      const LocalStep& st = order[nextLocal];
+      Chunk& c = cs[static_cast<size_t>(st.chunk)];
+      if (!st.gather || c.crossed) {
+        RingSpec r;
+        r.in = src + c.offset * esize;
+        r.acc = dst + c.offset * esize;
+        r.own = dst + c.sliceOffset * esize;
+        r.totalCount = c.count;
+        r.dtype = dtype;
+        r.op = partial;
+        r.reduce = !st.gather;
+        r.gather = st.gather;
+        if (st.gather) r.in = nullptr;
+        local.emplace(h.local, r);
+        localChunk = st.chunk;
+      }
+    }
+    if (local) {
+      progressed |= local->advance();
+      if (local->done()) {
+        if (!order[nextLocal].gather) cs[static_cast<size_t>(localChunk)].reduced = true;
+        local.reset();
+        ++nextLocal;
+        progressed = true;
+      }
+    }
+    if (!cross && nextCross < chunks && cs[static_cast<size_t>(nextCross)].reduced) {
+      Chunk& c = cs[static_cast<size_t>(nextCross)];
+      uint8_t* slice = dst + c.sliceOffset * esize;
+      RingSpec r;
+      r.in = slice;
+      r.acc = slice;
+      r.own = slice + balancedBlock(c.sliceCount, h.cross.size, h.cross.rank).offset * esize;
+      r.totalCount = c.sliceCount;
+      r.dtype = dtype;
+      r.op = partial;
+      cross.emplace(h.cross, r);
+      crossChunk = nextCross++;
+    }
+    if (cross) {
+      progressed |= cross->advance();
+      if (cross->done()) {
+        Chunk& c = cs[static_cast<size_t>(crossChunk)];
+        if (op == ReduceOp::kAvg && c.sliceCount > 0) {
+          reduce::divide(dst + c.sliceOffset * esize, c.sliceCount, dtype, g.size);
+        }
+        c.crossed = true;
+        cross.reset();
+        progressed = true;
+      }
+    }
+    if (progressed) {
+      stalledSince = Clock::now();
+      continue;
+    }
+    if (Clock::now() - stalledSince > g.timeout) {
+      // Let the transport name the rank that is missing.
+      transport::Request& r = cross ? cross->blocker() : local->blocker();
+      g.tx->wait(r, Deadline::after(std::chrono::milliseconds(0)));
+    }
+    g.tx->poll(Deadline::after(std::chrono::milliseconds(100)));
+  }
+}
+
 }  // namespace
 
 void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
@@ -77,6 +187,15 @@ void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t cou
       if (op == ReduceOp::kAvg) reduce::divide(data, count, dtype, g.size);
     }
     if (h.local.size > 1) chainBroadcast(h.local, data, count * esize, 0);
+    return;
+  }
+
+  // Pipelining pays from a few MiB on: each chunk's slices should still fill TCP segments.
+  constexpr size_t kChunkBytes = 4u << 20;
+  const size_t bytes = count * esize;
+  if (bytes >= 2 * kChunkBytes) {
+    int chunks = static_cast<int>(std::min<size_t>(8, bytes / kChunkBytes));
+    pipelinedAllReduce(g, h, in, out, count, dtype, op, chunks);
     return;
   }
 

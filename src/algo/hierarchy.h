@@ -25,6 +25,9 @@ struct Hierarchy {
   bool inCross = false;
   // Thresholds for the algorithm chosen inside the subgroups (always automatic there).
   Options subOptions;
+  // Each subgroup reduces into its own slots: their rings run interleaved.
+  Scratch localScratch;
+  Scratch crossScratch;
 };
 
 // Builds the subgroups of g from every rank's host id; nullptr when the layout is flat.

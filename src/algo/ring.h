@@ -5,6 +5,8 @@
 #include "algo/group.h"
 #include "reduce/reduce.h"
 
+#include <vector>
+
 namespace chorus::algo {
 
 // The buffers are seen as size() blocks (balancedBlock of totalCount, or equal blocks of
@@ -21,6 +23,54 @@ struct RingSpec {
   bool gather = true;  // run the all-gather phase
 };
 
+// Runs the ring to completion on the calling thread.
 void ringRun(const Group& g, const RingSpec& spec);
+
+// The same ring as a task that advances without blocking, so that rings over groups with
+// disjoint peers (a host's ranks, and the ranks that link hosts) run interleaved on one thread.
+// Uses g.scratch for its reduction slots: concurrent tasks need different Scratch objects.
+class RingTask {
+ public:
+  RingTask(const Group& g, const RingSpec& spec);
+  // Handles every receive that has arrived, in order, and posts what depends on it (the first
+  // call posts the initial window). Returns true when it did anything.
+  bool advance();
+  bool done() const { return finished_; }
+  // The request the task needs next (for a blocking wait or a timeout message).
+  transport::Request& blocker();
+
+ private:
+  struct Unit {
+    bool reducing;       // reduce-scatter step (receive into a slot, then reduce)
+    bool last;           // last reduce-scatter step: the result is final
+    const uint8_t* src;  // what this unit sends
+    size_t sendBytes;
+    uint8_t* dst;         // reduce: where a op slot goes; gather: where the bytes land
+    const uint8_t* mine;  // reduce: this rank's contribution to the received segment
+    size_t recvBytes;
+    int slot;
+  };
+  void postRecvs();
+  void postSend(size_t i);
+
+  Group g_;
+  RingSpec s_;
+  size_t esize_ = 1;
+  size_t segs_ = 1;
+  size_t total_ = 0;
+  int prev_ = 0, next_ = 0;
+  size_t slotBytes_ = 0;
+  int window_ = 2;
+  uint8_t* slots_ = nullptr;
+  std::vector<Unit> units_;
+  std::vector<transport::Request> sends_, recvs_;
+  reduce::ReduceFn fn_ = nullptr;
+  bool started_ = false;
+  bool finished_ = false;
+  size_t v_ = 0;  // next unit to complete
+  size_t nextRecv_ = 0;
+  int slotsInUse_ = 0, nextSlot_ = 0;
+  size_t sendsChecked_ = 0;  // sends known complete, in order, once all units are through
+};
 
 }  // namespace chorus::algo

@@ -28,6 +28,7 @@ class SubTransport final : public transport::Transport {
     parent_->postRecv(r, members_.at(static_cast<size_t>(peer)), data, bytes, step);
   }
   void wait(transport::Request& r, Deadline deadline) override { parent_->wait(r, deadline); }
+  void poll(Deadline deadline) override { parent_->poll(deadline); }
   // Lifetime and failure belong to the parent.
   void interrupt() noexcept override {}
   void abort(const Error&) noexcept override {}

@@ -46,6 +46,8 @@ class Transport {
   virtual void postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) = 0;
   // Drives I/O until r is done. Throws kTimeout if nothing completes it before the deadline.
   virtual void wait(Request& r, Deadline deadline) = 0;
+  // Drives I/O once: returns after something happened or at the deadline (no error then).
+  virtual void poll(Deadline deadline) = 0;
 
   // Makes a wait on another thread throw Error(kAborted) promptly. Thread-safe, never blocks.
   virtual void interrupt() noexcept = 0;

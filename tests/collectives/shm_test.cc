@@ -105,6 +105,34 @@ TEST(SharedMemory, HierarchicalIsChosenAcrossHostsAndRefusedOnOne) {
       o);
 }
 
+// From 8 MiB on, the hierarchical all-reduce runs in chunks, with the host's rings interleaved
+// with the cross-host rings: check it on even layouts, contiguous and interleaved, with every op
+// on awkward counts.
+TEST(SharedMemory, PipelinedHierarchicalAllReduce) {
+  for (const char* layout : {"AABB", "ABAB", "AAABBB"}) {
+    SCOPED_TRACE(layout);
+    expectRanksOn(hostsOf(layout), [](Communicator& c) {
+      checkedAllReduce(c, 3000017, 7);  // 12 MB: 2 chunks
+      if (c.lastAlgorithm() != "hier") throw std::runtime_error("chose " + c.lastAlgorithm());
+      const size_t count = 2100011;  // f64: 16.8 MB, 4 chunks
+      const int n = c.size();
+      for (ReduceOp op : {ReduceOp::kAvg, ReduceOp::kMax}) {
+        std::vector<Buffer> inputs;
+        for (int r = 0; r < n; ++r) inputs.push_back(makeInput(DataType::kF64, op, r, count, 3));
+        Buffer want = reduceReference(DataType::kF64, op, inputs, count);
+        Buffer got(want.size());
+        const Buffer& mine = inputs[static_cast<size_t>(c.rank())];
+        c.allReduce(mine.data(), got.data(), count, DataType::kF64, op).wait();
+        long i = firstDifference(got.data(), want.data(), count, 8);
+        if (i >= 0) {
+          throw std::runtime_error(std::string(toString(op)) + ": element " + std::to_string(i) +
+                                   " differs from the reference");
+        }
+      }
+    });
+  }
+}
+
 // A ring of one page: every message larger than the ring streams through it, wrapping many
 // times, with payloads that are not multiples of a cache line.
 TEST(SharedMemory, TinyRingWrapsCorrectly) {

@@ -52,6 +52,7 @@ class TcpTransport final : public Transport {
   void postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) override;
   void postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) override;
   void wait(Request& r, Deadline deadline) override;
+  void poll(Deadline deadline) override { progress(deadline); }
   void interrupt() noexcept override;
   void abort(const Error& cause) noexcept override;
   void close() noexcept override;
