@@ -8,9 +8,10 @@
 namespace chorus::algo {
 
 // Picks the algorithm for a call. Pure: the same inputs give the same choice on every rank.
-// layered: the group spans several hosts with several ranks on some (Topology::layered).
+// layered: the group spans several hosts with several ranks on some (Topology::layered);
+// shared: every peer is reached through shared memory (one host).
 AlgorithmId selectAlgorithm(CollectiveKind kind, size_t bytes, int size, const Options& options,
-                            bool layered = false);
+                            bool layered = false, bool shared = false);
 
 // All-reduce with a given algorithm (kNone: a group of one).
 void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, size_t count,
@@ -23,6 +24,10 @@ void recursiveDoublingAllReduce(const Group& g, const void* in, void* out, size_
                                 DataType dtype, ReduceOp op);
 void halvingDoublingAllReduce(const Group& g, const void* in, void* out, size_t count,
                               DataType dtype, ReduceOp op);
+void oneShotAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
+                      ReduceOp op);
+void twoShotAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
+                      ReduceOp op);
 void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
                            ReduceOp op);
 void chainBroadcast(const Group& g, void* buf, size_t bytes, int root);

@@ -68,18 +68,18 @@ void runSub(const Hierarchy& h, const Group& sub, const void* in, void* out, siz
 // adding to it. The host's rings run in one fixed order on every rank (RS0, RS1, AG0, RS2, AG1,
 // ..., AG(K-1)) and the cross-host rings in chunk order, so messages between any two ranks keep
 // the same order on both sides; the two kinds have no peer in common.
-void pipelinedAllReduce(const Group& g, const Hierarchy& h, const void* in, void* out,
-                        size_t count, DataType dtype, ReduceOp op, int chunks) {
+void pipelinedAllReduce(const Group& g, const Hierarchy& h, const void* in, void* out, size_t count,
+                        DataType dtype, ReduceOp op, int chunks) {
   const size_t esize = sizeOf(dtype);
   const ReduceOp partial = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
   struct Chunk {
-    size_t offset, count;     // elements of the buffer
-    size_t sliceOffset = 0;   // this rank's slice, in elements of the buffer
+    size_t offset, count;    // elements of the buffer
+    size_t sliceOffset = 0;  // this rank's slice, in elements of the buffer
     size_t sliceCount = 0;
-    bool reduced = false;     // local reduce-scatter done
-    bool crossed = false;     // cross-host all-reduce done
+    bool reduced = false;  // local reduce-scatter done
+    bool crossed = false;  // cross-host all-reduce done
   };
   std::vector<Chunk> cs;
   for (int k = 0; k < chunks; ++k) {

@@ -34,6 +34,10 @@ const char* toString(AlgorithmId algo) {
       return "rhd";
     case AlgorithmId::kHierarchical:
       return "hier";
+    case AlgorithmId::kOneShot:
+      return "oneshot";
+    case AlgorithmId::kTwoShot:
+      return "twoshot";
   }
   return "unknown-algorithm";
 }

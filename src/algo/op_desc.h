@@ -24,7 +24,9 @@ enum class AlgorithmId : uint8_t {
   kChain,
   kDissemination,
   kHalvingDoubling,
-  kHierarchical
+  kHierarchical,
+  kOneShot,
+  kTwoShot
 };
 
 const char* toString(CollectiveKind kind);

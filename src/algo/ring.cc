@@ -87,8 +87,7 @@ void RingTask::postRecvs() {
 
 void RingTask::postSend(size_t i) {
   if (units_[i].sendBytes > 0) {
-    g_.tx->postSend(sends_[i], next_, units_[i].src, units_[i].sendBytes,
-                    static_cast<uint32_t>(i));
+    g_.tx->postSend(sends_[i], next_, units_[i].src, units_[i].sendBytes, static_cast<uint32_t>(i));
   }
 }
 

@@ -9,14 +9,21 @@
 
 namespace chorus::algo {
 
+namespace {
+constexpr size_t kSharedHalvingBytes = 4u << 20;
+constexpr size_t kSharedDirectBytes = 1u << 20;
+}  // namespace
+
 AlgorithmId selectAlgorithm(CollectiveKind kind, size_t bytes, int size, const Options& options,
-                            bool layered) {
+                            bool layered, bool shared) {
   if (size == 1) return AlgorithmId::kNone;
   switch (kind) {
     case CollectiveKind::kAllReduce:
       if (options.algorithm == "ring") return AlgorithmId::kRing;
       if (options.algorithm == "rd") return AlgorithmId::kRecursiveDoubling;
       if (options.algorithm == "rhd") return AlgorithmId::kHalvingDoubling;
+      if (options.algorithm == "oneshot") return AlgorithmId::kOneShot;
+      if (options.algorithm == "twoshot") return AlgorithmId::kTwoShot;
       if (options.algorithm == "hier") {
         if (!layered) {
           throw Error(ErrorCode::kInvalidArgument,
@@ -28,6 +35,19 @@ AlgorithmId selectAlgorithm(CollectiveKind kind, size_t bytes, int size, const O
       // Across hosts with several ranks each, reducing within each host first (shared memory)
       // sends every byte over the network once per host instead of once per rank.
       if (layered && bytes > options.smallBytes) return AlgorithmId::kHierarchical;
+      if (shared && size >= 3) {
+        // Measured on one host with 3 and 4 ranks on 2 cores, where every dependent step waits
+        // for a peer to be scheduled: fewest rounds win. One round (everyone reduces all
+        // inputs) for small buffers; halving-doubling (2 log2 N rounds) on powers of two and the
+        // two-round direct exchange otherwise, up to a few MiB; the ring beyond.
+        if (bytes <= options.smallBytes && size <= 8) return AlgorithmId::kOneShot;
+        if (bytes <= options.smallBytes) return AlgorithmId::kRecursiveDoubling;
+        if ((size & (size - 1)) == 0 && bytes <= kSharedHalvingBytes) {
+          return AlgorithmId::kHalvingDoubling;
+        }
+        if (bytes <= kSharedDirectBytes) return AlgorithmId::kTwoShot;
+        return AlgorithmId::kRing;
+      }
       // Measured on the emulated 1 Gbit/s cluster: recursive doubling wins while latency
       // dominates; halving-doubling's 2 log2 N steps beat the ring's 2(N-1) at mid sizes; the
       // ring's cross-step pipelining wins for large buffers. Folding non-powers of two into
@@ -112,6 +132,10 @@ void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, 
       return halvingDoublingAllReduce(g, in, out, count, dtype, op);
     case AlgorithmId::kHierarchical:
       return hierarchicalAllReduce(g, in, out, count, dtype, op);
+    case AlgorithmId::kOneShot:
+      return oneShotAllReduce(g, in, out, count, dtype, op);
+    case AlgorithmId::kTwoShot:
+      return twoShotAllReduce(g, in, out, count, dtype, op);
     default:
       break;
   }

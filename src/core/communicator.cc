@@ -32,6 +32,10 @@ Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::
   if (tx_) {
     hier_ = algo::makeHierarchy(group_, tx_->hosts(), options);
     group_.hier = hier_.get();
+    allShared_ = true;
+    for (int p = 0; p < size; ++p) {
+      if (p != rank && std::string(tx_->pathTo(p)) != "shm") allShared_ = false;
+    }
   }
   worker_ = std::thread([this] { workerLoop(); });
 }
@@ -52,7 +56,7 @@ Communicator::Impl::~Impl() {
 void Communicator::Impl::prepare(algo::OpDesc& desc, const void* in, const void* out) {
   validateCall(desc, in, out, rank, size);
   desc.algo = algo::selectAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype), size, options,
-                                    hier_ != nullptr);
+                                    hier_ != nullptr, allShared_);
   lastAlgo.store(static_cast<int>(desc.algo), std::memory_order_relaxed);
 }
 

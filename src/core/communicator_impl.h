@@ -64,6 +64,7 @@ struct Communicator::Impl {
   algo::Scratch scratch_;
   algo::Group group_;
   std::unique_ptr<algo::Hierarchy> hier_;  // subgroups by host; null for a flat layout
+  bool allShared_ = false;                 // every peer is reached through shared memory
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -58,9 +58,11 @@ Options Options::fromEnv() {
   }
   if (auto v = env("CHORUS_IFNAME")) o.ifname = *v;
   if (auto v = env("CHORUS_ALGO")) {
-    if (*v != "auto" && *v != "ring" && *v != "rd" && *v != "rhd" && *v != "hier") {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "CHORUS_ALGO='" + *v + "': expected auto, ring, rd, rhd or hier");
+    if (*v != "auto" && *v != "ring" && *v != "rd" && *v != "rhd" && *v != "hier" &&
+        *v != "oneshot" && *v != "twoshot") {
+      throw Error(ErrorCode::kInvalidArgument, "CHORUS_ALGO='" + *v +
+                                                   "': expected auto, ring, rd, rhd, hier, "
+                                                   "oneshot or twoshot");
     }
     o.algorithm = *v;
   }

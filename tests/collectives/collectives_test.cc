@@ -249,6 +249,9 @@ std::vector<Param> params() {
   for (int n : {3, 4, 5, 8}) p.push_back({n, "rd", 512 * 1024});
   for (int n : {2, 3, 4, 5, 8}) p.push_back({n, "rhd", 512 * 1024});
   for (int n : {4, 6}) p.push_back({n, "rhd", 4096});  // several segments per halving step
+  for (int n : {2, 3, 4, 8}) p.push_back({n, "oneshot", 512 * 1024});
+  for (int n : {2, 3, 5, 8}) p.push_back({n, "twoshot", 512 * 1024});
+  p.push_back({3, "twoshot", 512 * 1024, "tcp"});
   for (int n : {2, 3, 5}) p.push_back({n, "auto", 512 * 1024, "tcp"});
   p.push_back({4, "ring", 4096, "tcp"});
   // Hierarchical layouts: even (contiguous and interleaved ranks), uneven, one rank alone.

@@ -115,6 +115,22 @@ TEST(Select, HierarchicalAcrossLayeredHostsOnly) {
   EXPECT_THROW(selectAlgorithm(CollectiveKind::kAllReduce, 8, 4, o, false), Error);
 }
 
+TEST(Select, FewestRoundsOnOneHost) {
+  Options o;
+  auto pick = [&](size_t bytes, int n) {
+    return selectAlgorithm(CollectiveKind::kAllReduce, bytes, n, o, false, true);
+  };
+  EXPECT_EQ(pick(8, 2), AlgorithmId::kRecursiveDoubling);
+  EXPECT_EQ(pick(8, 4), AlgorithmId::kOneShot);
+  EXPECT_EQ(pick(8, 16), AlgorithmId::kRecursiveDoubling);
+  EXPECT_EQ(pick(1 << 20, 4), AlgorithmId::kHalvingDoubling);
+  EXPECT_EQ(pick(1 << 20, 3), AlgorithmId::kTwoShot);
+  EXPECT_EQ(pick(64 << 20, 4), AlgorithmId::kRing);
+  EXPECT_EQ(pick(1 << 20, 2), AlgorithmId::kRing);
+  o.algorithm = "twoshot";
+  EXPECT_EQ(pick(8, 4), AlgorithmId::kTwoShot);
+}
+
 TEST(Select, IsDeterministicAndHonoursOverrides) {
   Options o;
   EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 8, 4, o), AlgorithmId::kRecursiveDoubling);
