@@ -396,6 +396,12 @@ host_round() {
       "$PEER_BUILD_DIR/mpi_bench_mpich" --system mpich \
       --transport "ch4:ucx, default settings (shared memory: UCX posix/sysv + CMA), no binding" \
       "${common[@]}" --json
+    # MPICH's best setting too: glibc kept from handing its per-call temporaries back to the OS.
+    run "$n" "$round" mpich-heap mpiexec.mpich -n "$n" -genv "${heap_env[0]%%=*}" \
+      "${heap_env[0]#*=}" -genv "${heap_env[1]%%=*}" "${heap_env[1]#*=}" \
+      "$PEER_BUILD_DIR/mpi_bench_mpich" --system mpich-heap \
+      --transport "ch4:ucx, default settings, MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=16G, no binding" \
+      "${common[@]}" --json
   fi
   for algo in $GLOO_ALGOS; do
     store=$(mktemp -d /tmp/gloo-bench-store.XXXXXX)

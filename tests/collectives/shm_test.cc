@@ -149,6 +149,36 @@ TEST(SharedMemory, TinyRingWrapsCorrectly) {
       o);
 }
 
+// Mid-size messages make the writer go back to the ring's start whenever the reader has caught
+// up (a marker in the slot's last word); payloads made of that very marker must still arrive
+// as data.
+TEST(SharedMemory, RingRewindsAndMarkerLikePayloads) {
+  Options o = testOptions();
+  o.shmRingBytes = 65536;
+  o.segmentBytes = 20000;
+  expectRanks(
+      3,
+      [](Communicator& c) {
+        const int64_t marker = 0x444e495745524843;  // "CHREWIND"
+        for (size_t count : {size_t{1}, size_t{3000}, size_t{7001}, size_t{2}, size_t{100003}}) {
+          for (int rep = 0; rep < 3; ++rep) {
+            std::vector<int64_t> v(count, marker);
+            if (count > 1) v[count / 2] = c.rank();
+            c.allReduce(std::span<int64_t>(v), ReduceOp::kMax).wait();
+            for (size_t i = 0; i < count; ++i) {
+              int64_t want = (count > 1 && i == count / 2) ? c.size() - 1 : marker;
+              if (v[i] != want) {
+                throw std::runtime_error("count " + std::to_string(count) + ": element " +
+                                         std::to_string(i) + " wrong");
+              }
+            }
+            checkedAllReduce(c, count, static_cast<uint32_t>(rep));
+          }
+        }
+      },
+      o);
+}
+
 // Messages of at least 1 byte are read straight from the sender (where the kernel allows it).
 TEST(SharedMemory, SingleCopyMessages) {
   Options o = testOptions();

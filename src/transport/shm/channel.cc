@@ -20,6 +20,14 @@ constexpr size_t kPublishBytes = 64 * 1024;
 
 size_t padding(size_t bytes) { return (kSlotBytes - bytes % kSlotBytes) % kSlotBytes; }
 
+// In the last word of a slot: "nothing here, continue at the ring's start".
+constexpr uint64_t kRewind = 0x444e495745524843;  // "CHREWIND"
+constexpr size_t kMarkAt = kFrameHeaderBytes + sizeof(uint64_t);
+
+uint64_t nextLap(uint64_t pos, size_t cap) { return (pos / cap + 1) * cap; }
+// How far into the ring the writer may get before it goes back to the start when it can.
+constexpr size_t kRewindAfter = 16 * 1024;
+
 void push(Request*& head, Request*& tail, Request* r) {
   r->next = nullptr;
   if (tail) {
@@ -88,6 +96,15 @@ bool Channel::pumpSends(const algo::OpDesc& current) {
     if (!slotWritten_) {
       if (space() < kSlotBytes) refresh();
       if (space() < kSlotBytes) break;
+      if (head_ % cap >= kRewindAfter && (refresh(), head_ == tailSeen_)) {
+        // The reader has taken everything: start again at the ring's beginning, so that a
+        // stream of small messages keeps reusing the same few warm pages instead of walking
+        // the whole ring (here a page left untouched for a while costs a fault again).
+        uint8_t* mark = c_.outData + head_ % cap;
+        std::memcpy(mark + kMarkAt, &kRewind, sizeof(kRewind));
+        head_ = nextLap(head_, cap);
+        moved = true;
+      }
       const bool single = c_.singleCopyBytes > 0 && r.bytes >= c_.singleCopyBytes;
       uint8_t* slot = c_.outData + head_ % cap;
       FrameHeader h;
@@ -98,6 +115,8 @@ bool Channel::pumpSends(const algo::OpDesc& current) {
       encodeFrame(h, slot);
       uint64_t source = single ? reinterpret_cast<uintptr_t>(r.data) : 0;
       std::memcpy(slot + kFrameHeaderBytes, &source, sizeof(source));
+      const uint64_t noMark = 0;  // the slot's last word may hold old payload bytes
+      std::memcpy(slot + kMarkAt, &noMark, sizeof(noMark));
       head_ += kSlotBytes;
       moved = true;
       if (single) {
@@ -190,6 +209,14 @@ bool Channel::pumpRecvs(const algo::OpDesc& current) {
     if (!slotRead_) {
       if (avail() < kSlotBytes) refresh();
       if (avail() < kSlotBytes) break;
+      uint64_t mark;
+      std::memcpy(&mark, c_.inData + tail_ % cap + kMarkAt, sizeof(mark));
+      if (mark == kRewind) {
+        std::memset(c_.inData + tail_ % cap + kMarkAt, 0, sizeof(mark));
+        tail_ = nextLap(tail_, cap);
+        moved = true;
+        continue;
+      }
       uint64_t source = 0;
       checkFrame(c_.inData + tail_ % cap, r, current, &source);
       tail_ += kSlotBytes;
