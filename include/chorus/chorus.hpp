@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chorus/communicator.hpp>
+#include <chorus/dp.hpp>
 #include <chorus/error.hpp>
 #include <chorus/options.hpp>
 #include <chorus/store.hpp>

@@ -1,0 +1,395 @@
+// Replica: bucketed, overlapped gradient averaging and the step protocol of docs/dp.md.
+#include <chorus/dp.hpp>
+
+#include "dp/bucket_plan.h"
+#include "dp/consistency.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <iostream>
+#include <sstream>
+
+namespace chorus::dp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Runs f; a chorus::Error from it is rethrown with `context` in front, keeping its code.
+template <class F>
+auto withContext(const std::string& context, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(e.code(), context + ": " + e.what());
+  }
+}
+
+Error invalid(const std::string& what) { return Error(ErrorCode::kInvalidArgument, "dp: " + what); }
+
+}  // namespace
+
+struct Param {
+  std::string name;
+  float* value;
+  float* grad;
+  size_t count;
+  size_t bucket = 0;
+  size_t offset = 0;  // elements into the bucket
+  bool ready = false;
+};
+
+// One all-reduce of a bucket. Delayed mode keeps two per bucket: the previous step's, still
+// to be applied, and the current one.
+struct Flight {
+  Work work;
+  Clock::time_point launchedAt;
+  bool active = false;
+  bool observed = false;  // completion already counted in commSeconds
+};
+
+struct Bucket {
+  size_t elements = 0;
+  bool flat = false;  // reduce a copy (fused, or Delayed); otherwise the gradient in place
+  std::vector<float> buffer[2];
+  Flight flight[2];
+  size_t pending = 0;  // gradients not yet ready in this micro-step
+};
+
+struct Replica::Impl {
+  Communicator& comm;
+  Options opt;
+  std::vector<Param> params;
+  std::vector<Bucket> buckets;
+  std::vector<BucketInfo> infos;
+  bool finalized = false;
+  bool inMicroStep = false;
+  int micro = 0;      // micro-steps begun in the current optimizer step
+  int64_t steps = 0;  // optimizer steps completed
+  size_t nextLaunch = 0;
+  Clock::time_point stepStart;
+  StepMetrics current, last;
+
+  Impl(Communicator& c, Options o) : comm(c), opt(std::move(o)) {}
+
+  bool lastMicroStep() const { return micro == opt.accumulationSteps; }
+  // Delayed alternates buffers so that one step's all-reduce can fly during the next step.
+  int slot() const { return opt.mode == Mode::kDelayed ? static_cast<int>(steps % 2) : 0; }
+
+  std::string bucketContext(size_t b, int64_t step) const {
+    std::ostringstream s;
+    s << "dp step " << step << ", bucket " << b << " (params ";
+    const auto& ps = infos[b].params;
+    for (size_t i = 0; i < ps.size(); ++i) s << (i ? ", " : "") << params[ps[i]].name;
+    s << ")";
+    return s.str();
+  }
+
+  void launch(size_t b, bool early) {
+    Bucket& k = buckets[b];
+    const int s = slot();
+    float* target = k.flat ? k.buffer[s].data() : params[infos[b].params[0]].grad;
+    if (k.flat) {
+      for (size_t i : infos[b].params) {
+        const Param& p = params[i];
+        std::copy(p.grad, p.grad + p.count, k.buffer[s].begin() + static_cast<long>(p.offset));
+      }
+    }
+    Flight& f = k.flight[s];
+    f.work = withContext(bucketContext(b, steps + 1), [&] {
+      return comm.allReduce(target, target, k.elements, DataType::kF32, ReduceOp::kAvg);
+    });
+    f.launchedAt = Clock::now();
+    f.active = true;
+    f.observed = false;
+    current.buckets += 1;
+    current.bytesReduced += k.elements * sizeof(float);
+    if (early) current.bucketsLaunchedEarly += 1;
+  }
+
+  // Buckets go out in bucket order on every rank (collectives must be issued in the same order),
+  // each as soon as it and all before it are ready.
+  void launchReady(bool early) {
+    while (nextLaunch < buckets.size() && buckets[nextLaunch].pending == 0)
+      launch(nextLaunch++, early);
+  }
+
+  void observe(Flight& f, Clock::time_point now) {
+    if (f.active && !f.observed) {
+      f.observed = true;
+      current.commSeconds += secondsBetween(f.launchedAt, now);
+    }
+  }
+
+  // Counts completions as early as we can see them (there are no completion time stamps).
+  void poll() {
+    const auto now = Clock::now();
+    for (Bucket& k : buckets) {
+      for (Flight& f : k.flight) {
+        if (f.active && !f.observed && f.work.isCompleted()) observe(f, now);
+      }
+    }
+  }
+
+  void finish(size_t b, int s, int64_t launchStep) {
+    Flight& f = buckets[b].flight[s];
+    if (!f.active) return;
+    const auto t0 = Clock::now();
+    withContext(bucketContext(b, launchStep), [&] { f.work.wait(); });
+    const auto t1 = Clock::now();
+    // Seen complete already: nothing was exposed (the wait only collects the outcome).
+    if (!f.observed) current.exposedCommSeconds += secondsBetween(t0, t1);
+    observe(f, t1);
+    f.active = false;
+  }
+
+  void copyOut(size_t b, int s, float scale) {
+    Bucket& k = buckets[b];
+    for (size_t i : infos[b].params) {
+      Param& p = params[i];
+      if (k.flat) {
+        const float* src = k.buffer[s].data() + p.offset;
+        for (size_t j = 0; j < p.count; ++j) p.grad[j] = src[j] * scale;
+      } else if (scale != 1.0f) {
+        for (size_t j = 0; j < p.count; ++j) p.grad[j] *= scale;
+      }
+    }
+  }
+
+  void scaleLocal(float scale) {
+    if (scale == 1.0f) return;
+    for (Param& p : params) {
+      for (size_t j = 0; j < p.count; ++j) p.grad[j] *= scale;
+    }
+  }
+
+  void averageParameters() {
+    std::vector<Work> works(buckets.size());
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      Bucket& k = buckets[b];
+      float* target = k.flat ? k.buffer[0].data() : params[infos[b].params[0]].value;
+      if (k.flat) {
+        for (size_t i : infos[b].params) {
+          const Param& p = params[i];
+          std::copy(p.value, p.value + p.count, k.buffer[0].begin() + static_cast<long>(p.offset));
+        }
+      }
+      works[b] = withContext(bucketContext(b, steps) + ", parameter averaging", [&] {
+        return comm.allReduce(target, target, k.elements, DataType::kF32, ReduceOp::kAvg);
+      });
+      current.bytesReduced += k.elements * sizeof(float);
+    }
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      withContext(bucketContext(b, steps) + ", parameter averaging", [&] { works[b].wait(); });
+      if (!buckets[b].flat) continue;
+      for (size_t i : infos[b].params) {
+        Param& p = params[i];
+        const float* src = buckets[b].buffer[0].data() + p.offset;
+        std::copy(src, src + p.count, p.value);
+      }
+    }
+  }
+
+  std::vector<Tensor> values() const {
+    std::vector<Tensor> t;
+    for (const Param& p : params) t.push_back({p.value, p.count});
+    return t;
+  }
+
+  void check() {
+    const std::string context = "dp step " + std::to_string(steps) + ", consistency check";
+    if (opt.mode == Mode::kLocalSgd) {
+      const double d = withContext(context, [&] { return measureDivergence(comm, values()); });
+      current.divergence = d;
+      std::ostringstream line;
+      line << "chorus dp: step " << steps << " divergence " << d;
+      if (opt.log) {
+        opt.log(line.str());
+      } else if (comm.rank() == 0) {
+        std::cerr << line.str() << "\n";
+      }
+      if (opt.divergenceLimit && d > *opt.divergenceLimit) {
+        std::ostringstream m;
+        m << context << ": divergence " << d << " exceeds divergenceLimit " << *opt.divergenceLimit;
+        throw Error(ErrorCode::kMismatch, m.str());
+      }
+      return;
+    }
+    const auto differ = withContext(
+        context, [&] { return ranksDifferingFromRoot(comm, hashParameters(values())); });
+    if (differ.empty()) return;
+    std::ostringstream m;
+    m << context << ": parameters on rank(s) ";
+    for (size_t i = 0; i < differ.size(); ++i) m << (i ? ", " : "") << differ[i];
+    m << " differ from rank 0's (replicas must be bit-identical in this mode)";
+    throw Error(ErrorCode::kMismatch, m.str());
+  }
+};
+
+Replica::Replica(Communicator& comm, Options options)
+    : impl_(std::make_unique<Impl>(comm, std::move(options))) {
+  const Options& o = impl_->opt;
+  if (o.accumulationSteps < 1) throw invalid("accumulationSteps must be >= 1");
+  if (o.localSgdPeriod < 1) throw invalid("localSgdPeriod must be >= 1");
+  if (o.checkEvery < 0) throw invalid("checkEvery must be >= 0");
+}
+
+Replica::~Replica() {
+  bool active = false;
+  for (Bucket& k : impl_->buckets) {
+    for (Flight& f : k.flight) active = active || f.active;
+  }
+  if (!active) return;
+  // The all-reduces write into our buffers: they must end before the buffers go away.
+  if (std::uncaught_exceptions() > 0) impl_->comm.abort();
+  for (Bucket& k : impl_->buckets) {
+    for (Flight& f : k.flight) {
+      if (!f.active) continue;
+      try {
+        f.work.wait();
+      } catch (...) {  // the failure, if any, was or will be reported by the communicator
+      }
+    }
+  }
+}
+
+size_t Replica::addParameter(std::string name, float* param, float* grad, size_t count) {
+  if (impl_->finalized) throw invalid("addParameter after finalize");
+  if ((param == nullptr || grad == nullptr) && count > 0) throw invalid("null buffer for " + name);
+  impl_->params.push_back({std::move(name), param, grad, count});
+  return impl_->params.size() - 1;
+}
+
+void Replica::finalize() {
+  Impl& m = *impl_;
+  if (m.finalized) throw invalid("finalize called twice");
+  std::vector<size_t> bytes;
+  for (const Param& p : m.params) bytes.push_back(p.count * sizeof(float));
+  for (auto& members : planBuckets(bytes, m.opt.bucketBytes)) {
+    Bucket k;
+    BucketInfo info;
+    for (size_t i : members) {
+      m.params[i].bucket = m.buckets.size();
+      m.params[i].offset = k.elements;
+      k.elements += m.params[i].count;
+    }
+    info.params = std::move(members);
+    info.bytes = k.elements * sizeof(float);
+    info.fused = info.params.size() > 1;
+    k.flat = info.fused || m.opt.mode == Mode::kDelayed;
+    if (k.flat) {
+      const int copies = m.opt.mode == Mode::kDelayed ? 2 : 1;
+      for (int s = 0; s < copies; ++s) k.buffer[s].resize(k.elements);
+    }
+    m.buckets.push_back(std::move(k));
+    m.infos.push_back(std::move(info));
+  }
+  m.finalized = true;
+}
+
+void Replica::broadcastParameters(int root) {
+  Impl& m = *impl_;
+  std::vector<Work> works;
+  for (const Param& p : m.params) {
+    works.push_back(withContext("dp broadcastParameters (param " + p.name + ")", [&] {
+      return m.comm.broadcast(p.value, p.count, DataType::kF32, root);
+    }));
+  }
+  for (size_t i = 0; i < works.size(); ++i) {
+    withContext("dp broadcastParameters (param " + m.params[i].name + ")",
+                [&] { works[i].wait(); });
+  }
+}
+
+void Replica::beginStep() {
+  Impl& m = *impl_;
+  if (!m.finalized) throw invalid("beginStep before finalize");
+  if (m.inMicroStep) throw invalid("beginStep twice without waitGradients");
+  if (m.lastMicroStep()) throw invalid("beginStep before afterOptimizerStep");
+  if (m.micro++ == 0) {
+    m.stepStart = Clock::now();
+    m.current = StepMetrics{};
+  }
+  for (Param& p : m.params) p.ready = false;
+  for (size_t b = 0; b < m.buckets.size(); ++b) m.buckets[b].pending = m.infos[b].params.size();
+  m.nextLaunch = 0;
+  m.inMicroStep = true;
+}
+
+void Replica::gradientReady(size_t index) {
+  Impl& m = *impl_;
+  if (!m.inMicroStep) throw invalid("gradientReady outside beginStep/waitGradients");
+  if (index >= m.params.size())
+    throw invalid("gradientReady: no parameter " + std::to_string(index));
+  Param& p = m.params[index];
+  if (p.ready) throw invalid("gradientReady(" + p.name + ") twice in one micro-step");
+  p.ready = true;
+  // Accumulation micro-steps and LocalSgd never send gradients.
+  if (!m.lastMicroStep() || m.opt.mode == Mode::kLocalSgd) return;
+  m.buckets[p.bucket].pending -= 1;
+  m.launchReady(true);
+  m.poll();
+}
+
+bool Replica::waitGradients() {
+  Impl& m = *impl_;
+  if (!m.inMicroStep) throw invalid("waitGradients without beginStep");
+  m.inMicroStep = false;
+  if (!m.lastMicroStep()) return false;
+  m.current.computeSeconds = secondsBetween(m.stepStart, Clock::now());
+  const float scale = 1.0f / static_cast<float>(m.opt.accumulationSteps);
+  if (m.opt.mode == Mode::kLocalSgd) {
+    m.scaleLocal(scale);
+    return true;
+  }
+  for (Param& p : m.params) {
+    if (!p.ready) {
+      p.ready = true;
+      m.buckets[p.bucket].pending -= 1;
+    }
+  }
+  m.launchReady(false);
+  m.poll();
+  if (m.opt.mode == Mode::kSync) {
+    for (size_t b = 0; b < m.buckets.size(); ++b) {
+      m.finish(b, 0, m.steps + 1);
+      m.copyOut(b, 0, scale);
+    }
+    return true;
+  }
+  // Delayed: apply the previous step's average; this step's stays in flight.
+  const int prev = 1 - m.slot();
+  if (m.steps == 0) {
+    for (Param& p : m.params) std::fill(p.grad, p.grad + p.count, 0.0f);
+    return true;
+  }
+  for (size_t b = 0; b < m.buckets.size(); ++b) {
+    m.finish(b, prev, m.steps);
+    m.copyOut(b, prev, scale);
+  }
+  return true;
+}
+
+void Replica::afterOptimizerStep() {
+  Impl& m = *impl_;
+  if (m.inMicroStep || !m.lastMicroStep()) {
+    throw invalid("afterOptimizerStep must follow a waitGradients that returned true");
+  }
+  m.steps += 1;
+  m.micro = 0;
+  m.current.step = m.steps;
+  if (m.opt.mode == Mode::kLocalSgd && m.steps % m.opt.localSgdPeriod == 0) m.averageParameters();
+  if (m.opt.checkEvery > 0 && m.steps % m.opt.checkEvery == 0) m.check();
+  m.last = m.current;
+}
+
+int64_t Replica::step() const { return impl_->steps; }
+const StepMetrics& Replica::lastMetrics() const { return impl_->last; }
+const std::vector<BucketInfo>& Replica::buckets() const { return impl_->infos; }
+size_t Replica::launchedBuckets() const { return impl_->nextLaunch; }
+
+}  // namespace chorus::dp

@@ -1,0 +1,428 @@
+// The data-parallel layer over thread-ranks, on a small MLP with analytic gradients: Sync equals
+// one process with the global batch, accumulation equals a larger batch, buckets overlap
+// backward, the async modes learn, and failures and inconsistencies become errors on every rank.
+#include "harness/thread_ranks.h"
+
+#include <gtest/gtest.h>
+#include <chorus/dp.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <stdexcept>
+
+namespace chorus::testing {
+namespace {
+
+constexpr size_t kIn = 9, kHidden = 21, kOut = 5;
+
+// Teacher y = tanh(A x) on Gaussian inputs; sample g is the same wherever it is drawn.
+void sample(int64_t g, float* x, float* y) {
+  static const std::vector<float> a = [] {
+    std::mt19937 rng(999);
+    std::normal_distribution<float> n(0.0f, 0.6f);
+    std::vector<float> v(kOut * kIn);
+    for (float& e : v) e = n(rng);
+    return v;
+  }();
+  std::mt19937 rng(static_cast<uint32_t>(g * 7919 + 13));
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (size_t i = 0; i < kIn; ++i) x[i] = n(rng);
+  for (size_t o = 0; o < kOut; ++o) {
+    float s = 0;
+    for (size_t i = 0; i < kIn; ++i) s += a[o * kIn + i] * x[i];
+    y[o] = std::tanh(s);
+  }
+}
+
+// x -> tanh(W1 x + b1) -> W2 h + b2, loss 0.5 |y' - y|^2 averaged over the batch. Tensors of
+// 189, 21, 105 and 5 floats: with 512-byte buckets, {b2, w2} fuse, b1 and w1 go alone.
+struct Mlp {
+  std::vector<float> w1 = std::vector<float>(kHidden * kIn), b1 = std::vector<float>(kHidden),
+                     w2 = std::vector<float>(kOut * kHidden), b2 = std::vector<float>(kOut);
+  std::vector<float> gw1 = w1, gb1 = b1, gw2 = w2, gb2 = b2;
+
+  explicit Mlp(uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> n(0.0f, 0.3f);
+    for (auto* t : values()) {
+      for (float& e : *t) e = n(rng);
+    }
+  }
+  std::vector<std::vector<float>*> values() { return {&w1, &b1, &w2, &b2}; }
+  std::vector<std::vector<float>*> grads() { return {&gw1, &gb1, &gw2, &gb2}; }
+
+  void registerWith(dp::Replica& r) {
+    const char* names[] = {"w1", "b1", "w2", "b2"};
+    for (size_t i = 0; i < 4; ++i) {
+      r.addParameter(names[i], values()[i]->data(), grads()[i]->data(), values()[i]->size());
+    }
+    r.finalize();
+  }
+
+  // Adds the gradient of the batch's mean loss to the grads; returns the mean loss.
+  double backward(const std::vector<int64_t>& batch) {
+    const float inv = 1.0f / static_cast<float>(batch.size());
+    double loss = 0;
+    for (int64_t g : batch) {
+      float x[kIn], y[kOut], h[kHidden], e[kOut];
+      sample(g, x, y);
+      for (size_t j = 0; j < kHidden; ++j) {
+        float s = b1[j];
+        for (size_t i = 0; i < kIn; ++i) s += w1[j * kIn + i] * x[i];
+        h[j] = std::tanh(s);
+      }
+      for (size_t o = 0; o < kOut; ++o) {
+        float s = b2[o];
+        for (size_t j = 0; j < kHidden; ++j) s += w2[o * kHidden + j] * h[j];
+        e[o] = s - y[o];
+        loss += 0.5 * e[o] * e[o] / static_cast<double>(batch.size());
+      }
+      for (size_t o = 0; o < kOut; ++o) {
+        gb2[o] += e[o] * inv;
+        for (size_t j = 0; j < kHidden; ++j) gw2[o * kHidden + j] += e[o] * inv * h[j];
+      }
+      for (size_t j = 0; j < kHidden; ++j) {
+        float dh = 0;
+        for (size_t o = 0; o < kOut; ++o) dh += w2[o * kHidden + j] * e[o] * inv;
+        const float dpre = dh * (1 - h[j] * h[j]);
+        gb1[j] += dpre;
+        for (size_t i = 0; i < kIn; ++i) gw1[j * kIn + i] += dpre * x[i];
+      }
+    }
+    return loss;
+  }
+
+  double evalLoss() {
+    std::vector<int64_t> batch;
+    for (int64_t j = 0; j < 64; ++j) batch.push_back(1000000 + j);
+    Mlp copy = *this;
+    return copy.backward(batch);
+  }
+  void sgd(float lr) {
+    for (size_t t = 0; t < 4; ++t) {
+      for (size_t i = 0; i < values()[t]->size(); ++i) (*values()[t])[i] -= lr * (*grads()[t])[i];
+    }
+  }
+  void zeroGrad() {
+    for (auto* g : grads()) std::fill(g->begin(), g->end(), 0.0f);
+  }
+  std::vector<float> flat() {
+    std::vector<float> out;
+    for (auto* t : values()) out.insert(out.end(), t->begin(), t->end());
+    return out;
+  }
+};
+
+std::vector<int64_t> range(int64_t first, int64_t n) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(first + i);
+  return v;
+}
+
+// One optimizer step of K micro-steps; batchOf(k) is micro-step k's batch on this rank.
+// Gradients are reported in a random order when `order` is given, else as backward makes them.
+double trainStep(dp::Replica& rep, Mlp& m, float lr, int k,
+                 const std::function<std::vector<int64_t>(int)>& batchOf,
+                 std::mt19937* order = nullptr) {
+  double loss = 0;
+  for (int micro = 0; micro < k; ++micro) {
+    rep.beginStep();
+    loss += m.backward(batchOf(micro)) / k;
+    std::vector<size_t> ready = {3, 2, 1, 0};
+    if (order) std::shuffle(ready.begin(), ready.end(), *order);
+    for (size_t i : ready) rep.gradientReady(i);
+    const bool apply = rep.waitGradients();
+    if (apply != (micro == k - 1))
+      throw std::runtime_error("waitGradients returned " + std::to_string(apply));
+  }
+  m.sgd(lr);
+  rep.afterOptimizerStep();
+  m.zeroGrad();
+  return loss;
+}
+
+dp::Options smallBuckets() {
+  dp::Options o;
+  o.bucketBytes = 512;
+  o.checkEvery = 1;
+  o.log = [](const std::string&) {};
+  return o;
+}
+
+void expectClose(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 2e-5 + 2e-5 * std::fabs(want[i])) << "element " << i;
+  }
+}
+
+class DpSync : public ::testing::TestWithParam<int> {};
+
+TEST_P(DpSync, MatchesOneProcessWithTheGlobalBatchAndStaysBitIdentical) {
+  const int n = GetParam();
+  constexpr int kSteps = 6, kBatch = 4;
+  constexpr float kLr = 0.2f;
+  std::vector<std::vector<std::vector<float>>> snaps(static_cast<size_t>(n));
+  expectRanks(n, [&](Communicator& c) {
+    Mlp m(7);
+    dp::Replica rep(c, smallBuckets());
+    m.registerWith(rep);
+    std::mt19937 order(static_cast<uint32_t>(c.rank()) + 100);
+    for (int s = 0; s < kSteps; ++s) {
+      trainStep(
+          rep, m, kLr, 1, [&](int) { return range((s * n + c.rank()) * kBatch, kBatch); }, &order);
+      snaps[static_cast<size_t>(c.rank())].push_back(m.flat());
+      const dp::StepMetrics& met = rep.lastMetrics();
+      if (met.step != s + 1 || met.buckets != 3 || met.bytesReduced != 320 * sizeof(float) ||
+          met.bucketsLaunchedEarly != 3) {
+        throw std::runtime_error("unexpected metrics at step " + std::to_string(s));
+      }
+    }
+  });
+  Mlp ref(7);
+  for (int s = 0; s < kSteps; ++s) {
+    ref.backward(range(s * n * kBatch, n * kBatch));
+    ref.sgd(kLr);
+    ref.zeroGrad();
+  }
+  for (int r = 1; r < n; ++r) {
+    for (int s = 0; s < kSteps; ++s) {
+      const auto& a = snaps[0][static_cast<size_t>(s)];
+      const auto& b = snaps[static_cast<size_t>(r)][static_cast<size_t>(s)];
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+          << "rank " << r << " step " << s;
+    }
+  }
+  expectClose(snaps[0].back(), ref.flat());
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, DpSync, ::testing::Values(1, 2, 3, 5));
+
+TEST(DpAccumulation, KMicroStepsEqualOneStepWithKTimesTheBatch) {
+  constexpr int kN = 2, kK = 3, kBatch = 2, kSteps = 4;
+  constexpr float kLr = 0.2f;
+  std::vector<std::vector<float>> final(kN);
+  expectRanks(kN, [&](Communicator& c) {
+    Mlp m(3);
+    dp::Options o = smallBuckets();
+    o.accumulationSteps = kK;
+    dp::Replica rep(c, o);
+    m.registerWith(rep);
+    for (int s = 0; s < kSteps; ++s) {
+      trainStep(rep, m, kLr, kK, [&](int micro) {
+        if (micro < kK - 1 && rep.launchedBuckets() != 0) throw std::runtime_error("sent early");
+        return range(s * kN * kK * kBatch + (micro * kN + c.rank()) * kBatch, kBatch);
+      });
+    }
+    final[static_cast<size_t>(c.rank())] = m.flat();
+  });
+  Mlp ref(3);
+  for (int s = 0; s < kSteps; ++s) {
+    ref.backward(range(s * kN * kK * kBatch, kN * kK * kBatch));
+    ref.sgd(kLr);
+    ref.zeroGrad();
+  }
+  EXPECT_EQ(final[0], final[1]);
+  expectClose(final[0], ref.flat());
+}
+
+TEST(DpBuckets, FuseSmallTensorsAndLaunchInOrderAsSoonAsReady) {
+  expectRanks(2, [](Communicator& c) {
+    Mlp m(1);
+    dp::Replica rep(c, smallBuckets());
+    m.registerWith(rep);
+    const auto& b = rep.buckets();
+    if (b.size() != 3 || b[0].params != std::vector<size_t>{3, 2} || !b[0].fused ||
+        b[0].bytes != 440 || b[1].params != std::vector<size_t>{1} || b[2].bytes != 756) {
+      throw std::runtime_error("unexpected bucket layout");
+    }
+    auto expectLaunched = [&](size_t n) {
+      if (rep.launchedBuckets() != n) {
+        throw std::runtime_error("launched " + std::to_string(rep.launchedBuckets()) +
+                                 ", expected " + std::to_string(n));
+      }
+    };
+    rep.beginStep();
+    m.backward(range(0, 4));
+    rep.gradientReady(0);  // w1: bucket 2 is complete, but buckets 0 and 1 must go first
+    expectLaunched(0);
+    rep.gradientReady(3);
+    expectLaunched(0);
+    rep.gradientReady(2);  // completes bucket 0: it goes out now, before waitGradients
+    expectLaunched(1);
+    rep.gradientReady(1);  // completes bucket 1, which releases bucket 2 too
+    expectLaunched(3);
+    rep.waitGradients();
+    m.sgd(0.1f);
+    rep.afterOptimizerStep();
+    const auto& met = rep.lastMetrics();
+    if (met.bucketsLaunchedEarly != 3 || met.commSeconds <= 0 || met.computeSeconds <= 0 ||
+        met.exposedCommSeconds > met.commSeconds) {
+      throw std::runtime_error("unexpected metrics");
+    }
+  });
+}
+
+TEST(DpAsync, DelayedAppliesThePreviousStepAndLearns) {
+  constexpr int kN = 3, kSteps = 40, kBatch = 8;
+  std::vector<double> before(kN), after(kN);
+  expectRanks(kN, [&](Communicator& c) {
+    Mlp m(5);
+    dp::Options o = smallBuckets();
+    o.mode = dp::Mode::kDelayed;
+    dp::Replica rep(c, o);  // checkEvery = 1: ranks stay bit-identical
+    m.registerWith(rep);
+    const auto initial = m.flat();
+    const size_t r = static_cast<size_t>(c.rank());
+    before[r] = m.evalLoss();
+    for (int s = 0; s < kSteps; ++s) {
+      trainStep(rep, m, 0.2f, 1, [&](int) { return range((s * kN + c.rank()) * kBatch, kBatch); });
+      if (s == 0 && m.flat() != initial) throw std::runtime_error("first step applied something");
+    }
+    after[r] = m.evalLoss();
+  });
+  for (int r = 0; r < kN; ++r) EXPECT_LT(after[r], 0.5 * before[r]) << "rank " << r;
+}
+
+TEST(DpAsync, LocalSgdLearnsAndItsDivergenceIsBounded) {
+  constexpr int kN = 3, kSteps = 24, kBatch = 8, kPeriod = 4;
+  std::vector<double> before(kN), after(kN);
+  std::vector<std::vector<double>> divergence(kN);
+  expectRanks(kN, [&](Communicator& c) {
+    Mlp m(5);
+    dp::Options o = smallBuckets();
+    o.mode = dp::Mode::kLocalSgd;
+    o.localSgdPeriod = kPeriod;
+    dp::Replica rep(c, o);
+    m.registerWith(rep);
+    const size_t r = static_cast<size_t>(c.rank());
+    before[r] = m.evalLoss();
+    for (int s = 0; s < kSteps; ++s) {
+      trainStep(rep, m, 0.2f, 1, [&](int) { return range((s * kN + c.rank()) * kBatch, kBatch); });
+      divergence[r].push_back(rep.lastMetrics().divergence.value_or(-1));
+    }
+    after[r] = m.evalLoss();
+  });
+  for (int r = 0; r < kN; ++r) {
+    EXPECT_LT(after[r], 0.7 * before[r]) << "rank " << r;
+    EXPECT_EQ(divergence[r], divergence[0]);
+  }
+  for (int s = 0; s < kSteps; ++s) {
+    const double d = divergence[0][static_cast<size_t>(s)];
+    if ((s + 1) % kPeriod == 0) {
+      EXPECT_EQ(d, 0.0) << "step " << s + 1 << " right after averaging";
+    } else {
+      EXPECT_GT(d, 0.0) << "step " << s + 1;
+      EXPECT_LT(d, 0.5) << "step " << s + 1;
+    }
+  }
+}
+
+TEST(DpAsync, DivergenceLimitIsAnErrorOnEveryRank) {
+  auto errors = runRanks(3, [](Communicator& c) {
+    Mlp m(5);
+    dp::Options o = smallBuckets();
+    o.mode = dp::Mode::kLocalSgd;
+    o.divergenceLimit = 1e-6;
+    dp::Replica rep(c, o);
+    m.registerWith(rep);
+    for (int s = 0; s < 3; ++s) {
+      trainStep(rep, m, 0.2f, 1, [&](int) { return range((s * 3 + c.rank()) * 8, 8); });
+    }
+  });
+  ASSERT_EQ(errors.size(), 3u);
+  for (const auto& e : errors)
+    EXPECT_NE(e.find("dp step 1, consistency check: divergence"), std::string::npos) << e;
+}
+
+TEST(DpCheck, CorruptedParameterIsNamedOnEveryRank) {
+  std::vector<ErrorCode> codes(3, ErrorCode::kOk);
+  auto errors = runRanks(3, [&](Communicator& c) {
+    Mlp m(2);
+    dp::Replica rep(c, smallBuckets());
+    m.registerWith(rep);
+    try {
+      for (int s = 0; s < 5; ++s) {
+        rep.beginStep();
+        m.backward(range((s * 3 + c.rank()) * 4, 4));
+        rep.waitGradients();  // reports every gradient ready itself
+        m.sgd(0.1f);
+        if (s == 2 && c.rank() == 2) m.w1[17] += 1e-3f;
+        rep.afterOptimizerStep();
+        m.zeroGrad();
+      }
+    } catch (const Error& e) {
+      codes[static_cast<size_t>(c.rank())] = e.code();
+      throw;
+    }
+  });
+  ASSERT_EQ(errors.size(), 3u);
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("dp step 3, consistency check: parameters on rank(s) 2 differ from rank 0's"),
+              std::string::npos)
+        << e;
+  }
+  for (ErrorCode code : codes) EXPECT_EQ(code, ErrorCode::kMismatch);
+}
+
+// Delayed: the throwing rank still has the previous step's all-reduces in flight, so its
+// Replica aborts the communicator while unwinding.
+class DpFailure : public ::testing::TestWithParam<dp::Mode> {};
+
+TEST_P(DpFailure, RankThrowingMidTrainingStopsEveryOtherRank) {
+  const dp::Mode mode = GetParam();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto errors = runRanks(
+      3,
+      [mode](Communicator& c) {
+        Mlp m(2);
+        dp::Options o = smallBuckets();
+        o.mode = mode;
+        dp::Replica rep(c, o);
+        m.registerWith(rep);
+        for (int s = 0; s < 6; ++s) {
+          trainStep(rep, m, 0.1f, 1, [&](int) {
+            if (s == 2 && c.rank() == 1) throw std::runtime_error("injected failure");
+            return range((s * 3 + c.rank()) * 4, 4);
+          });
+        }
+      },
+      testOptions(std::chrono::milliseconds(2000)));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(errors.size(), 3u);
+  for (const auto& e : errors) {
+    if (e.rfind("rank 1:", 0) == 0) {
+      EXPECT_NE(e.find("injected failure"), std::string::npos) << e;
+    } else {
+      // Sync fails in step 3's buckets; Delayed may fail applying step 2's.
+      EXPECT_NE(e.find(mode == dp::Mode::kSync ? ": dp step 3, bucket " : ": dp step "),
+                std::string::npos)
+          << e;
+    }
+  }
+  EXPECT_LT(seconds, 15.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, DpFailure, ::testing::Values(dp::Mode::kSync, dp::Mode::kDelayed));
+
+TEST(DpBroadcast, MakesDifferentlyInitialisedRanksIdentical) {
+  constexpr int kN = 5;
+  std::vector<std::vector<float>> got(kN);
+  expectRanks(kN, [&](Communicator& c) {
+    Mlp m(static_cast<uint32_t>(40 + c.rank()));
+    dp::Replica rep(c, smallBuckets());
+    m.registerWith(rep);
+    rep.broadcastParameters(0);
+    got[static_cast<size_t>(c.rank())] = m.flat();
+  });
+  const auto want = Mlp(40).flat();
+  for (int r = 0; r < kN; ++r) EXPECT_EQ(got[static_cast<size_t>(r)], want) << "rank " << r;
+}
+
+}  // namespace
+}  // namespace chorus::testing
