@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo test test-sanitize bench compare compare-cluster compare-host compare-hier install format clean
+.PHONY: all deps build demo demo-c demo-train test test-sanitize bench compare compare-cluster compare-host compare-hier install format clean
 
 all: build
 
@@ -18,8 +18,21 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Data-parallel training: installs LibTorch and Fashion-MNIST, builds, and trains an MLP for one
+# epoch on $(RANKS) local ranks; ends with the test accuracy and the parameter check across ranks.
+demo: demo-train
+
+demo-train:
+	scripts/install-deps
+	scripts/install-deps --train
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS) --target chorus-run chorus-train
+	OPENBLAS_NUM_THREADS=1 $(BUILD)/tools/chorus-run/chorus-run -n $(RANKS) -- \
+	  $(BUILD)/trainer/chorus-train --model mlp --epochs 1 --batch 64 --optimizer adam --lr 1e-3 \
+	  --bucket-mb 1 --metrics $(BUILD)/train-metrics.csv --plot $(BUILD)/train-metrics.png
+
 # Four ranks on this machine All-Reduce a few sizes, verify them and print bandwidth.
-demo: build
+demo-c: build
 	$(BUILD)/tools/chorus-run/chorus-run -n $(RANKS) -- $(BUILD)/examples/allreduce_demo
 
 test: deps
@@ -62,7 +75,7 @@ install: build
 	cmake --install $(BUILD)
 
 format:
-	find include src tools tests examples bench -name '*.h' -o -name '*.hpp' -o -name '*.cc' -o -name '*.c' | xargs clang-format -i
+	find include src tools tests examples bench trainer -name '*.h' -o -name '*.hpp' -o -name '*.cc' -o -name '*.c' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-sanitize

@@ -11,7 +11,20 @@
 
 namespace chorus::algo {
 
-// Memory reused from call to call: a fresh large buffer per call costs a page fault per 4 KiB.
+// One (step, segment) of a ring: what to send and where what arrives goes (algo/ring.cc).
+struct RingUnit {
+  bool reducing;       // reduce-scatter step (receive into a slot, then reduce)
+  bool last;           // last reduce-scatter step: the result is final
+  const uint8_t* src;  // what this unit sends
+  size_t sendBytes;
+  uint8_t* dst;         // reduce: where a op slot goes; gather: where the bytes land
+  const uint8_t* mine;  // reduce: this rank's contribution to the received segment
+  size_t recvBytes;
+  int slot;
+};
+
+// Memory reused from call to call: a fresh large buffer per call costs a page fault per 4 KiB,
+// and no allocation happens per call once the sizes have been seen.
 class Scratch {
  public:
   uint8_t* bytes(size_t n) {
@@ -31,6 +44,10 @@ class Scratch {
   // Request arrays: resized only between collectives, so pending requests never move.
   std::vector<transport::Request>& sends(size_t n) { return sized(sends_, n); }
   std::vector<transport::Request>& recvs(size_t n) { return sized(recvs_, n); }
+  std::vector<RingUnit>& ringUnits(size_t n) {
+    ringUnits_.assign(n, RingUnit{});
+    return ringUnits_;
+  }
 
  private:
   static std::vector<transport::Request>& sized(std::vector<transport::Request>& v, size_t n) {
@@ -43,6 +60,7 @@ class Scratch {
   size_t capacity2_ = 0;
   std::vector<transport::Request> sends_;
   std::vector<transport::Request> recvs_;
+  std::vector<RingUnit> ringUnits_;
 };
 
 struct Hierarchy;

@@ -27,7 +27,7 @@ RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
   }
 
   // Plan every unit (step t, segment k) up front: pure arithmetic, no I/O.
-  units_.assign(total_, Unit{});
+  units_ = g.scratch->ringUnits(total_).data();
   for (int t = 0; t < rsSteps + agSteps; ++t) {
     bool rs = t < rsSteps;
     int ta = t - rsSteps;
@@ -60,8 +60,8 @@ RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
   slotBytes_ = segElems * esize_;
   window_ = static_cast<int>(std::clamp<size_t>((8u << 20) / slotBytes_, 2, 16));
   slots_ = s.reduce ? g.scratch->second(slotBytes_ * static_cast<size_t>(window_)) : nullptr;
-  sends_.assign(total_, transport::Request{});
-  recvs_.assign(total_, transport::Request{});
+  sends_ = g.scratch->sends(total_).data();
+  recvs_ = g.scratch->recvs(total_).data();
   fn_ = s.reduce ? reduce::reduceFn(s.dtype, s.op) : nullptr;
 }
 

@@ -28,7 +28,8 @@ void ringRun(const Group& g, const RingSpec& spec);
 
 // The same ring as a task that advances without blocking, so that rings over groups with
 // disjoint peers (a host's ranks, and the ranks that link hosts) run interleaved on one thread.
-// Uses g.scratch for its reduction slots: concurrent tasks need different Scratch objects.
+// Uses g.scratch for its plan, requests and reduction slots: tasks that run at the same time need
+// different Scratch objects.
 class RingTask {
  public:
   RingTask(const Group& g, const RingSpec& spec);
@@ -40,16 +41,7 @@ class RingTask {
   transport::Request& blocker();
 
  private:
-  struct Unit {
-    bool reducing;       // reduce-scatter step (receive into a slot, then reduce)
-    bool last;           // last reduce-scatter step: the result is final
-    const uint8_t* src;  // what this unit sends
-    size_t sendBytes;
-    uint8_t* dst;         // reduce: where a op slot goes; gather: where the bytes land
-    const uint8_t* mine;  // reduce: this rank's contribution to the received segment
-    size_t recvBytes;
-    int slot;
-  };
+  using Unit = RingUnit;
   void postRecvs();
   void postSend(size_t i);
 
@@ -62,8 +54,9 @@ class RingTask {
   size_t slotBytes_ = 0;
   int window_ = 2;
   uint8_t* slots_ = nullptr;
-  std::vector<Unit> units_;
-  std::vector<transport::Request> sends_, recvs_;
+  Unit* units_ = nullptr;  // all three live in g.scratch
+  transport::Request* sends_ = nullptr;
+  transport::Request* recvs_ = nullptr;
   reduce::ReduceFn fn_ = nullptr;
   bool started_ = false;
   bool finished_ = false;

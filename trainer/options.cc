@@ -1,0 +1,48 @@
+#include "options.h"
+
+#include <CLI/CLI.hpp>
+
+namespace chorus::train {
+
+int parseOptions(int argc, char** argv, TrainOptions& o) {
+  CLI::App app{
+      "Data-parallel training of Fashion-MNIST with LibTorch and chorus::dp.\n"
+      "Run it under chorus-run (e.g. chorus-run -n 4 -- chorus-train --epochs 1); every rank "
+      "trains on its own shard and gradients are averaged by Chorus."};
+  app.add_option("--model", o.model, "mlp (784-512-256-10) or cnn (two conv layers)")
+      ->check(CLI::IsMember({"mlp", "cnn"}));
+  app.add_option("--epochs", o.epochs, "Epochs")->check(CLI::Range(1, 1000));
+  app.add_option("--batch", o.batch, "Batch size per rank")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--lr", o.lr, "Learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--optimizer", o.optimizer, "sgd (with --momentum) or adam")
+      ->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--accumulation", o.accumulation, "Micro-batches per optimizer step (K)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--mode", o.mode, "sync, delayed (one step stale) or local-sgd")
+      ->check(CLI::IsMember({"sync", "delayed", "local-sgd"}));
+  app.add_option("--local-sgd-period", o.localSgdPeriod, "local-sgd: average every H steps")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--bucket-mb", o.bucketMb, "Gradient bucket size in MiB")
+      ->check(CLI::Range(0.001, 4096.0));
+  app.add_option("--limit", o.limit, "Use only the first N training samples (0: all)");
+  app.add_option("--data", o.data, "Directory with the Fashion-MNIST *-idx?-ubyte.gz files");
+  app.add_option("--metrics", o.metrics, "Write per-step metrics to this CSV (rank 0)");
+  app.add_option("--plot", o.plot, "Plot loss and test accuracy to this PNG (rank 0, python3)");
+  app.add_option("--seed", o.seed, "Seed for initialisation and shuffling (same on all ranks)");
+  app.add_option("--threads", o.threads, "Intra-op threads per rank (0: cores / local ranks)")
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--check-every", o.checkEvery, "Consistency check every N steps (0: never)")
+      ->check(CLI::Range(0, 1 << 30));
+  bool noProgress = false;
+  app.add_flag("--no-progress", noProgress, "No progress bar");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  o.progress = !noProgress;
+  return -1;
+}
+
+}  // namespace chorus::train

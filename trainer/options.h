@@ -1,0 +1,35 @@
+// chorus-train's command line.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace chorus::train {
+
+struct TrainOptions {
+  std::string model = "mlp";  // mlp | cnn
+  int epochs = 1;
+  int batch = 64;  // per rank
+  double lr = 1e-3;
+  std::string optimizer = "adam";  // sgd (momentum) | adam
+  double momentum = 0.9;
+  int accumulation = 1;
+  std::string mode = "sync";  // sync | delayed | local-sgd
+  int localSgdPeriod = 8;
+  double bucketMb = 25;
+  size_t limit = 0;  // first N training samples (0: all)
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string metrics;  // per-step CSV (rank 0)
+  std::string plot;     // PNG (rank 0, needs /usr/bin/python3 with matplotlib)
+  uint64_t seed = 1;
+  int threads = 0;  // intra-op threads per rank (0: cores / local ranks)
+  int checkEvery = 100;
+  bool progress = true;
+};
+
+// Parses argv; on --help or a usage error prints and returns the exit code to use (>= 0),
+// otherwise returns -1.
+int parseOptions(int argc, char** argv, TrainOptions& o);
+
+}  // namespace chorus::train

@@ -1,0 +1,141 @@
+#include "torch_replica.h"
+
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/torch.h>
+
+#include <span>
+#include <stdexcept>
+#include <string>
+
+namespace chorus::torch_dp {
+
+namespace {
+
+void checkTensor(const std::string& name, const at::Tensor& t) {
+  if (t.scalar_type() != at::kFloat || !t.is_contiguous() || !t.device().is_cpu()) {
+    throw std::invalid_argument("TorchReplica: " + name +
+                                " must be a contiguous f32 CPU tensor (chorus::dp is f32 only)");
+  }
+}
+
+}  // namespace
+
+TorchReplica::TorchReplica(Communicator& comm, torch::nn::Module& module, dp::Options options)
+    : comm_(comm),
+      module_(module),
+      replica_(std::make_unique<dp::Replica>(comm, std::move(options))) {
+  for (auto& item : module.named_parameters(/*recurse=*/true)) {
+    at::Tensor p = item.value();
+    if (!p.requires_grad()) continue;
+    checkTensor(item.key(), p);
+    // The gradient buffer exists before the first backward, so AccumulateGrad adds into this
+    // storage in place (it only allocates when grad is undefined or under create_graph).
+    p.mutable_grad() = torch::zeros_like(p);
+    size_t index =
+        replica_->addParameter(item.key(), p.data_ptr<float>(), p.mutable_grad().data_ptr<float>(),
+                               static_cast<size_t>(p.numel()));
+    params_.push_back(p);
+    // The AccumulateGrad node of a leaf is held weakly by the tensor: keep it alive so the hook
+    // stays attached. Its post-hooks run after the new gradient is in p.grad().
+    auto acc = torch::autograd::impl::grad_accumulator(p);
+    hookKeys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, index](const torch::autograd::variable_list& outputs,
+                      const torch::autograd::variable_list&) {
+          onGradient(index);
+          return outputs;
+        })));
+    accumulators_.push_back(std::move(acc));
+  }
+  replica_->finalize();
+}
+
+TorchReplica::~TorchReplica() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hookKeys_[i]);
+}
+
+void TorchReplica::onGradient(size_t index) {
+  const at::Tensor& g = params_[index].grad();
+  if (!g.defined() || g.data_ptr<float>() == nullptr) {
+    throw std::logic_error("TorchReplica: gradient of parameter " + std::to_string(index) +
+                           " is undefined after accumulation");
+  }
+  ++hookReports_;
+  replica_->gradientReady(index);
+}
+
+void TorchReplica::broadcast(int root) {
+  replica_->broadcastParameters(root);
+  for (auto& item : module_.named_buffers(/*recurse=*/true)) {
+    at::Tensor b = item.value();
+    if (b.scalar_type() != at::kFloat || !b.is_contiguous()) {
+      throw std::invalid_argument("TorchReplica: buffer " + item.key() + " is not contiguous f32");
+    }
+    comm_.broadcast(std::span<float>(b.data_ptr<float>(), static_cast<size_t>(b.numel())), root)
+        .wait();
+  }
+}
+
+void TorchReplica::beginStep() {
+  hookReports_ = 0;
+  replica_->beginStep();
+}
+
+bool TorchReplica::waitGradients() {
+  // The Replica reads and writes p.grad() through raw pointers: check nobody replaced them.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].grad().defined()) {
+      throw std::logic_error("TorchReplica: p.grad() of parameter " + std::to_string(i) +
+                             " was reset (do not use zero_grad(set_to_none=true))");
+    }
+  }
+  return replica_->waitGradients();
+}
+
+void TorchReplica::afterOptimizerStep() { replica_->afterOptimizerStep(); }
+
+void TorchReplica::zeroGradients() {
+  torch::NoGradGuard guard;
+  for (auto& p : params_) p.mutable_grad().zero_();
+}
+
+void TorchReplica::averageParameters() {
+  torch::NoGradGuard guard;
+  std::vector<Work> works;
+  for (auto& p : params_) {
+    works.push_back(comm_.allReduce(
+        std::span<float>(p.data_ptr<float>(), static_cast<size_t>(p.numel())), ReduceOp::kAvg));
+  }
+  for (auto& w : works) w.wait();
+}
+
+size_t TorchReplica::parameterElements() const {
+  size_t n = 0;
+  for (const auto& p : params_) n += static_cast<size_t>(p.numel());
+  return n;
+}
+
+uint64_t TorchReplica::parameterHash() const {
+  uint64_t h = 14695981039346656037ull;
+  for (const auto& p : params_) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(p.data_ptr<float>());
+    size_t n = static_cast<size_t>(p.numel()) * sizeof(float);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= bytes[i];
+      h *= 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+std::vector<int> TorchReplica::ranksDifferingFromRoot() const {
+  int64_t mine = static_cast<int64_t>(parameterHash());
+  std::vector<int64_t> all(static_cast<size_t>(comm_.size()));
+  comm_.allGather(std::span<const int64_t>(&mine, 1), std::span<int64_t>(all)).wait();
+  std::vector<int> differ;
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] != all[0]) differ.push_back(static_cast<int>(r));
+  }
+  return differ;
+}
+
+}  // namespace chorus::torch_dp

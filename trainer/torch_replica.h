@@ -1,0 +1,63 @@
+// LibTorch adapter for chorus::dp::Replica: registers a module's parameters and reports each
+// gradient from autograd as soon as it is accumulated into p.grad(). See docs/dp.md.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <chorus/communicator.hpp>
+#include <chorus/dp.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace chorus::torch_dp {
+
+class TorchReplica {
+ public:
+  // Registers module.parameters() (f32, contiguous, CPU) in forward order, allocates every p.grad()
+  // up front (zeros) and adds a post-hook to each parameter's gradient accumulator that calls
+  // Replica::gradientReady once the gradient has been added into p.grad(). The module and the
+  // communicator must outlive this object.
+  TorchReplica(Communicator& comm, torch::nn::Module& module, dp::Options options = {});
+  ~TorchReplica();  // removes the hooks
+  TorchReplica(const TorchReplica&) = delete;
+  TorchReplica& operator=(const TorchReplica&) = delete;
+
+  // Copies root's parameters and f32 buffers to every rank.
+  void broadcast(int root = 0);
+
+  void beginStep();
+  bool waitGradients();  // false on accumulation micro-steps: no optimizer step, no zeroing
+  void afterOptimizerStep();
+  // Zeroes every p.grad() in place (the Replica holds pointers into that storage).
+  void zeroGradients();
+  // LocalSgd: averages the parameters once more (end of training).
+  void averageParameters();
+
+  // FNV-1a over the raw bytes of all parameters, and the ranks whose hash differs from rank 0's
+  // (a collective: every rank must call it).
+  uint64_t parameterHash() const;
+  std::vector<int> ranksDifferingFromRoot() const;
+
+  // Gradients reported by the hooks during the last micro-step (the rest are taken as final in
+  // waitGradients).
+  size_t hookReports() const { return hookReports_; }
+  size_t parameterCount() const { return params_.size(); }
+  size_t parameterElements() const;
+  dp::Replica& replica() { return *replica_; }
+  const dp::StepMetrics& lastMetrics() const { return replica_->lastMetrics(); }
+
+ private:
+  void onGradient(size_t index);
+
+  Communicator& comm_;
+  torch::nn::Module& module_;
+  std::vector<at::Tensor> params_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hookKeys_;
+  std::unique_ptr<dp::Replica> replica_;
+  size_t hookReports_ = 0;
+};
+
+}  // namespace chorus::torch_dp
