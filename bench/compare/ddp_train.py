@@ -1,0 +1,276 @@
+#!/usr/bin/python3
+"""ddp_train: chorus-train's Fashion-MNIST training with PyTorch DistributedDataParallel (gloo).
+
+The PyTorch side of bench/compare/train_compare.sh. Same models as trainer/main.cc (MLP
+784-512-256-10; CNN conv5x5 1->16 pad 2, ReLU, maxpool 2, conv5x5 16->32 pad 2, ReLU, maxpool 2,
+1568-128-10), same normalisation (mean 0.2860, std 0.3530), same per-rank batch, optimizer
+(adam, or sgd with --momentum), lr, epochs, --limit (first N training samples), the same test
+evaluation (rank r evaluates test images r, r+N, ..., counts summed). Initialisation and the
+shuffle differ (PyTorch's default init with torch.manual_seed(seed); a numpy permutation seeded by
+seed and epoch, padded and strided over the ranks like DistributedSampler / chorus-train's
+shardIndices), so the accuracies agree statistically, not bit for bit.
+
+Run with Debian's /usr/bin/python3 (python3-torch 1.13; torchvision is not needed):
+
+  chorus-run -n 2 -- env DDP_STORE_DIR=/tmp/d /usr/bin/python3 ddp_train.py --limit 16384
+  scripts/cluster run-each 2 -- env DDP_STORE_DIR=/tmp/d /usr/bin/python3 ddp_train.py --model cnn
+
+Ranks: --rank/--size, else CHORUS_RANK/CHORUS_WORLD_SIZE (chorus-run), else
+CLUSTER_RANK/CLUSTER_SIZE (scripts/cluster run-each). Rendezvous: init_method file://DIR/store with
+DIR = --store-dir or $DDP_STORE_DIR (a fresh directory on a filesystem all ranks share). Network:
+$GLOO_SOCKET_IFNAME, set here to $CLUSTER_IFNAME (run-each) or "lo" when unset.
+
+Timing (what train_compare.sh compares with chorus-train's metrics CSV):
+  * step_ms: per optimizer step, forward + backward of the DDP model, which in DDP includes
+    waiting for the gradient all-reduces (the reducer waits for its buckets at the end of
+    backward). Batch preparation and optimizer.step() are outside, as in chorus-train's
+    compute_s + exposed_comm_s (beginStep .. waitGradients returned). Mean over the steps after
+    the first --skip (default 5) steps, rank 0.
+  * exposed_comm_ms: step_ms minus local_step_ms, where local_step_ms is the same forward +
+    backward measured on a plain copy of the module (no DDP, no communication) on the same
+    shard's batches, run by all ranks at the same time after training (--local-steps steps, 0:
+    as many as training had), so the CPU load of the other ranks is the same. This is "time DDP
+    adds to a step", which can include compute slowed by Gloo's threads, not only waiting.
+  * epoch_ms_per_step: wall time of the training epochs / steps (everything, first steps too,
+    data and optimizer included; the test evaluation after each epoch is not counted, as in
+    chorus-train's "epoch N: ... s").
+"""
+import argparse
+import datetime
+import gzip
+import json
+import os
+import socket
+import sys
+import time
+
+import numpy as np
+
+MEAN, STD = 0.2860, 0.3530
+
+
+def env_int(*names):
+    for n in names:
+        v = os.environ.get(n)
+        if v:
+            return int(v)
+    return -1
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch", type=int, default=64, help="batch size per rank")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--optimizer", choices=["sgd", "adam"], default="adam")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
+    p.add_argument("--limit", type=int, default=0, help="first N training samples (0: all)")
+    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: cores / local ranks)")
+    p.add_argument("--skip", type=int, default=5, help="first steps left out of the means")
+    p.add_argument("--local-steps", type=int, default=0,
+                   help="steps of the no-DDP baseline (0: as many as training)")
+    p.add_argument("--json", default="")
+    p.add_argument("--store-dir", default="")
+    p.add_argument("--rank", type=int, default=-1)
+    p.add_argument("--size", type=int, default=-1)
+    a = p.parse_args()
+    if a.rank < 0:
+        a.rank = env_int("CHORUS_RANK", "CLUSTER_RANK")
+    if a.size < 0:
+        a.size = env_int("CHORUS_WORLD_SIZE", "CLUSTER_SIZE")
+    if a.rank < 0 or a.size < 1 or a.rank >= a.size:
+        p.error("no rank/size: pass --rank/--size or run under chorus-run or scripts/cluster run-each")
+    a.store_dir = a.store_dir or os.environ.get("DDP_STORE_DIR", "")
+    if not a.store_dir:
+        p.error("no --store-dir or DDP_STORE_DIR")
+    return a
+
+
+def read_idx(path, magic, item_dims, limit=0):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    hdr = np.frombuffer(data, dtype=">u4", count=2 + len(item_dims))
+    if hdr[0] != magic or list(hdr[2:]) != list(item_dims):
+        raise SystemExit(f"{path}: not an IDX file of the expected type/shape")
+    n = int(hdr[1])
+    if limit:
+        n = min(n, limit)
+    item = int(np.prod(item_dims)) if item_dims else 1
+    off = 4 * (2 + len(item_dims))
+    return np.frombuffer(data, dtype=np.uint8, count=n * item, offset=off).reshape((n,) + tuple(item_dims))
+
+
+def load(d, prefix, limit=0):
+    x = read_idx(f"{d}/{prefix}-images-idx3-ubyte.gz", 0x803, (28, 28), limit)
+    y = read_idx(f"{d}/{prefix}-labels-idx1-ubyte.gz", 0x801, (), limit)
+    if len(x) != len(y):
+        raise SystemExit(f"{d}: {prefix}: {len(x)} images but {len(y)} labels")
+    x = ((x.astype(np.float32) / 255.0 - MEAN) / STD).reshape(-1, 1, 28, 28)
+    return x, y.astype(np.int64)
+
+
+def shard(n, rank, ranks, seed, epoch):
+    """DistributedSampler-like: shuffled from (seed, epoch), padded to a multiple of ranks."""
+    order = np.random.default_rng(seed * 1000003 + epoch).permutation(n)
+    total = (n + ranks - 1) // ranks * ranks
+    return order[np.arange(rank, total, ranks) % n]
+
+
+def make_model(nn, name):
+    if name == "cnn":
+        return nn.Sequential(nn.Conv2d(1, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(16, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(),
+                             nn.Linear(128, 10))
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256),
+                         nn.ReLU(), nn.Linear(256, 10))
+
+
+def main():
+    cfg = parse_args()
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", os.environ.get("CLUSTER_IFNAME") or "lo")
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, n = cfg.rank, cfg.size
+    threads = cfg.threads
+    if threads == 0:
+        local = max(1, env_int("CHORUS_LOCAL_SIZE", "CLUSTER_LOCAL_SIZE"))
+        threads = max(1, (os.cpu_count() or 1) // local)
+    torch.set_num_threads(threads)
+    torch.manual_seed(cfg.seed)
+    torch.set_flush_denormal(True)  # as chorus-train (Adam's second moments)
+
+    os.makedirs(cfg.store_dir, exist_ok=True)
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(cfg.store_dir, "store"),
+                            rank=rank, world_size=n, timeout=datetime.timedelta(seconds=600))
+
+    xtr, ytr = load(cfg.data, "train", cfg.limit)
+    xte, yte = load(cfg.data, "t10k")
+    xtr_t, ytr_t = torch.from_numpy(xtr), torch.from_numpy(ytr)
+
+    model = make_model(nn, cfg.model)
+    ddp = DDP(model, bucket_cap_mb=cfg.bucket_mb)  # broadcasts rank 0's parameters
+    if cfg.optimizer == "sgd":
+        opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    else:
+        opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
+    nparams = sum(p.numel() for p in model.parameters())
+    if rank == 0:
+        print(f"ddp_train: {n} ranks, {cfg.model} ({nparams} parameters), {cfg.optimizer} lr "
+              f"{cfg.lr}, batch {cfg.batch} per rank, {len(xtr)} training samples, {threads} "
+              f"thread(s) per rank, torch {torch.__version__} gloo "
+              f"({os.environ['GLOO_SOCKET_IFNAME']})", flush=True)
+
+    def batches(epoch):
+        idx = torch.from_numpy(shard(len(xtr), rank, n, cfg.seed, epoch))
+        for b in range(0, len(idx), cfg.batch):
+            i = idx[b:b + cfg.batch]
+            yield xtr_t.index_select(0, i), ytr_t.index_select(0, i)
+
+    def evaluate(m):
+        m.eval()
+        correct = seen = 0
+        with torch.no_grad():
+            ids = np.arange(rank, len(xte), n)
+            for b in range(0, len(ids), 500):
+                i = ids[b:b + 500]
+                pred = m(torch.from_numpy(xte[i])).argmax(1)
+                correct += int((pred == torch.from_numpy(yte[i])).sum())
+                seen += len(i)
+        m.train()
+        c = torch.tensor([correct, seen], dtype=torch.int64)
+        dist.all_reduce(c)
+        return int(c[0]) / max(int(c[1]), 1)
+
+    step_times, opt_times, losses = [], [], []
+    acc = 0.0
+    train_s = 0.0
+    for epoch in range(1, cfg.epochs + 1):
+        t_ep = time.perf_counter()
+        for x, y in batches(epoch):
+            t0 = time.perf_counter()
+            loss = F.cross_entropy(ddp(x), y)
+            loss.backward()  # returns after DDP's all-reduces are done
+            step_times.append(time.perf_counter() - t0)
+            losses.append(loss.item())
+            t1 = time.perf_counter()
+            opt.step()
+            opt.zero_grad(set_to_none=False)
+            opt_times.append(time.perf_counter() - t1)
+        ep_s = time.perf_counter() - t_ep  # as chorus-train: the evaluation is not counted
+        train_s += ep_s
+        acc = evaluate(model)
+        if rank == 0:
+            print(f"epoch {epoch}: train loss {np.mean(losses[-len(step_times):]):.4f} (rank 0), "
+                  f"{ep_s:.1f} s, test accuracy {100 * acc:.2f}%", flush=True)
+    steps = len(step_times)
+
+    # Baseline without DDP: a plain copy of the module on the same shard's batches, all ranks
+    # at once (same CPU load). Its parameters are updated too, so the work per step is the same.
+    local = make_model(nn, cfg.model)
+    local.load_state_dict(model.state_dict())
+    lopt = (torch.optim.SGD(local.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+            if cfg.optimizer == "sgd" else torch.optim.Adam(local.parameters(), lr=cfg.lr))
+    want = cfg.local_steps or steps
+    local_times = []
+    dist.barrier()
+    while len(local_times) < want:
+        for x, y in batches(cfg.epochs + 1 + len(local_times)):
+            t0 = time.perf_counter()
+            F.cross_entropy(local(x), y).backward()
+            local_times.append(time.perf_counter() - t0)
+            lopt.step()
+            lopt.zero_grad(set_to_none=False)
+            if len(local_times) >= want:
+                break
+    dist.barrier()
+
+    # Parameters identical on all ranks?
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    lo, hi = flat.clone(), flat.clone()
+    dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+    dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+    identical = bool(torch.equal(lo, hi))
+
+    skip = min(cfg.skip, max(steps - 1, 0))
+    step_ms = 1e3 * float(np.mean(step_times[skip:]))
+    local_ms = 1e3 * float(np.mean(local_times[min(cfg.skip, len(local_times) - 1):]))
+    res = {"system": "pytorch-ddp-gloo", "world_size": n, "model": cfg.model,
+           "optimizer": cfg.optimizer, "lr": cfg.lr, "batch": cfg.batch, "epochs": cfg.epochs,
+           "limit": cfg.limit, "threads": threads, "steps": steps, "skip": skip,
+           "step_ms": step_ms, "local_step_ms": local_ms,
+           "exposed_comm_ms": step_ms - local_ms,
+           "epoch_ms_per_step": 1e3 * train_s / max(steps, 1),
+           "test_accuracy": acc,
+           "opt_ms": 1e3 * float(np.mean(opt_times[skip:])),
+           "step_times_ms": [round(1e3 * t, 3) for t in step_times],
+           "local_times_ms": [round(1e3 * t, 3) for t in local_times], "identical": identical, "host": socket.gethostname(),
+           "torch": torch.__version__, "ifname": os.environ["GLOO_SOCKET_IFNAME"],
+           "definition": "step = forward+backward incl. DDP's all-reduce wait (no batch prep, "
+                         "no optimizer step), mean after `skip` steps, rank 0; exposed = step - "
+                         "same step without DDP on a local copy"}
+    if rank == 0:
+        print(f"final test accuracy {100 * acc:.2f}%, {train_s:.1f} s training")
+        print(f"step {step_ms:.2f} ms (fwd+bwd+allreduce, mean of steps {skip + 1}..{steps}), "
+              f"without DDP {local_ms:.2f} ms, exposed comm {step_ms - local_ms:.2f} ms/step")
+        print("parameters identical on all %d ranks" % n if identical else
+              "parameters DIFFER between ranks")
+        if cfg.json:
+            with open(cfg.json, "w") as f:
+                json.dump(res, f, indent=2)
+                f.write("\n")
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0 if identical else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
