@@ -93,6 +93,8 @@ void Communicator::Impl::runBlocking(algo::OpDesc desc, const void* in, void* ou
     }
     busy_ = true;
   }
+  // The caller waits for this call anyway: polling before sleeping costs it nothing.
+  if (tx_) tx_->allowSpinning(true);
   execute(task);
   bool wakeWorker;
   {
@@ -179,6 +181,9 @@ void Communicator::Impl::workerLoop() {
       }
       busy_ = true;
     }
+    // Work issued without waiting overlaps the application's computation: the worker sleeps
+    // while it waits instead of polling on a core the application needs.
+    if (tx_) tx_->allowSpinning(false);
     execute(task);
     std::lock_guard<std::mutex> lock(mu_);
     busy_ = false;

@@ -48,6 +48,9 @@ class Transport {
   virtual void wait(Request& r, Deadline deadline) = 0;
   // Drives I/O once: returns after something happened or at the deadline (no error then).
   virtual void poll(Deadline deadline) = 0;
+  // Whether waits may poll before they sleep (the spin policy). Off for work that runs in the
+  // background of the application's own computation, whose core the polling would take.
+  virtual void allowSpinning(bool allowed) { (void)allowed; }
 
   // Makes a wait on another thread throw Error(kAborted) promptly. Thread-safe, never blocks.
   virtual void interrupt() noexcept = 0;
