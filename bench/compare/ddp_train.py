@@ -46,15 +46,9 @@ import time
 
 import numpy as np
 
+from torch_bench import env_int  # same launch variables as the collective benchmark
+
 MEAN, STD = 0.2860, 0.3530
-
-
-def env_int(*names):
-    for n in names:
-        v = os.environ.get(n)
-        if v:
-            return int(v)
-    return -1
 
 
 def parse_args():

@@ -1,6 +1,7 @@
 #include "transport/shm/channel.h"
 
 #include "transport/frame.h"
+#include "transport/request_queue.h"
 #include "transport/tcp/socket.h"
 
 #include <chorus/error.hpp>
@@ -28,28 +29,10 @@ uint64_t nextLap(uint64_t pos, size_t cap) { return (pos / cap + 1) * cap; }
 // How far into the ring the writer may get before it goes back to the start when it can.
 constexpr size_t kRewindAfter = 16 * 1024;
 
-void push(Request*& head, Request*& tail, Request* r) {
-  r->next = nullptr;
-  if (tail) {
-    tail->next = r;
-  } else {
-    head = r;
-  }
-  tail = r;
-}
-
-Request* pop(Request*& head, Request*& tail) {
-  Request* r = head;
-  head = r->next;
-  if (!head) tail = nullptr;
-  r->next = nullptr;
-  return r;
-}
-
 }  // namespace
 
-void Channel::postSend(Request& r) { push(sendHead_, sendTail_, &r); }
-void Channel::postRecv(Request& r) { push(recvHead_, recvTail_, &r); }
+void Channel::postSend(Request& r) { pushRequest(sendHead_, sendTail_, &r); }
+void Channel::postRecv(Request& r) { pushRequest(recvHead_, recvTail_, &r); }
 
 bool Channel::inboundPending() const {
   return c_.in->head.load(std::memory_order_acquire) != tail_;
@@ -120,9 +103,9 @@ bool Channel::pumpSends(const algo::OpDesc& current) {
       head_ += kSlotBytes;
       moved = true;
       if (single) {
-        pop(sendHead_, sendTail_);
+        popRequest(sendHead_, sendTail_);
         r.moved = ++singleSent_;  // done when the peer's acked count reaches this
-        push(ackHead_, ackTail_, &r);
+        pushRequest(ackHead_, ackTail_, &r);
         continue;
       }
       slotWritten_ = true;
@@ -147,7 +130,7 @@ bool Channel::pumpSends(const algo::OpDesc& current) {
       head_ += padLeft_;
       padLeft_ = 0;
     }
-    pop(sendHead_, sendTail_);
+    popRequest(sendHead_, sendTail_);
     slotWritten_ = false;
     r.state = Request::State::kDone;
     moved = true;
@@ -160,7 +143,7 @@ bool Channel::pumpAcks() {
   uint64_t acked = c_.out->acked.load(std::memory_order_acquire);
   bool moved = false;
   while (ackHead_ && ackHead_->moved <= acked) {
-    Request* r = pop(ackHead_, ackTail_);
+    Request* r = popRequest(ackHead_, ackTail_);
     r->moved = r->bytes;
     r->state = Request::State::kDone;
     moved = true;
@@ -238,7 +221,7 @@ bool Channel::pumpRecvs(const algo::OpDesc& current) {
         }
         c_.in->tail.store(tail_, std::memory_order_release);
         c_.in->acked.store(++acksGiven_, std::memory_order_release);
-        pop(recvHead_, recvTail_);
+        popRequest(recvHead_, recvTail_);
         r.state = Request::State::kDone;
         continue;
       }
@@ -264,7 +247,7 @@ bool Channel::pumpRecvs(const algo::OpDesc& current) {
       tail_ += inPad_;
       inPad_ = 0;
     }
-    pop(recvHead_, recvTail_);
+    popRequest(recvHead_, recvTail_);
     slotRead_ = false;
     r.state = Request::State::kDone;
     moved = true;

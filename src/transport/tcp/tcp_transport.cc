@@ -1,5 +1,7 @@
 #include "transport/tcp/tcp_transport.h"
 
+#include "transport/request_queue.h"
+
 #include <chorus/error.hpp>
 
 #include <poll.h>
@@ -28,24 +30,6 @@ inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
-}
-
-void push(Request*& head, Request*& tail, Request* r) {
-  r->next = nullptr;
-  if (tail) {
-    tail->next = r;
-  } else {
-    head = r;
-  }
-  tail = r;
-}
-
-Request* pop(Request*& head, Request*& tail) {
-  Request* r = head;
-  head = r->next;
-  if (!head) tail = nullptr;
-  r->next = nullptr;
-  return r;
 }
 
 }  // namespace
@@ -197,7 +181,7 @@ void TcpTransport::postSend(Request& r, int peer, const void* data, size_t bytes
     pumpLink(l);  // write at once, as for TCP
     return;
   }
-  push(l.sendHead, l.sendTail, &r);
+  pushRequest(l.sendHead, l.sendTail, &r);
   if (l.sendHead == &r) {
     encodeSendHeader(l);
     onWritable(l);  // write at once: the common case needs no epoll round
@@ -216,7 +200,7 @@ void TcpTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uint
     l.shm->postRecv(r);  // taken by the next pump (the wait's first step)
     return;
   }
-  push(l.recvHead, l.recvTail, &r);
+  pushRequest(l.recvHead, l.recvTail, &r);
   if (l.recvHead == &r) {
     if (l.in == Inbound::kGone) gone(l);
     // What already arrived is taken now; the socket itself is left to the wait's epoll round
@@ -396,7 +380,7 @@ void TcpTransport::onWritable(Link& l) {
     r.moved += sent - h;
     l.frameLeft = (kFrameHeaderBytes - l.headerSent) + (r.bytes - r.moved);
     if (l.frameLeft == 0) {
-      pop(l.sendHead, l.sendTail);
+      popRequest(l.sendHead, l.sendTail);
       r.state = Request::State::kDone;
       if (l.sendHead) encodeSendHeader(l);
     }
@@ -456,7 +440,7 @@ void TcpTransport::onReadable(Link& l) {
         if (!readSome(l, r.data, r.bytes, r.moved)) break;  // nothing more now, or peer gone
         if (r.moved < r.bytes) continue;
       }
-      pop(l.recvHead, l.recvTail);
+      popRequest(l.recvHead, l.recvTail);
       r.state = Request::State::kDone;
       l.in = Inbound::kHeader;
       l.parked = false;
