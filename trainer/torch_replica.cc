@@ -114,28 +114,10 @@ size_t TorchReplica::parameterElements() const {
   return n;
 }
 
-uint64_t TorchReplica::parameterHash() const {
-  uint64_t h = 14695981039346656037ull;
-  for (const auto& p : params_) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(p.data_ptr<float>());
-    size_t n = static_cast<size_t>(p.numel()) * sizeof(float);
-    for (size_t i = 0; i < n; ++i) {
-      h ^= bytes[i];
-      h *= 1099511628211ull;
-    }
-  }
-  return h;
-}
+uint64_t TorchReplica::parameterHash() const { return replica_->parameterHash(); }
 
 std::vector<int> TorchReplica::ranksDifferingFromRoot() const {
-  int64_t mine = static_cast<int64_t>(parameterHash());
-  std::vector<int64_t> all(static_cast<size_t>(comm_.size()));
-  comm_.allGather(std::span<const int64_t>(&mine, 1), std::span<int64_t>(all)).wait();
-  std::vector<int> differ;
-  for (size_t r = 1; r < all.size(); ++r) {
-    if (all[r] != all[0]) differ.push_back(static_cast<int>(r));
-  }
-  return differ;
+  return replica_->ranksDifferingFromRoot();
 }
 
 }  // namespace chorus::torch_dp

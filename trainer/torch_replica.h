@@ -35,8 +35,7 @@ class TorchReplica {
   // LocalSgd: averages the parameters once more (end of training).
   void averageParameters();
 
-  // FNV-1a over the raw bytes of all parameters, and the ranks whose hash differs from rank 0's
-  // (a collective: every rank must call it).
+  // dp::Replica's parameter hash and cross-rank comparison (a collective).
   uint64_t parameterHash() const;
   std::vector<int> ranksDifferingFromRoot() const;
 

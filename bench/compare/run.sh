@@ -237,9 +237,9 @@ mpirun_lo=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to "$MPI_BI
 ompi_tcp_lo=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
 mpich_lo=(mpiexec.mpich -genv MPIR_CVAR_NOLOCAL 1 -genv UCX_TLS tcp -genv UCX_NET_DEVICES lo)
 
-loopback_round() {
+# Gloo (each of $GLOO_ALGOS) and torch-gloo with N ranks on this host, over loopback TCP.
+gloo_local_round() {
   local n=$1 round=$2 algo store
-  run "$n" "$round" chorus "$crun" -n "$n" -- "$cbench" --op allreduce "${common[@]}" --json
   for algo in $GLOO_ALGOS; do
     store=$(mktemp -d /tmp/gloo-bench-store.XXXXXX)
     GLOO_BENCH_STORE_DIR=$store run "$n" "$round" "$(gloo_system "$algo")" "$crun" -n "$n" -- \
@@ -252,6 +252,12 @@ loopback_round() {
       -n "$n" -- "$PYTHON" "$here/torch_bench.py" "${common[@]}" --json
     rm -rf "$store"
   fi
+}
+
+loopback_round() {
+  local n=$1 round=$2
+  run "$n" "$round" chorus "$crun" -n "$n" -- "$cbench" --op allreduce "${common[@]}" --json
+  gloo_local_round "$n" "$round"
   run "$n" "$round" openmpi-tcp "${mpirun_lo[@]}" -np "$n" "${ompi_tcp_lo[@]}" \
     "$PEER_BUILD_DIR/mpi_bench_openmpi" --system openmpi-tcp \
     --transport "pml ob1, btl tcp,self on lo, bind-to $MPI_BIND" "${common[@]}" --json
@@ -377,7 +383,7 @@ cluster_round() {
 # memory and CMA, and MPICH's own node-local path). Gloo and torch-gloo: TCP on lo, their only
 # transport.
 host_round() {
-  local n=$1 round=$2 algo store
+  local n=$1 round=$2
   run "$n" "$round" chorus "$crun" -n "$n" -- "$cbench" --op allreduce --bound "${common[@]}" --json
   if [ "${CHORUS_TCP:-0}" = 1 ]; then
     CHORUS_TRANSPORT=tcp run "$n" "$round" chorus-tcp "$crun" -n "$n" -- "$cbench" --op allreduce \
@@ -403,18 +409,7 @@ host_round() {
       --transport "ch4:ucx, default settings, MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=16G, no binding" \
       "${common[@]}" --json
   fi
-  for algo in $GLOO_ALGOS; do
-    store=$(mktemp -d /tmp/gloo-bench-store.XXXXXX)
-    GLOO_BENCH_STORE_DIR=$store run "$n" "$round" "$(gloo_system "$algo")" "$crun" -n "$n" -- \
-      "$PEER_BUILD_DIR/gloo_bench" --algo "$algo" --hostname 127.0.0.1 "${common[@]}" --json
-    rm -rf "$store"
-  done
-  if [ "${TORCH:-1}" = 1 ]; then
-    store=$(mktemp -d /tmp/torch-bench-store.XXXXXX)
-    TORCH_BENCH_STORE_DIR=$store GLOO_SOCKET_IFNAME=lo run "$n" "$round" torch-gloo "$crun" \
-      -n "$n" -- "$PYTHON" "$here/torch_bench.py" "${common[@]}" --json
-    rm -rf "$store"
-  fi
+  gloo_local_round "$n" "$round"
 }
 
 # --- hier: H hosts of the cluster, L ranks on each (rank i on host i / L) -------------------------

@@ -87,6 +87,11 @@ class Replica {
   // Parameter averaging (LocalSgd), the periodic consistency check, and the step's metrics.
   void afterOptimizerStep();
 
+  // FNV-1a over the raw bytes of all registered parameters, and the ranks whose hash differs
+  // from rank 0's (a collective: every rank must call it).
+  uint64_t parameterHash() const;
+  std::vector<int> ranksDifferingFromRoot() const;
+
   int64_t step() const;  // optimizer steps completed
   const StepMetrics& lastMetrics() const;
   const std::vector<BucketInfo>& buckets() const;

@@ -220,7 +220,7 @@ struct Replica::Impl {
       return;
     }
     const auto differ = withContext(
-        context, [&] { return ranksDifferingFromRoot(comm, hashParameters(values())); });
+        context, [&] { return dp::ranksDifferingFromRoot(comm, hashParameters(values())); });
     if (differ.empty()) return;
     std::ostringstream m;
     m << context << ": parameters on rank(s) ";
@@ -385,6 +385,11 @@ void Replica::afterOptimizerStep() {
   if (m.opt.mode == Mode::kLocalSgd && m.steps % m.opt.localSgdPeriod == 0) m.averageParameters();
   if (m.opt.checkEvery > 0 && m.steps % m.opt.checkEvery == 0) m.check();
   m.last = m.current;
+}
+
+uint64_t Replica::parameterHash() const { return hashParameters(impl_->values()); }
+std::vector<int> Replica::ranksDifferingFromRoot() const {
+  return dp::ranksDifferingFromRoot(impl_->comm, parameterHash());
 }
 
 int64_t Replica::step() const { return impl_->steps; }
