@@ -28,7 +28,8 @@ class Communicator {
   static std::unique_ptr<Communicator> create(const std::string& storeUrl, int rank, int size,
                                               Options options = Options::fromEnv());
   // Rank, size and store from CHORUS_RANK/CHORUS_WORLD_SIZE/CHORUS_STORE or from the variables
-  // set by mpirun (Open MPI, MPICH) and srun (Slurm).
+  // set by mpirun (Open MPI, MPICH) and srun (Slurm). A program started on its own (none of
+  // them set, no CHORUS_STORE) gets a world of one.
   static std::unique_ptr<Communicator> fromEnv();
 
   ~Communicator();

@@ -303,6 +303,7 @@ std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, 
 }
 
 std::unique_ptr<Communicator> Communicator::fromEnv() {
+  if (launchedAlone()) return create(makeHashStore(), 0, 1, Options::fromEnv());
   LaunchEnv env = readLaunchEnv();
   return create(env.store, env.rank, env.size, Options::fromEnv());
 }

@@ -16,4 +16,8 @@ struct LaunchEnv {
 // SLURM_PROCID/SLURM_NTASKS. Throws Error(kInvalidArgument) naming what is missing or malformed.
 LaunchEnv readLaunchEnv();
 
+// True when no launcher variable and no CHORUS_STORE is set: the program was started on its own,
+// and Communicator::fromEnv makes a world of one (as MPI does for a singleton).
+bool launchedAlone();
+
 }  // namespace chorus

@@ -1,6 +1,7 @@
 // Environment parsing: Options::fromEnv and the launch variables of chorus-run, mpirun and srun.
 #include "core/launch_env.h"
 
+#include <chorus/communicator.hpp>
 #include <chorus/error.hpp>
 #include <chorus/options.hpp>
 
@@ -9,6 +10,8 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <span>
+#include <vector>
 
 namespace chorus {
 namespace {
@@ -128,6 +131,28 @@ TEST(LaunchEnv, ReadsChorusThenMpiThenSlurm) {
   EXPECT_EQ(e.rank, 0);
   EXPECT_EQ(e.size, 5);
   EXPECT_EQ(e.store, "tcp://127.0.0.1:1234");
+}
+
+TEST(LaunchEnv, NothingSetMeansAlone) {
+  ScopedEnv env;
+  for (const char* v : kLaunchVars) env.set(v, nullptr);
+  EXPECT_TRUE(launchedAlone());
+  env.set("SLURM_PROCID", "0");
+  EXPECT_FALSE(launchedAlone());  // a half-set launcher is an error below, never a singleton
+  env.set("SLURM_PROCID", nullptr);
+  env.set("CHORUS_STORE", "tcp://127.0.0.1:1");
+  EXPECT_FALSE(launchedAlone());
+}
+
+TEST(LaunchEnv, AloneGivesAWorldOfOne) {
+  ScopedEnv env;
+  for (const char* v : kLaunchVars) env.set(v, nullptr);
+  auto comm = Communicator::fromEnv();
+  ASSERT_EQ(comm->size(), 1);
+  EXPECT_EQ(comm->rank(), 0);
+  std::vector<float> x{1.5f, -2.0f};
+  comm->allReduce(std::span<float>(x), ReduceOp::kAvg).wait();
+  EXPECT_EQ(x, (std::vector<float>{1.5f, -2.0f}));
 }
 
 TEST(LaunchEnv, MissingOrBadValuesSayWhat) {
