@@ -172,6 +172,7 @@ int run(const TrainOptions& o) {
   auto model = makeModel(o.model);
   chorus::dp::Options dpo;
   dpo.bucketBytes = std::max<size_t>(4, static_cast<size_t>(o.bucketMb * 1024 * 1024));
+  dpo.minBuckets = o.minBuckets;
   dpo.accumulationSteps = o.accumulation;
   dpo.mode = o.mode == "delayed"     ? chorus::dp::Mode::kDelayed
              : o.mode == "local-sgd" ? chorus::dp::Mode::kLocalSgd

@@ -23,6 +23,10 @@ int parseOptions(int argc, char** argv, TrainOptions& o) {
       ->check(CLI::IsMember({"sync", "delayed", "local-sgd"}));
   app.add_option("--local-sgd-period", o.localSgdPeriod, "local-sgd: average every H steps")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--min-buckets", o.minBuckets,
+                 "Cut the gradients into at least this many buckets, so that a small model's "
+                 "communication overlaps backward too (0: buckets by --bucket-mb alone)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--bucket-mb", o.bucketMb, "Gradient bucket size in MiB")
       ->check(CLI::Range(0.001, 4096.0));
   app.add_option("--limit", o.limit, "Use only the first N training samples (0: all)");

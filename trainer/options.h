@@ -18,6 +18,7 @@ struct TrainOptions {
   std::string mode = "sync";  // sync | delayed | local-sgd
   int localSgdPeriod = 8;
   double bucketMb = 25;
+  int minBuckets = 4;
   size_t limit = 0;  // first N training samples (0: all)
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string metrics;  // per-step CSV (rank 0)

@@ -21,7 +21,12 @@ enum class Mode {
 };
 
 struct Options {
+  // Largest bucket (bytes of gradients). A bucket's all-reduce starts when its last gradient is
+  // ready, so smaller buckets start earlier in backward; each costs one more call.
   size_t bucketBytes = size_t{25} << 20;
+  // Buckets are also capped at (total gradient bytes / minBuckets), so that a small model is
+  // still cut into several buckets and its communication overlaps backward (0: no such cap).
+  int minBuckets = 4;
   // Micro-steps per optimizer step (K); gradients accumulate in the framework's buffers and only
   // the K-th micro-step communicates. The layer divides the accumulated sum by K.
   int accumulationSteps = 1;

@@ -235,6 +235,7 @@ Replica::Replica(Communicator& comm, Options options)
   const Options& o = impl_->opt;
   if (o.accumulationSteps < 1) throw invalid("accumulationSteps must be >= 1");
   if (o.localSgdPeriod < 1) throw invalid("localSgdPeriod must be >= 1");
+  if (o.minBuckets < 0) throw invalid("minBuckets must be >= 0");
   if (o.checkEvery < 0) throw invalid("checkEvery must be >= 0");
 }
 
@@ -269,7 +270,13 @@ void Replica::finalize() {
   if (m.finalized) throw invalid("finalize called twice");
   std::vector<size_t> bytes;
   for (const Param& p : m.params) bytes.push_back(p.count * sizeof(float));
-  for (auto& members : planBuckets(bytes, m.opt.bucketBytes)) {
+  size_t total = 0;
+  for (size_t b : bytes) total += b;
+  size_t cap = m.opt.bucketBytes;
+  if (m.opt.minBuckets > 0) {
+    cap = std::min(cap, std::max<size_t>(1, total / static_cast<size_t>(m.opt.minBuckets)));
+  }
+  for (auto& members : planBuckets(bytes, cap)) {
     Bucket k;
     BucketInfo info;
     for (size_t i : members) {

@@ -148,6 +148,7 @@ double trainStep(dp::Replica& rep, Mlp& m, float lr, int k,
 dp::Options smallBuckets() {
   dp::Options o;
   o.bucketBytes = 512;
+  o.minBuckets = 0;  // the layouts below follow bucketBytes alone
   o.checkEvery = 1;
   o.log = [](const std::string&) {};
   return o;
@@ -228,6 +229,27 @@ TEST(DpAccumulation, KMicroStepsEqualOneStepWithKTimesTheBatch) {
   }
   EXPECT_EQ(final[0], final[1]);
   expectClose(final[0], ref.flat());
+}
+
+TEST(DpBuckets, SmallModelsStillGetSeveralBuckets) {
+  expectRanks(1, [](Communicator& c) {
+    Mlp m(1);
+    dp::Options o;  // 25 MiB buckets would hold this whole model
+    o.log = [](const std::string&) {};
+    dp::Replica rep(c, o);
+    m.registerWith(rep);
+    size_t total = 0;
+    for (const auto& b : rep.buckets()) total += b.bytes;
+    if (rep.buckets().size() < 2) throw std::runtime_error("one bucket for the whole model");
+    for (const auto& b : rep.buckets()) {
+      // Over total / minBuckets only as a single tensor that large.
+      if (b.bytes > total / 4 && b.params.size() != 1) throw std::runtime_error("bucket too big");
+    }
+    o.minBuckets = 0;
+    dp::Replica one(c, o);
+    m.registerWith(one);
+    if (one.buckets().size() != 1) throw std::runtime_error("minBuckets = 0 still split");
+  });
 }
 
 TEST(DpBuckets, FuseSmallTensorsAndLaunchInOrderAsSoonAsReady) {
