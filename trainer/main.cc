@@ -221,6 +221,12 @@ int run(const TrainOptions& o) {
       auto [x, y] = makeBatch(train, idx.data() + first, n);
       replica.beginStep();
       auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+      if (rank == o.failRank && replica.replica().step() + 1 == o.failStep) {
+        std::fprintf(stderr, "chorus-train: rank %d exits now, in step %d (--fail-rank)\n", rank,
+                     o.failStep);
+        std::fflush(stderr);
+        _exit(17);  // like a crash: no destructor tells the peers
+      }
       loss.backward();
       hookReports += replica.hookReports();
       expectedReports += replica.parameterCount();

@@ -40,6 +40,10 @@ int parseOptions(int argc, char** argv, TrainOptions& o) {
       ->check(CLI::Range(0, 1 << 30));
   bool noProgress = false;
   app.add_flag("--no-progress", noProgress, "No progress bar");
+  app.add_option("--fail-rank", o.failRank,
+                 "Testing: this rank exits abruptly (exit code 17) during step --fail-step");
+  app.add_option("--fail-step", o.failStep, "Testing: the step at which --fail-rank exits")
+      ->check(CLI::Range(1, 1 << 30));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -27,6 +27,10 @@ struct TrainOptions {
   int threads = 0;  // intra-op threads per rank (0: cores / local ranks)
   int checkEvery = 100;
   bool progress = true;
+  // Fault injection for tests: this rank exits abruptly (no goodbye to its peers) in the middle of
+  // optimizer step failStep, after its forward pass, while the others wait for its gradients.
+  int failRank = -1;
+  int failStep = 0;
 };
 
 // Parses argv; on --help or a usage error prints and returns the exit code to use (>= 0),
