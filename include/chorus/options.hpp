@@ -1,11 +1,41 @@
 // Communicator settings. Options::fromEnv() reads the CHORUS_* variables (docs/config.md).
 #pragma once
 
+#include <chorus/types.hpp>
+
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <string>
 
 namespace chorus {
+
+// The constants of the cost model behind the automatic algorithm choice (docs/algorithms.md,
+// "Choosing an algorithm"): a message of b bytes over a link takes alpha + b * beta seconds, and
+// reducing b bytes takes b * gamma. The built-in values were calibrated on the project's test
+// machines (shared memory on one host; TCP over the emulated 1 Gbit/s cluster); `chorus-bench
+// --calibrate` measures them on the user's own machines and writes a file for CHORUS_TUNING_FILE.
+struct LinkCost {
+  double alpha;  // seconds per message, size aside (latency and per-message software cost)
+  double beta;   // seconds per byte (inverse bandwidth)
+};
+struct Tuning {
+  LinkCost shm{2.0e-6, 0.12e-9};  // between ranks of one host, through shared memory
+  LinkCost net{60.0e-6, 8.6e-9};  // through TCP (between hosts, or on one host when forced)
+  // Seconds per byte reduced, by DataType (f16/bf16 convert through f32).
+  std::array<double, kNumDataTypes> gamma{0.25e-9, 0.25e-9, 0.9e-9, 0.9e-9,
+                                          0.25e-9, 0.25e-9, 0.25e-9, 0.25e-9};
+  // Where the values came from: "built-in" or the file's path.
+  std::string source{"built-in"};
+
+  // Reads a file written by writeFile (or by hand): "key value" lines, '#' comments; keys
+  // shm.alpha_us, shm.beta_ns_per_byte, net.alpha_us, net.beta_ns_per_byte and
+  // gamma_ns_per_byte.<dtype>. Keys left out keep the built-in values. Throws Error naming the
+  // file and line of anything it does not understand.
+  static Tuning fromFile(const std::string& path);
+  // Writes every value, with `comment` lines first. Throws Error when the file cannot be written.
+  void writeFile(const std::string& path, const std::string& comment) const;
+};
 
 struct Options {
   // CHORUS_TIMEOUT (seconds, default 300): the longest any rank waits for one step of a
@@ -14,17 +44,19 @@ struct Options {
   // CHORUS_IFNAME: interface whose IPv4 address this rank listens on. Empty: the address that
   // routes to the store host (loopback when the store is local).
   std::string ifname;
-  // CHORUS_ALGO: "auto" (default), "ring", "rd" (recursive doubling) or "rhd" (recursive
-  // halving-doubling) for all-reduce.
+  // CHORUS_ALGO: "auto" (default: the cost model chooses), an all-reduce algorithm name ("ring",
+  // "rd", "rhd", "tree", "oneshot", "twoshot", "hier"), or a list per collective such as
+  // "allreduce=tree,broadcast=chain" (docs/config.md). A forced choice a collective cannot run
+  // is an error.
   std::string algorithm{"auto"};
   // CHORUS_SEGMENT_BYTES (default 512 KiB): pipelining unit of the ring algorithms.
   size_t segmentBytes{512 * 1024};
-  // CHORUS_SMALL_BYTES (default 16 KiB): all-reduce at or below this size uses recursive doubling.
-  size_t smallBytes{16 * 1024};
-  // CHORUS_MEDIUM_BYTES (default 128 KiB): above smallBytes and up to this size, all-reduce over a
-  // power-of-two group of 4 or more uses recursive halving-doubling; the ring above (and for
-  // other group sizes).
-  size_t mediumBytes{128 * 1024};
+  // CHORUS_TUNING_FILE: cost-model constants for the automatic choice (see Tuning). Every rank
+  // must use the same values, or the ranks report mismatched calls.
+  Tuning tuning;
+  // CHORUS_DEBUG: "1" prints one line per collective on rank 0's stderr (the algorithm chosen
+  // and the cost model's prediction for every candidate), "all" on every rank.
+  std::string debug;
   // CHORUS_SOCKET_BUFFER (bytes, default 4 MiB): SO_SNDBUF/SO_RCVBUF of data connections.
   int socketBufferBytes{4 * 1024 * 1024};
   // CHORUS_SPIN_US (default -1 = automatic): microseconds a wait polls before sleeping.

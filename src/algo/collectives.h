@@ -28,6 +28,10 @@ void oneShotAllReduce(const Group& g, const void* in, void* out, size_t count, D
                       ReduceOp op);
 void twoShotAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
                       ReduceOp op);
+// Two complementary binary trees, one per half of the buffer (algo/tree_pattern.h), pipelined
+// in segments of g.segmentBytes.
+void doubleTreeAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
+                         ReduceOp op);
 void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
                            ReduceOp op);
 void chainBroadcast(const Group& g, void* buf, size_t bytes, int root);

@@ -6,10 +6,9 @@
 //   two-shot: block q of every input goes to rank q, which reduces it in rank order, then every
 //   rank sends its reduced block to all (2 rounds, (N-1)/N of the buffer each way).
 #include "algo/collectives.h"
+#include "algo/copy.h"
 #include "algo/ring_pattern.h"
 #include "reduce/reduce.h"
-
-#include <cstring>
 
 namespace chorus::algo {
 namespace {
@@ -29,7 +28,7 @@ void oneShotAllReduce(const Group& g, const void* in, void* out, size_t count, D
   auto& sends = g.scratch->sends(static_cast<size_t>(n));
   auto& recvs = g.scratch->recvs(static_cast<size_t>(n));
   auto slot = [&](int q) { return inputs + bytes * static_cast<size_t>(q); };
-  std::memcpy(slot(g.rank), in, bytes);
+  copyBytes(dtype, slot(g.rank), in, bytes);
   for (int q = 0; q < n; ++q) {
     if (q != g.rank) g.tx->postRecv(recvs[static_cast<size_t>(q)], q, slot(q), bytes, 0);
   }
@@ -72,7 +71,8 @@ void twoShotAllReduce(const Group& g, const void* in, void* out, size_t count, D
     Block b = balancedBlock(count, n, q);
     g.tx->postRecv(recvs[static_cast<size_t>(n + q)], q, dst + b.offset * es, b.count * es, 1);
   }
-  std::memcpy(parts + blockBytes * static_cast<size_t>(r), src + mine.offset * es, mine.count * es);
+  copyBytes(dtype, parts + blockBytes * static_cast<size_t>(r), src + mine.offset * es,
+            mine.count * es);
   for (int q = 0; q < n; ++q) {
     if (q != r) g.wait(recvs[static_cast<size_t>(q)]);
   }

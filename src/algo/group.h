@@ -27,7 +27,14 @@ struct RingUnit {
 // and no allocation happens per call once the sizes have been seen.
 class Scratch {
  public:
+  // The simulator without payloads (src/sim) hands out addresses that nobody may touch instead of
+  // memory: reserve(n) returns n bytes of them.
+  using Reserve = uint8_t* (*)(size_t n);
+  void reserveFrom(Reserve reserve) { reserve_ = reserve; }
+
   uint8_t* bytes(size_t n) {
+    if (reserve_ != nullptr) [[unlikely]]
+      return reserve_(n);
     if (n > capacity_) {
       buffer_.reset(new uint8_t[n]);  // uninitialised on purpose
       capacity_ = n;
@@ -35,6 +42,8 @@ class Scratch {
     return buffer_.get();
   }
   uint8_t* second(size_t n) {
+    if (reserve_ != nullptr) [[unlikely]]
+      return reserve_(n);
     if (n > capacity2_) {
       buffer2_.reset(new uint8_t[n]);
       capacity2_ = n;
@@ -54,6 +63,7 @@ class Scratch {
     v.assign(n, transport::Request{});
     return v;
   }
+  Reserve reserve_ = nullptr;
   std::unique_ptr<uint8_t[]> buffer_;
   size_t capacity_ = 0;
   std::unique_ptr<uint8_t[]> buffer2_;

@@ -7,6 +7,8 @@
 // Every rank ends with the same bits: each slice is reduced once, by one cross-host all-reduce
 // (itself bit-identical across its members), and only copied after that.
 #include "algo/collectives.h"
+#include "algo/select.h"
+#include "algo/copy.h"
 #include "algo/hierarchy.h"
 #include "algo/ring.h"
 #include "algo/ring_pattern.h"
@@ -15,7 +17,6 @@
 #include <chorus/error.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -23,11 +24,15 @@ namespace chorus::algo {
 
 std::unique_ptr<Hierarchy> makeHierarchy(const Group& g, const std::vector<std::string>& hostIds,
                                          const Options& options) {
-  Topology topo = topologyOf(hostIds);
-  if (!topo.layered()) return nullptr;
+  return makeHierarchy(g, std::make_shared<const Topology>(topologyOf(hostIds)), options);
+}
+
+std::unique_ptr<Hierarchy> makeHierarchy(const Group& g, std::shared_ptr<const Topology> topo,
+                                         const Options& options) {
+  if (!topo->layered()) return nullptr;
   auto h = std::make_unique<Hierarchy>();
   h->topo = std::move(topo);
-  const Topology& t = h->topo;
+  const Topology& t = *h->topo;
   const int me = g.rank;
   h->hostIndex = t.hostOf[static_cast<size_t>(me)];
   const int localRank = t.localRank[static_cast<size_t>(me)];
@@ -58,8 +63,13 @@ namespace {
 
 void runSub(const Hierarchy& h, const Group& sub, const void* in, void* out, size_t count,
             DataType dtype, ReduceOp op) {
-  AlgorithmId algo =
-      selectAlgorithm(CollectiveKind::kAllReduce, count * sizeOf(dtype), sub.size, h.subOptions);
+  // The host's group is one host; the cross-host group has one rank per host.
+  const bool sharedLocal = h.subOptions.transport != "tcp";
+  const Placement where = &sub == &h.local ? Placement{1, sub.size, true, sharedLocal}
+                                           : Placement{sub.size, 1, true, sharedLocal};
+  AlgorithmId algo = chooseAlgorithm(CollectiveKind::kAllReduce, count * sizeOf(dtype), dtype,
+                                     sub.size, where, h.subOptions)
+                         .algo;
   allReduceWith(sub, algo, in, out, count, dtype, op);
 }
 
@@ -180,7 +190,7 @@ void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t cou
   // Averages are sums until the very end, divided once by the whole group's size.
   const ReduceOp partial = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
 
-  if (!h.topo.even) {
+  if (!h.topo->even) {
     runSub(h, h.local, in, out, count, dtype, partial);
     if (h.inCross) {
       runSub(h, h.cross, out, out, count, dtype, partial);
@@ -213,7 +223,7 @@ void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t cou
     rs.gather = false;
     ringRun(local, rs);
   } else if (in != out) {
-    std::memcpy(data, in, count * esize);
+    copyBytes(dtype, data, in, count * esize);
   }
   if (mine.count > 0) {
     runSub(h, h.cross, slice, slice, mine.count, dtype, partial);

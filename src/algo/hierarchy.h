@@ -13,7 +13,7 @@
 namespace chorus::algo {
 
 struct Hierarchy {
-  Topology topo;
+  std::shared_ptr<const Topology> topo;  // shared by the ranks of a simulated world (src/sim)
   int hostIndex = 0;
   // The ranks of this host, in rank order.
   std::unique_ptr<SubTransport> localTx;
@@ -32,6 +32,9 @@ struct Hierarchy {
 
 // Builds the subgroups of g from every rank's host id; nullptr when the layout is flat.
 std::unique_ptr<Hierarchy> makeHierarchy(const Group& g, const std::vector<std::string>& hostIds,
+                                         const Options& options);
+// Same from the topology of those ids (topologyOf), which many ranks may share.
+std::unique_ptr<Hierarchy> makeHierarchy(const Group& g, std::shared_ptr<const Topology> topo,
                                          const Options& options);
 
 }  // namespace chorus::algo

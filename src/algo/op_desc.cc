@@ -38,6 +38,8 @@ const char* toString(AlgorithmId algo) {
       return "oneshot";
     case AlgorithmId::kTwoShot:
       return "twoshot";
+    case AlgorithmId::kDoubleTree:
+      return "tree";
   }
   return "unknown-algorithm";
 }

@@ -26,7 +26,8 @@ enum class AlgorithmId : uint8_t {
   kHalvingDoubling,
   kHierarchical,
   kOneShot,
-  kTwoShot
+  kTwoShot,
+  kDoubleTree
 };
 
 const char* toString(CollectiveKind kind);

@@ -1,17 +1,16 @@
 // Latency-optimal all-reduce for small buffers: log2(p) exchanges of the whole buffer.
 #include "algo/collectives.h"
+#include "algo/copy.h"
 #include "algo/fold.h"
 #include "algo/ring_pattern.h"
 #include "reduce/reduce.h"
-
-#include <cstring>
 
 namespace chorus::algo {
 
 void recursiveDoublingAllReduce(const Group& g, const void* in, void* out, size_t count,
                                 DataType dtype, ReduceOp op) {
   const size_t bytes = count * sizeOf(dtype);
-  if (in != out) std::memcpy(out, in, bytes);
+  if (in != out) copyBytes(dtype, out, in, bytes);
   auto* data = static_cast<uint8_t*>(out);
   uint8_t* tmp = g.scratch->bytes(bytes);
   reduce::ReduceFn fn = reduce::reduceFn(dtype, op);

@@ -13,10 +13,7 @@ namespace chorus::algo {
 class SubTransport final : public transport::Transport {
  public:
   SubTransport(transport::Transport* parent, std::vector<int> members)
-      : parent_(parent), members_(std::move(members)) {
-    const auto& all = parent_->hosts();
-    for (int m : members_) hosts_.push_back(all.at(static_cast<size_t>(m)));
-  }
+      : parent_(parent), members_(std::move(members)) {}
 
   // The parent began the collective; its frames carry the parent's call.
   void beginOp(const OpDesc&) override {}
@@ -36,7 +33,15 @@ class SubTransport final : public transport::Transport {
   std::string peerAddress(int peer) const override {
     return parent_->peerAddress(members_.at(static_cast<size_t>(peer)));
   }
-  const std::vector<std::string>& hosts() const override { return hosts_; }
+  // Built on first use: a simulated world of many ranks (src/sim) holds thousands of these.
+  const std::vector<std::string>& hosts() const override {
+    if (hosts_.size() != members_.size()) {
+      const auto& all = parent_->hosts();
+      hosts_.clear();
+      for (int m : members_) hosts_.push_back(all.at(static_cast<size_t>(m)));
+    }
+    return hosts_;
+  }
   const char* pathTo(int peer) const override {
     return parent_->pathTo(members_.at(static_cast<size_t>(peer)));
   }
@@ -44,7 +49,7 @@ class SubTransport final : public transport::Transport {
  private:
   transport::Transport* parent_;
   std::vector<int> members_;
-  std::vector<std::string> hosts_;
+  mutable std::vector<std::string> hosts_;
 };
 
 }  // namespace chorus::algo

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace chorus::algo {
@@ -29,17 +30,11 @@ inline Topology topologyOf(const std::vector<std::string>& hostIds) {
   const int n = static_cast<int>(hostIds.size());
   t.hostOf.assign(static_cast<size_t>(n), -1);
   t.localRank.assign(static_cast<size_t>(n), -1);
+  std::unordered_map<std::string, int> index;  // host id -> host index
   for (int r = 0; r < n; ++r) {
-    int h = -1;
-    for (int q = 0; q < r && h < 0; ++q) {
-      if (hostIds[static_cast<size_t>(q)] == hostIds[static_cast<size_t>(r)]) {
-        h = t.hostOf[static_cast<size_t>(q)];
-      }
-    }
-    if (h < 0) {
-      h = t.hostCount();
-      t.hosts.emplace_back();
-    }
+    auto [it, isNew] = index.try_emplace(hostIds[static_cast<size_t>(r)], t.hostCount());
+    const int h = it->second;
+    if (isNew) t.hosts.emplace_back();
     t.hostOf[static_cast<size_t>(r)] = h;
     t.localRank[static_cast<size_t>(r)] = static_cast<int>(t.hosts[static_cast<size_t>(h)].size());
     t.hosts[static_cast<size_t>(h)].push_back(r);

@@ -1,6 +1,8 @@
 #include "core/communicator_impl.h"
 
 #include "algo/hierarchy.h"
+#include "algo/select.h"
+#include "algo/topology.h"
 
 #include "core/launch_env.h"
 #include "core/validate.h"
@@ -9,6 +11,7 @@
 #include <chorus/error.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <utility>
 #include <vector>
@@ -32,10 +35,11 @@ Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::
   if (tx_) {
     hier_ = algo::makeHierarchy(group_, tx_->hosts(), options);
     group_.hier = hier_.get();
-    allShared_ = true;
-    for (int p = 0; p < size; ++p) {
-      if (p != rank && std::string(tx_->pathTo(p)) != "shm") allShared_ = false;
-    }
+    const algo::Topology topo = algo::topologyOf(tx_->hosts());
+    placement_.hosts = topo.hostCount();
+    placement_.perHost = topo.maxLocal();
+    placement_.even = topo.even;
+    placement_.sharedLocal = options.transport != "tcp";
   }
   worker_ = std::thread([this] { workerLoop(); });
 }
@@ -55,8 +59,17 @@ Communicator::Impl::~Impl() {
 
 void Communicator::Impl::prepare(algo::OpDesc& desc, const void* in, const void* out) {
   validateCall(desc, in, out, rank, size);
-  desc.algo = algo::selectAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype), size, options,
-                                    hier_ != nullptr, allShared_);
+  algo::Choice choice = algo::chooseAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype),
+                                              desc.dtype, size, placement_, options);
+  desc.algo = choice.algo;
+  if (!options.debug.empty() && (rank == 0 || options.debug == "all")) {
+    algo::OpDesc shown = desc;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shown.seq = nextSeq_;  // the number issue() is about to give it
+    }
+    std::fprintf(stderr, "chorus[%d]: %s\n", rank, algo::explain(shown, size, placement_, choice).c_str());
+  }
   lastAlgo.store(static_cast<int>(desc.algo), std::memory_order_relaxed);
 }
 
@@ -262,6 +275,7 @@ std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const 
         "rank " + std::to_string(rank) + " is not in [0, world size " + std::to_string(size) + ")");
   }
   if (!store) throw Error(ErrorCode::kInvalidArgument, "store is null");
+  algo::validateAlgorithmSetting(options.algorithm);  // before any rank waits on this one
   // Each communicator created on the same store gets fresh keys: the n-th creation by a rank
   // pairs with the n-th creation by every other rank.
   int64_t generation = store->add("chorus/created/" + std::to_string(rank), 1);

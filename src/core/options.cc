@@ -2,6 +2,7 @@
 #include <chorus/error.hpp>
 #include <chorus/options.hpp>
 
+#include "algo/select.h"
 #include "core/launch_env.h"
 
 #include <cstdlib>
@@ -58,22 +59,18 @@ Options Options::fromEnv() {
   }
   if (auto v = env("CHORUS_IFNAME")) o.ifname = *v;
   if (auto v = env("CHORUS_ALGO")) {
-    if (*v != "auto" && *v != "ring" && *v != "rd" && *v != "rhd" && *v != "hier" &&
-        *v != "oneshot" && *v != "twoshot") {
-      throw Error(ErrorCode::kInvalidArgument, "CHORUS_ALGO='" + *v +
-                                                   "': expected auto, ring, rd, rhd, hier, "
-                                                   "oneshot or twoshot");
-    }
+    algo::validateAlgorithmSetting(*v);
     o.algorithm = *v;
+  }
+  if (auto v = env("CHORUS_TUNING_FILE")) o.tuning = Tuning::fromFile(*v);
+  if (auto v = env("CHORUS_DEBUG")) {
+    if (*v != "0" && *v != "1" && *v != "all") {
+      throw Error(ErrorCode::kInvalidArgument, "CHORUS_DEBUG='" + *v + "': expected 0, 1 or all");
+    }
+    o.debug = *v == "0" ? "" : *v;
   }
   if (auto v = env("CHORUS_SEGMENT_BYTES")) {
     o.segmentBytes = static_cast<size_t>(parseNumber("CHORUS_SEGMENT_BYTES", *v, 64, 1LL << 30));
-  }
-  if (auto v = env("CHORUS_SMALL_BYTES")) {
-    o.smallBytes = static_cast<size_t>(parseNumber("CHORUS_SMALL_BYTES", *v, 0, 1LL << 30));
-  }
-  if (auto v = env("CHORUS_MEDIUM_BYTES")) {
-    o.mediumBytes = static_cast<size_t>(parseNumber("CHORUS_MEDIUM_BYTES", *v, 0, 1LL << 40));
   }
   if (auto v = env("CHORUS_SOCKET_BUFFER")) {
     o.socketBufferBytes = static_cast<int>(parseNumber("CHORUS_SOCKET_BUFFER", *v, 0, 1LL << 30));

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <string>
 
+#include "reduce/internal_types.h"
 #include "reduce/kernel_table.h"
 #include "reduce/reduce.h"
 
@@ -96,16 +97,23 @@ const IsaKernels& current() {
 }  // namespace
 
 ReduceFn reduceFn(DataType type, ReduceOp op) {
-  if (!isValid(type) || !isValid(op)) return nullptr;
+  if (!isValid(type) || !isValid(op)) [[unlikely]] {
+    return isValid(op) ? internalKernels(type).reduce : nullptr;
+  }
   return current().table.reduce[static_cast<int>(type)][static_cast<int>(op)];
 }
 
 void divide(void* buf, size_t count, DataType type, int divisor) {
-  if (!isValid(type)) {
+  const bool internal = !isValid(type) && internalKernels(type).divide != nullptr;
+  if (!isValid(type) && !internal) {
     throw Error(ErrorCode::kInvalidArgument,
                 "reduce::divide: invalid data type " + std::to_string(static_cast<int>(type)));
   }
   if (divisor == 0) throw Error(ErrorCode::kInvalidArgument, "reduce::divide: divisor is 0");
+  if (internal) [[unlikely]] {
+    internalKernels(type).divide(buf, count, divisor);
+    return;
+  }
   if (count == 0) return;
   current().table.divide[static_cast<int>(type)](buf, count, divisor);
 }

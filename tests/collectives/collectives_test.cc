@@ -252,6 +252,12 @@ std::vector<Param> params() {
   for (int n : {2, 3, 4, 8}) p.push_back({n, "oneshot", 512 * 1024});
   for (int n : {2, 3, 5, 8}) p.push_back({n, "twoshot", 512 * 1024});
   p.push_back({3, "twoshot", 512 * 1024, "tcp"});
+  // Small segments: several per half even at count 1031 (256 B: 9 for f32), so a segment goes
+  // down a tree while later ones still go up, and links carry both trees' messages.
+  for (int n : {1, 2, 3, 5}) p.push_back({n, "tree", 256});
+  p.push_back({8, "tree", 1024});
+  for (int n : {4, 6}) p.push_back({n, "tree", 512 * 1024});  // one segment per half
+  p.push_back({5, "tree", 1024, "tcp"});
   for (int n : {2, 3, 5}) p.push_back({n, "auto", 512 * 1024, "tcp"});
   p.push_back({4, "ring", 4096, "tcp"});
   // Hierarchical layouts: even (contiguous and interleaved ranks), uneven, one rank alone.

@@ -50,23 +50,27 @@ const char* kLaunchVars[] = {"CHORUS_RANK",          "CHORUS_WORLD_SIZE", "OMPI_
 
 TEST(Options, DefaultsAndOverrides) {
   ScopedEnv env;
-  for (const char* v : {"CHORUS_TIMEOUT", "CHORUS_ALGO", "CHORUS_SEGMENT_BYTES", "CHORUS_IFNAME",
-                        "CHORUS_MEDIUM_BYTES"}) {
+  for (const char* v : {"CHORUS_TIMEOUT", "CHORUS_ALGO", "CHORUS_SEGMENT_BYTES", "CHORUS_IFNAME"}) {
     env.set(v, nullptr);
   }
   Options d = Options::fromEnv();
   EXPECT_EQ(d.timeout, std::chrono::seconds(300));
   EXPECT_EQ(d.algorithm, "auto");
-  EXPECT_EQ(d.mediumBytes, 128u * 1024);
   env.set("CHORUS_TIMEOUT", "0.5");
   env.set("CHORUS_ALGO", "rhd");
-  env.set("CHORUS_MEDIUM_BYTES", "1048576");
   env.set("CHORUS_SEGMENT_BYTES", "65536");
   Options o = Options::fromEnv();
   EXPECT_EQ(o.timeout, std::chrono::milliseconds(500));
   EXPECT_EQ(o.algorithm, "rhd");
   EXPECT_EQ(o.segmentBytes, 65536u);
-  EXPECT_EQ(o.mediumBytes, 1048576u);
+}
+
+TEST(Options, EveryAlgorithmName) {
+  ScopedEnv env;
+  for (const char* name : {"auto", "ring", "rd", "rhd", "hier", "oneshot", "twoshot", "tree"}) {
+    env.set("CHORUS_ALGO", name);
+    EXPECT_EQ(Options::fromEnv().algorithm, name);
+  }
 }
 
 TEST(Options, TransportAndHostSettings) {
@@ -97,7 +101,7 @@ TEST(Options, MalformedValuesAreClearErrors) {
   const std::pair<const char*, const char*> bad[] = {
       {"CHORUS_TIMEOUT", "soon"},    {"CHORUS_TIMEOUT", "-1"},
       {"CHORUS_ALGO", "fastest"},    {"CHORUS_SEGMENT_BYTES", "12abc"},
-      {"CHORUS_SEGMENT_BYTES", "1"}, {"CHORUS_MEDIUM_BYTES", "lots"},
+      {"CHORUS_SEGMENT_BYTES", "1"}, {"CHORUS_DEBUG", "yes"},
       {"CHORUS_TRANSPORT", "rdma"},  {"CHORUS_SHM_RING_BYTES", "100"}};
   for (auto [name, value] : bad) {
     ScopedEnv env;

@@ -101,55 +101,5 @@ TEST(Topology, HostsNumberedByLowestRankAndLocalRanksInOrder) {
   EXPECT_FALSE(topologyOf({}).layered());
 }
 
-TEST(Select, HierarchicalAcrossLayeredHostsOnly) {
-  Options o;
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 1 << 20, 4, o, true),
-            AlgorithmId::kHierarchical);
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 8, 4, o, true),
-            AlgorithmId::kRecursiveDoubling);
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 1 << 20, 4, o, false), AlgorithmId::kRing);
-  o.algorithm = "ring";  // forced: flat even across hosts
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 1 << 20, 4, o, true), AlgorithmId::kRing);
-  o.algorithm = "hier";
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 8, 4, o, true), AlgorithmId::kHierarchical);
-  EXPECT_THROW(selectAlgorithm(CollectiveKind::kAllReduce, 8, 4, o, false), Error);
-}
-
-TEST(Select, FewestRoundsOnOneHost) {
-  Options o;
-  auto pick = [&](size_t bytes, int n) {
-    return selectAlgorithm(CollectiveKind::kAllReduce, bytes, n, o, false, true);
-  };
-  EXPECT_EQ(pick(8, 2), AlgorithmId::kRecursiveDoubling);
-  EXPECT_EQ(pick(8, 4), AlgorithmId::kOneShot);
-  EXPECT_EQ(pick(8, 16), AlgorithmId::kRecursiveDoubling);
-  EXPECT_EQ(pick(1 << 20, 4), AlgorithmId::kHalvingDoubling);
-  EXPECT_EQ(pick(1 << 20, 3), AlgorithmId::kTwoShot);
-  EXPECT_EQ(pick(64 << 20, 4), AlgorithmId::kRing);
-  EXPECT_EQ(pick(1 << 20, 2), AlgorithmId::kRing);
-  o.algorithm = "twoshot";
-  EXPECT_EQ(pick(8, 4), AlgorithmId::kTwoShot);
-}
-
-TEST(Select, IsDeterministicAndHonoursOverrides) {
-  Options o;
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 8, 4, o), AlgorithmId::kRecursiveDoubling);
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 1 << 20, 4, o), AlgorithmId::kRing);
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 64 << 10, 8, o),
-            AlgorithmId::kHalvingDoubling);
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 64 << 10, 6, o), AlgorithmId::kRing);
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 64 << 10, 2, o), AlgorithmId::kRing);
-  o.algorithm = "rhd";
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 8, 3, o), AlgorithmId::kHalvingDoubling);
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 1 << 20, 1, o), AlgorithmId::kNone);
-  o.algorithm = "rd";
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 1 << 20, 4, o),
-            AlgorithmId::kRecursiveDoubling);
-  o.algorithm = "ring";
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 8, 4, o), AlgorithmId::kRing);
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kBroadcast, 8, 4, o), AlgorithmId::kChain);
-  EXPECT_EQ(selectAlgorithm(CollectiveKind::kBarrier, 0, 4, o), AlgorithmId::kDissemination);
-}
-
 }  // namespace
 }  // namespace chorus::algo

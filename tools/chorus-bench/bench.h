@@ -76,4 +76,7 @@ void printTable(const Config& cfg, int worldSize, const std::string& algo,
 void writeJson(const Config& cfg, int worldSize, const std::string& algo,
                const std::vector<Row>& rows, const BoundInfo& bound = {});
 
+// --calibrate: every rank calls it; rank 0 writes the tuning file.
+void calibrate(chorus_comm* c, const std::string& path);
+
 }  // namespace chorus::bench

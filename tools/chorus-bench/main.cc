@@ -28,7 +28,7 @@ size_t parseBytes(const std::string& s) {
 int main(int argc, char** argv) {
   using namespace chorus;
   bench::Config cfg;
-  std::string dtype = "f32", redop = "sum", minBytes = "8", maxBytes = "64M", algo;
+  std::string dtype = "f32", redop = "sum", minBytes = "8", maxBytes = "64M", algo, calibrateTo;
   bool noCheck = false;
   CLI::App app{"chorus-bench: collective bandwidth and latency, nccl-tests conventions"};
   app.add_option("--op", cfg.op, "allreduce | reduce_scatter | all_gather | broadcast")
@@ -44,7 +44,11 @@ int main(int argc, char** argv) {
   app.add_option("-w,--warmup", cfg.warmup, "untimed iterations per size")
       ->check(CLI::Range(0, 1000000));
   app.add_option("--algo", algo,
-                 "force an all-reduce algorithm: ring | rd | rhd (default: automatic)");
+                 "force algorithms, as CHORUS_ALGO: an all-reduce algorithm (ring rd rhd tree "
+                 "oneshot twoshot hier) or collective=name,... (default: the cost model chooses)");
+  app.add_option("--calibrate", calibrateTo,
+                 "measure the cost model's constants (alpha, beta per link kind; gamma per dtype) "
+                 "on this job's ranks, write them to this file for CHORUS_TUNING_FILE, and exit");
   app.add_flag("--no-check", noCheck, "skip the correctness check (#wrong)");
   app.add_flag("-c,--check", cfg.check, "check results (default on)");
   app.add_option("--json", cfg.jsonPath, "also write the rows as JSON to this file");
@@ -90,6 +94,10 @@ int main(int argc, char** argv) {
     if (chorus_init_from_env(&c) != CHORUS_OK) throw std::runtime_error(chorus_last_error(nullptr));
     std::unique_ptr<chorus_comm, decltype(&chorus_destroy)> owned(c, &chorus_destroy);
     Communicator& comm = communicatorOf(c);
+    if (!calibrateTo.empty()) {
+      bench::calibrate(c, calibrateTo);
+      return 0;
+    }
     bench::BoundInfo bound;
     if (cfg.bound) {
       // Rank 0 measures while the others wait in the barrier (asleep after a short poll).

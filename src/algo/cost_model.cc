@@ -1,0 +1,158 @@
+// Alpha-beta-gamma estimates of every algorithm (the formulas are derived in docs/algorithms.md).
+// They only have to rank the algorithms correctly, not predict absolute times: chorus-sim runs
+// the algorithms themselves for that.
+#include "algo/select.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace chorus::algo {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Posting m messages at once costs alpha + (m - 1) * kExtraMessage * alpha: the wire latencies
+// overlap, the per-message software cost does not.
+constexpr double kExtraMessage = 0.2;
+// The hierarchical algorithm pipelines buffers from this size (hierarchical.cc) in this many
+// chunks, hiding the shorter of its local and network phases behind the longer.
+constexpr size_t kHierPipelineBytes = 8u << 20;
+constexpr double kHierChunks = 8;
+
+struct Link {
+  double alpha;
+  double beta;
+};
+
+int floorLog2(int n) {
+  int k = 0;
+  while ((2 << k) <= n) ++k;
+  return k;
+}
+int ceilLog2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+// The link flat algorithms see: TCP as soon as the group spans hosts.
+Link flatLink(const Placement& w, const Tuning& t) {
+  const LinkCost& c = (w.hosts > 1 || !w.sharedLocal) ? t.net : t.shm;
+  return Link{c.alpha, c.beta};
+}
+
+// Algorithms whose partners at some step are all on other hosts at once make the host's ranks
+// share its network link; the ring (ranks placed host by host) crosses each host boundary once.
+double sharing(const Placement& w) { return w.hosts > 1 ? std::max(1, w.perHost) : 1; }
+
+double flatAllReduce(AlgorithmId a, double n, int p, double gamma, Link l, double share,
+                     double segment) {
+  const double pd = p;
+  const int k = floorLog2(p);
+  const double p2 = static_cast<double>(1 << k);
+  const bool folded = (1 << k) != p;
+  const double fold = folded ? 2 * (l.alpha + n * l.beta) + n * gamma : 0.0;
+  const double beta = l.beta * share;
+  switch (a) {
+    case AlgorithmId::kRing:
+      return 2 * (pd - 1) * l.alpha + 2 * (pd - 1) / pd * n * beta + (pd - 1) / pd * n * gamma;
+    case AlgorithmId::kRecursiveDoubling:
+      return k * (l.alpha + n * beta + n * gamma) + fold;
+    case AlgorithmId::kHalvingDoubling:
+      return 2 * k * l.alpha + 2 * (p2 - 1) / p2 * n * beta + (p2 - 1) / p2 * n * gamma + fold;
+    case AlgorithmId::kDoubleTree: {
+      // Each half climbs and descends a tree of depth ~log2 p in segments. A rank that is
+      // interior (two children) in one tree and a leaf in the other moves 2n each way; with two
+      // ranks each is the other's only child, n each way, as in the ring.
+      const double depth = std::max(1, ceilLog2(p + 1) - 1);
+      const double s = std::max(1.0, std::min(segment, n / 2));
+      const double moved = p == 2 ? n : 2 * n;
+      return 2 * depth * (l.alpha + s * beta) + moved * beta + (p == 2 ? n / 2 : n) * gamma;
+    }
+    case AlgorithmId::kOneShot:
+      // Every rank sends its whole buffer to every other and reduces all of them.
+      return l.alpha * (1 + (pd - 2) * kExtraMessage) + (pd - 1) * n * (beta + gamma);
+    case AlgorithmId::kTwoShot:
+      // A direct reduce-scatter then a direct all-gather: two rounds of p - 1 messages.
+      return 2 * l.alpha * (1 + (pd - 2) * kExtraMessage) + 2 * (pd - 1) / pd * n * beta +
+             (pd - 1) / pd * n * gamma;
+    default:
+      return kInf;
+  }
+}
+
+const AlgorithmId kFlatAllReduce[] = {AlgorithmId::kRing, AlgorithmId::kRecursiveDoubling,
+                                      AlgorithmId::kHalvingDoubling, AlgorithmId::kDoubleTree,
+                                      AlgorithmId::kOneShot, AlgorithmId::kTwoShot};
+
+double bestFlat(double n, int p, double gamma, Link l, double share, double segment) {
+  if (p <= 1) return 0;
+  double best = kInf;
+  for (AlgorithmId a : kFlatAllReduce) {
+    best = std::min(best, flatAllReduce(a, n, p, gamma, l, share, segment));
+  }
+  return best;
+}
+
+double chainBroadcast(double n, int p, Link l, double segment) {
+  if (p <= 1) return 0;
+  const double s = std::max(1.0, std::min(segment, n));
+  const double segments = std::max(1.0, std::ceil(n / s));
+  // The first segment takes p - 1 hops, each later one adds a hop; then the last rank's ack.
+  return (p - 2 + segments) * (l.alpha + s * l.beta) + l.alpha;
+}
+
+double hierarchical(double n, const Placement& w, double gamma, const Tuning& t, double segment) {
+  if (!w.layered()) return kInf;
+  const LinkCost& lc = w.sharedLocal ? t.shm : t.net;
+  const Link local{lc.alpha, lc.beta};
+  const Link net{t.net.alpha, t.net.beta};
+  const int L = w.perHost;
+  const int H = w.hosts;
+  if (!w.even) {
+    // All-reduce in the host, among the hosts' leaders, then a broadcast in the host.
+    return bestFlat(n, L, gamma, local, 1, segment) + bestFlat(n, H, gamma, net, 1, segment) +
+           chainBroadcast(n, L, local, segment);
+  }
+  const double slice = n / L;
+  const double localPhases = 2 * (L - 1) * (local.alpha + slice * local.beta) + (L - 1) * slice * gamma;
+  // The L cross-host groups (one per local rank) share each host's link.
+  const double cross = bestFlat(slice, H, gamma, net, L, segment);
+  if (n >= static_cast<double>(kHierPipelineBytes)) {
+    return std::max(localPhases, cross) + std::min(localPhases, cross) / kHierChunks;
+  }
+  return localPhases + cross;
+}
+
+}  // namespace
+
+double predictSeconds(CollectiveKind kind, AlgorithmId algo, size_t bytes, DataType dtype, int size,
+                      const Placement& where, const Tuning& t, size_t segmentBytes) {
+  if (size <= 1) return algo == AlgorithmId::kNone ? 0.0 : kInf;
+  const double n = static_cast<double>(bytes);
+  const double p = size;
+  const double gamma = t.gamma[static_cast<size_t>(dtype) % t.gamma.size()];
+  const double segment = static_cast<double>(std::max<size_t>(1, segmentBytes));
+  const Link l = flatLink(where, t);
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      if (algo == AlgorithmId::kHierarchical) return hierarchical(n, where, gamma, t, segment);
+      return flatAllReduce(algo, n, size, gamma, l,
+                           algo == AlgorithmId::kRing ? 1.0 : sharing(where), segment);
+    case CollectiveKind::kReduceScatter:
+      if (algo != AlgorithmId::kRing) return kInf;
+      return (p - 1) * (l.alpha + n * l.beta + n * gamma);
+    case CollectiveKind::kAllGather:
+      if (algo != AlgorithmId::kRing) return kInf;
+      return (p - 1) * (l.alpha + n * l.beta);
+    case CollectiveKind::kBroadcast:
+      if (algo != AlgorithmId::kChain) return kInf;
+      return chainBroadcast(n, size, l, segment);
+    case CollectiveKind::kBarrier:
+      if (algo != AlgorithmId::kDissemination) return kInf;
+      return ceilLog2(size) * l.alpha;
+  }
+  return kInf;
+}
+
+}  // namespace chorus::algo

@@ -1,0 +1,195 @@
+#include "algo/select.h"
+
+#include "algo/collectives.h"
+
+#include <chorus/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string_view>
+
+namespace chorus::algo {
+namespace {
+
+constexpr CollectiveKind kKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
+                                     CollectiveKind::kAllGather, CollectiveKind::kBroadcast,
+                                     CollectiveKind::kBarrier};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
+
+// "allreduce", "reduce_scatter" / "reducescatter", ...
+std::optional<CollectiveKind> kindNamed(std::string_view name) {
+  std::string plain;
+  for (char c : name) {
+    if (c != '_' && c != '-') plain += c;
+  }
+  for (CollectiveKind k : kKinds) {
+    std::string known;
+    for (const char* c = toString(k); *c; ++c) {
+      if (*c != '_') known += *c;
+    }
+    if (plain == known) return k;
+  }
+  return std::nullopt;
+}
+
+std::string choices(CollectiveKind kind) {
+  std::string s;
+  for (AlgorithmId a : algorithmsFor(kind)) s += (s.empty() ? "" : ", ") + std::string(toString(a));
+  return s;
+}
+
+AlgorithmId algorithmNamed(CollectiveKind kind, std::string_view name, const std::string& setting) {
+  for (AlgorithmId a : algorithmsFor(kind)) {
+    if (name == toString(a)) return a;
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              "CHORUS_ALGO='" + setting + "': " + std::string(toString(kind)) + " has no algorithm '" +
+                  std::string(name) + "' (choices: auto, " + choices(kind) + ")");
+}
+
+// Visits each "collective=name" entry of a list setting; a bare name means all-reduce.
+template <typename Fn>
+void forEachEntry(const std::string& setting, Fn fn) {
+  std::string_view rest = setting;
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view entry = trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    if (entry.empty()) continue;
+    size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) {
+      fn(CollectiveKind::kAllReduce, entry);
+      continue;
+    }
+    auto kind = kindNamed(trim(entry.substr(0, eq)));
+    if (!kind) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "CHORUS_ALGO='" + setting + "': unknown collective '" +
+                      std::string(trim(entry.substr(0, eq))) +
+                      "' (allreduce, reduce_scatter, all_gather, broadcast, barrier)");
+    }
+    fn(*kind, trim(entry.substr(eq + 1)));
+  }
+}
+
+std::string milliseconds(double s) {
+  char buf[32];
+  if (!std::isfinite(s)) return "n/a";
+  std::snprintf(buf, sizeof buf, s < 1e-3 ? "%.1f us" : "%.3f ms", s < 1e-3 ? s * 1e6 : s * 1e3);
+  return buf;
+}
+
+}  // namespace
+
+const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind) {
+  static const std::vector<AlgorithmId> allReduce{
+      AlgorithmId::kRing,          AlgorithmId::kRecursiveDoubling, AlgorithmId::kHalvingDoubling,
+      AlgorithmId::kDoubleTree,    AlgorithmId::kOneShot,           AlgorithmId::kTwoShot,
+      AlgorithmId::kHierarchical};
+  static const std::vector<AlgorithmId> ring{AlgorithmId::kRing};
+  static const std::vector<AlgorithmId> broadcast{AlgorithmId::kChain};
+  static const std::vector<AlgorithmId> barrier{AlgorithmId::kDissemination};
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return allReduce;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllGather:
+      return ring;
+    case CollectiveKind::kBroadcast:
+      return broadcast;
+    case CollectiveKind::kBarrier:
+      return barrier;
+  }
+  return ring;
+}
+
+std::optional<AlgorithmId> forcedAlgorithm(CollectiveKind kind, const std::string& setting) {
+  std::optional<AlgorithmId> forced;
+  forEachEntry(setting, [&](CollectiveKind k, std::string_view name) {
+    if (name == "auto") {
+      if (k == kind) forced.reset();
+      return;
+    }
+    AlgorithmId a = algorithmNamed(k, name, setting);
+    if (k == kind) forced = a;
+  });
+  return forced;
+}
+
+void validateAlgorithmSetting(const std::string& setting) {
+  for (CollectiveKind k : kKinds) (void)forcedAlgorithm(k, setting);
+}
+
+Choice chooseAlgorithm(CollectiveKind kind, size_t bytes, DataType dtype, int size,
+                       const Placement& where, const Options& options) {
+  Choice c;
+  if (size <= 1) return c;  // kNone: nothing to exchange
+  if (auto forced = forcedAlgorithm(kind, options.algorithm)) {
+    if (*forced == AlgorithmId::kHierarchical && !where.layered()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "CHORUS_ALGO=hier needs ranks on several hosts with several ranks on some host "
+                  "(CHORUS_HOST_ID sets the host of a rank)");
+    }
+    c.algo = *forced;
+    c.forced = true;
+  }
+  for (AlgorithmId a : algorithmsFor(kind)) {
+    double s = predictSeconds(kind, a, bytes, dtype, size, where, options.tuning, options.segmentBytes);
+    if (std::isfinite(s)) c.candidates.push_back({a, s});
+  }
+  std::stable_sort(c.candidates.begin(), c.candidates.end(),
+                   [](const Candidate& x, const Candidate& y) { return x.seconds < y.seconds; });
+  if (!c.forced) {
+    if (c.candidates.empty()) {
+      throw Error(ErrorCode::kInternal,
+                  std::string("no algorithm can run ") + toString(kind) + " on this group");
+    }
+    c.algo = c.candidates.front().algo;
+  }
+  return c;
+}
+
+std::string explain(const OpDesc& desc, int size, const Placement& where, const Choice& c) {
+  std::string s = desc.name() + " " + std::to_string(desc.count * sizeOf(desc.dtype)) + " B " +
+                  std::string(chorus::toString(desc.dtype));
+  if (desc.kind == CollectiveKind::kAllReduce || desc.kind == CollectiveKind::kReduceScatter) {
+    s += " " + std::string(chorus::toString(desc.op));
+  }
+  s += " on " + std::to_string(size) + " ranks";
+  if (where.hosts > 1) {
+    s += " (" + std::to_string(where.hosts) + " hosts, up to " + std::to_string(where.perHost) +
+         " per host)";
+  }
+  s += std::string(": ") + toString(c.algo) + (c.forced ? " (forced by CHORUS_ALGO)" : "");
+  if (!c.candidates.empty()) {
+    s += " [model:";
+    for (size_t i = 0; i < c.candidates.size(); ++i) {
+      s += std::string(i ? ", " : " ") + toString(c.candidates[i].algo) + " " +
+           milliseconds(c.candidates[i].seconds);
+    }
+    s += "]";
+  }
+  return s;
+}
+
+// The older entry point: the placement from two flags (tests and subgroups use it).
+AlgorithmId selectAlgorithm(CollectiveKind kind, size_t bytes, int size, const Options& options,
+                            bool layered, bool shared) {
+  Placement w;
+  if (shared) {
+    w = Placement{1, size, true, true};
+  } else if (layered) {
+    w = Placement{2, (size + 1) / 2, size % 2 == 0, true};
+  } else {
+    w = Placement{size, 1, true, true};
+  }
+  return chooseAlgorithm(kind, bytes, DataType::kU8, size, w, options).algo;
+}
+
+}  // namespace chorus::algo

@@ -1,0 +1,60 @@
+// The automatic algorithm choice: an alpha-beta-gamma cost model per algorithm (cost_model.cc)
+// and a pure selector over it, plus the forced choices of CHORUS_ALGO (select.cc).
+#pragma once
+
+#include "algo/op_desc.h"
+
+#include <chorus/options.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace chorus::algo {
+
+// Where the ranks of a group are, as far as the cost model cares.
+struct Placement {
+  int hosts = 1;            // distinct hosts
+  int perHost = 1;          // most ranks on one host
+  bool even = true;         // every host runs the same number of ranks
+  bool sharedLocal = true;  // ranks on one host talk through shared memory (not forced to TCP)
+
+  bool layered() const { return hosts > 1 && perHost > 1; }
+};
+
+// The cost model's estimate, in seconds, of one collective of `bytes` (all-reduce: the buffer;
+// reduce-scatter / all-gather: one rank's block; broadcast: the buffer) over `size` ranks, or
+// +infinity when the algorithm does not run that collective or layout.
+double predictSeconds(CollectiveKind kind, AlgorithmId algo, size_t bytes, DataType dtype, int size,
+                      const Placement& where, const Tuning& t, size_t segmentBytes);
+
+// The algorithms each collective has, in a fixed order (ties go to the earlier one).
+const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind);
+
+// What CHORUS_ALGO forces for `kind`: nothing for "auto" (or a list that does not name the
+// collective). Throws Error(kInvalidArgument) for an unknown name, or a name the collective
+// does not have, naming the choices.
+std::optional<AlgorithmId> forcedAlgorithm(CollectiveKind kind, const std::string& setting);
+// Checks a whole CHORUS_ALGO value (every collective it names); throws as above.
+void validateAlgorithmSetting(const std::string& setting);
+
+struct Candidate {
+  AlgorithmId algo;
+  double seconds;  // the model's prediction
+};
+struct Choice {
+  AlgorithmId algo = AlgorithmId::kNone;
+  bool forced = false;
+  std::vector<Candidate> candidates;  // every algorithm the model considered, fastest first
+};
+
+// Pure: the same inputs give the same choice on every rank. A group of one needs no algorithm
+// (kNone). Throws Error when a forced choice cannot run here (hier on a flat layout).
+Choice chooseAlgorithm(CollectiveKind kind, size_t bytes, DataType dtype, int size,
+                       const Placement& where, const Options& options);
+
+// One line for CHORUS_DEBUG: "allreduce #3 1048576 B f32 sum on 4 ranks (2 hosts x 2): rhd
+// [model: rhd 0.91 ms, ring 1.20 ms, ...]".
+std::string explain(const OpDesc& desc, int size, const Placement& where, const Choice& c);
+
+}  // namespace chorus::algo

@@ -1,0 +1,86 @@
+// Tuning files: the cost model's constants, measured by chorus-bench --calibrate.
+#include <chorus/error.hpp>
+#include <chorus/options.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace chorus {
+namespace {
+
+[[noreturn]] void bad(const std::string& path, int line, const std::string& why) {
+  throw Error(ErrorCode::kInvalidArgument, "tuning file " + path +
+                                               (line > 0 ? ":" + std::to_string(line) : "") + ": " +
+                                               why);
+}
+
+// Every value in the file and its scale to seconds (per message or per byte).
+struct Key {
+  std::string name;
+  double* value;
+  double scale;
+};
+
+std::vector<Key> keysOf(Tuning& t) {
+  std::vector<Key> keys{{"shm.alpha_us", &t.shm.alpha, 1e-6},
+                        {"shm.beta_ns_per_byte", &t.shm.beta, 1e-9},
+                        {"net.alpha_us", &t.net.alpha, 1e-6},
+                        {"net.beta_ns_per_byte", &t.net.beta, 1e-9}};
+  for (int d = 0; d < kNumDataTypes; ++d) {
+    keys.push_back({"gamma_ns_per_byte." + std::string(toString(static_cast<DataType>(d))),
+                    &t.gamma[static_cast<size_t>(d)], 1e-9});
+  }
+  return keys;
+}
+
+}  // namespace
+
+Tuning Tuning::fromFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) bad(path, 0, std::string("cannot read it: ") + std::strerror(errno));
+  Tuning t;
+  auto keys = keysOf(t);
+  std::string text;
+  int line = 0;
+  while (std::getline(in, text)) {
+    ++line;
+    if (auto hash = text.find('#'); hash != std::string::npos) text.resize(hash);
+    std::istringstream fields(text);
+    std::string name, value, extra;
+    if (!(fields >> name)) continue;  // blank or comment
+    if (!(fields >> value) || (fields >> extra)) bad(path, line, "expected 'key value'");
+    Key* key = nullptr;
+    for (auto& k : keys) {
+      if (k.name == name) key = &k;
+    }
+    if (key == nullptr) bad(path, line, "unknown key '" + name + "'");
+    char* end = nullptr;
+    double v = std::strtod(value.c_str(), &end);
+    if (end == value.c_str() || *end != '\0' || !std::isfinite(v) || v < 0) {
+      bad(path, line, "'" + value + "' is not a non-negative number");
+    }
+    *key->value = v * key->scale;
+  }
+  t.source = path;
+  return t;
+}
+
+void Tuning::writeFile(const std::string& path, const std::string& comment) const {
+  Tuning copy = *this;
+  std::ostringstream out;
+  std::istringstream lines(comment);
+  for (std::string l; std::getline(lines, l);) out << "# " << l << '\n';
+  for (const auto& k : keysOf(copy)) out << k.name << ' ' << *k.value / k.scale << '\n';
+  std::ofstream f(path);
+  if (!f || !(f << out.str()) || !f.flush()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "cannot write tuning file " + path + ": " + std::strerror(errno));
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,198 @@
+// The cost-model selector: pure, deterministic, honours forced choices per collective, explains
+// itself, and reads tuning files.
+#include "algo/collectives.h"
+#include "algo/select.h"
+
+#include <chorus/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace chorus::algo {
+namespace {
+
+const Placement kOneRankPerHost{8, 1, true, true};
+
+AlgorithmId pick(size_t bytes, int n, const Placement& w, const Options& o = {}) {
+  return chooseAlgorithm(CollectiveKind::kAllReduce, bytes, DataType::kF32, n, w, o).algo;
+}
+
+Placement spread(int n) { return Placement{n, 1, true, true}; }
+
+TEST(Select, ChoosesTheCheapestPrediction) {
+  Options o;
+  for (int n : {2, 3, 5, 8, 64, 1024}) {
+    for (size_t bytes : {size_t{8}, size_t{4096}, size_t{1} << 20, size_t{256} << 20}) {
+      Choice c = chooseAlgorithm(CollectiveKind::kAllReduce, bytes, DataType::kF32, n, spread(n), o);
+      ASSERT_FALSE(c.candidates.empty());
+      EXPECT_EQ(c.algo, c.candidates.front().algo);
+      for (size_t i = 1; i < c.candidates.size(); ++i) {
+        EXPECT_LE(c.candidates[i - 1].seconds, c.candidates[i].seconds);
+      }
+      // The hierarchical algorithm is no candidate on a flat layout.
+      for (const auto& k : c.candidates) EXPECT_NE(k.algo, AlgorithmId::kHierarchical);
+    }
+  }
+}
+
+TEST(Select, LatencyBoundSmallBandwidthBoundLarge) {
+  // Across hosts: few rounds for tiny buffers, a bandwidth-optimal algorithm for large ones.
+  for (int n : {4, 8}) {
+    AlgorithmId small = pick(8, n, spread(n));
+    EXPECT_TRUE(small == AlgorithmId::kRecursiveDoubling || small == AlgorithmId::kOneShot)
+        << toString(small);
+    // Bandwidth-optimal: 2 (N-1)/N of the buffer each way per rank.
+    AlgorithmId large = pick(256u << 20, n, spread(n));
+    EXPECT_TRUE(large == AlgorithmId::kRing || large == AlgorithmId::kHalvingDoubling ||
+                large == AlgorithmId::kTwoShot)
+        << toString(large);
+  }
+  // At scale the ring's 2(N-1) latencies lose at mid sizes.
+  EXPECT_NE(pick(64u << 10, 1024, spread(1024)), AlgorithmId::kRing);
+  // A group of one needs nothing.
+  EXPECT_EQ(pick(1 << 20, 1, spread(1)), AlgorithmId::kNone);
+}
+
+TEST(Select, HierarchicalOnlyWhereHostsHoldSeveralRanks) {
+  const Placement layered{2, 4, true, true};
+  EXPECT_EQ(pick(64u << 20, 8, layered), AlgorithmId::kHierarchical);
+  Options o;
+  o.algorithm = "hier";
+  EXPECT_EQ(pick(8, 8, layered, o), AlgorithmId::kHierarchical);
+  EXPECT_THROW(pick(8, 8, kOneRankPerHost, o), Error);
+  EXPECT_THROW(pick(8, 4, Placement{1, 4, true, true}, o), Error);
+}
+
+TEST(Select, TheTuningDrivesTheChoice) {
+  // With an enormous per-message cost, the fewest rounds win even for large buffers (one round
+  // of messages to everyone); with free messages, the least data per rank does.
+  Options slow;
+  slow.tuning.net.alpha = 10.0;
+  EXPECT_EQ(pick(1 << 20, 8, kOneRankPerHost, slow), AlgorithmId::kOneShot);
+  Options cheap;
+  cheap.tuning.net.alpha = 0;
+  AlgorithmId a = pick(1 << 20, 8, kOneRankPerHost, cheap);
+  EXPECT_TRUE(a == AlgorithmId::kHalvingDoubling || a == AlgorithmId::kTwoShot ||
+              a == AlgorithmId::kRing)
+      << toString(a);
+}
+
+TEST(Select, ForcedPerCollective) {
+  Options o;
+  o.algorithm = "tree";  // a bare name is the all-reduce's
+  EXPECT_EQ(pick(8, 5, spread(5), o), AlgorithmId::kDoubleTree);
+  EXPECT_EQ(chooseAlgorithm(CollectiveKind::kBroadcast, 8, DataType::kU8, 5, spread(5), o).algo,
+            AlgorithmId::kChain);
+  o.algorithm = "broadcast=chain, allreduce=rhd";
+  Choice c = chooseAlgorithm(CollectiveKind::kAllReduce, 8, DataType::kF32, 3, spread(3), o);
+  EXPECT_TRUE(c.forced);
+  EXPECT_EQ(c.algo, AlgorithmId::kHalvingDoubling);
+  o.algorithm = "reduce_scatter=ring,allreduce=auto";
+  EXPECT_FALSE(
+      chooseAlgorithm(CollectiveKind::kAllReduce, 8, DataType::kF32, 3, spread(3), o).forced);
+  EXPECT_EQ(forcedAlgorithm(CollectiveKind::kReduceScatter, o.algorithm), AlgorithmId::kRing);
+  EXPECT_EQ(forcedAlgorithm(CollectiveKind::kAllGather, "allgather=ring"), AlgorithmId::kRing);
+  EXPECT_FALSE(forcedAlgorithm(CollectiveKind::kAllReduce, "auto").has_value());
+}
+
+TEST(Select, UnsupportedForcedChoicesAreClearErrors) {
+  for (const char* bad : {"fastest", "allgather=tree", "broadcast=rhd", "reduce=ring",
+                          "barrier=ring", "allreduce=chain"}) {
+    SCOPED_TRACE(bad);
+    try {
+      validateAlgorithmSetting(bad);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("CHORUS_ALGO"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    validateAlgorithmSetting("all_gather=tree");
+  } catch (const Error& e) {
+    // Names the collective and what it can do instead.
+    EXPECT_NE(std::string(e.what()).find("all_gather"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ring"), std::string::npos) << e.what();
+  }
+  for (const char* good : {"auto", "ring", "allreduce=oneshot,broadcast=chain", "barrier=dissemination"}) {
+    EXPECT_NO_THROW(validateAlgorithmSetting(good)) << good;
+  }
+}
+
+TEST(Select, ExplainsItsChoice) {
+  OpDesc d;
+  d.kind = CollectiveKind::kAllReduce;
+  d.dtype = DataType::kF32;
+  d.count = 256;
+  d.seq = 7;
+  const Placement w{2, 2, true, true};
+  Choice c = chooseAlgorithm(d.kind, 1024, d.dtype, 4, w, Options{});
+  std::string line = explain(d, 4, w, c);
+  EXPECT_NE(line.find("allreduce #7 1024 B f32 sum on 4 ranks (2 hosts"), std::string::npos) << line;
+  EXPECT_NE(line.find(std::string(": ") + toString(c.algo)), std::string::npos) << line;
+  EXPECT_NE(line.find("[model:"), std::string::npos) << line;
+}
+
+TEST(Select, ModelGrowsWithSize) {
+  const Tuning t;
+  for (AlgorithmId a : algorithmsFor(CollectiveKind::kAllReduce)) {
+    if (a == AlgorithmId::kHierarchical) continue;
+    double prev = 0;
+    for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 4) {
+      double s = predictSeconds(CollectiveKind::kAllReduce, a, bytes, DataType::kF32, 6, spread(6),
+                                t, 512 * 1024);
+      ASSERT_TRUE(std::isfinite(s)) << toString(a);
+      EXPECT_GT(s, prev) << toString(a) << " " << bytes;
+      prev = s;
+    }
+  }
+  EXPECT_TRUE(std::isinf(predictSeconds(CollectiveKind::kBroadcast, AlgorithmId::kRing, 8,
+                                        DataType::kU8, 4, spread(4), t, 512 * 1024)));
+}
+
+TEST(Tuning, FileRoundTripAndErrors) {
+  const std::string path = ::testing::TempDir() + "chorus_tuning_test.txt";
+  Tuning t;
+  t.net = LinkCost{123e-6, 4e-9};
+  t.shm = LinkCost{1.5e-6, 0.05e-9};
+  t.gamma[static_cast<size_t>(DataType::kBF16)] = 2e-9;
+  t.writeFile(path, "test file\nsecond line");
+  Tuning r = Tuning::fromFile(path);
+  EXPECT_NEAR(r.net.alpha, 123e-6, 1e-12);
+  EXPECT_NEAR(r.net.beta, 4e-9, 1e-15);
+  EXPECT_NEAR(r.shm.alpha, 1.5e-6, 1e-12);
+  EXPECT_NEAR(r.gamma[static_cast<size_t>(DataType::kBF16)], 2e-9, 1e-15);
+  EXPECT_EQ(r.source, path);
+
+  // Keys left out keep the built-in values; comments and blank lines are fine.
+  {
+    std::ofstream f(path);
+    f << "# only one value\n\nnet.alpha_us 7   # trailing comment\n";
+  }
+  r = Tuning::fromFile(path);
+  EXPECT_NEAR(r.net.alpha, 7e-6, 1e-12);
+  EXPECT_EQ(r.shm.alpha, Tuning{}.shm.alpha);
+
+  for (const char* bad : {"net.alpha_us\n", "net.alpha_us fast\n", "net.latency 3\n",
+                          "net.alpha_us -1\n", "net.alpha_us 1 2\n"}) {
+    {
+      std::ofstream f(path);
+      f << "# line 1\n" << bad;
+    }
+    try {
+      Tuning::fromFile(path);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ":2"), std::string::npos) << e.what();
+    }
+  }
+  std::remove(path.c_str());
+  EXPECT_THROW(Tuning::fromFile(path), Error);  // missing file
+}
+
+}  // namespace
+}  // namespace chorus::algo

@@ -1,0 +1,490 @@
+// The symbolic checker: every collective algorithm, run by the real algorithm code over the
+// virtual network (src/sim) on symbolic elements (sim/symbolic.h), for every world size 1..64,
+// many counts, segment sizes that cut blocks into several segments, and several host layouts
+// for the hierarchical all-reduce. Each output element must hold exactly the contributions its
+// collective promises, once each, at the right place.
+#include "sim/symbolic.h"
+#include "algo/collectives.h"
+#include "core/validate.h"
+#include "reduce/internal_types.h"
+#include "sim/virtual_world.h"
+
+#include <chorus/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace chorus::sim {
+namespace {
+
+using algo::AlgorithmId;
+using algo::CollectiveKind;
+using Elements = std::vector<SymElement>;
+constexpr DataType kSym = reduce::kSymbolic;
+
+class Symbolic : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { installSymbolicKernels(); }
+};
+
+// Every AlgorithmId with a name, found by asking toString (so new ones are checked without
+// editing this file), minus the ones that are not all-reduce algorithms: kNone is the copy of a
+// group of one, kChain and kDissemination are broadcast and barrier (allReduceWith would run the
+// ring for them).
+std::vector<AlgorithmId> allReduceAlgorithms() {
+  std::vector<AlgorithmId> ids;
+  for (int v = 0; v < 256; ++v) {
+    const auto id = static_cast<AlgorithmId>(v);
+    if (std::string(algo::toString(id)) == "unknown-algorithm") continue;
+    if (id == AlgorithmId::kNone || id == AlgorithmId::kChain ||
+        id == AlgorithmId::kDissemination) {
+      continue;
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// The algorithms that must accept every world size >= 2 (on a layered layout for kHierarchical).
+bool mustAccept(AlgorithmId id) {
+  switch (id) {
+    case AlgorithmId::kRing:
+    case AlgorithmId::kRecursiveDoubling:
+    case AlgorithmId::kHalvingDoubling:
+    case AlgorithmId::kOneShot:
+    case AlgorithmId::kTwoShot:
+    case AlgorithmId::kHierarchical:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string label(const char* what, AlgorithmId algo, int n, size_t count,
+                  const std::string& extra) {
+  return std::string(what) + "[" + algo::toString(algo) + "] n=" + std::to_string(n) +
+         " count=" + std::to_string(count) + extra;
+}
+
+// Compares got with want for every rank; "" when all match, else the first few differences.
+std::string compare(const std::vector<Elements>& got, const std::vector<Elements>& want) {
+  std::string s;
+  size_t bad = 0;
+  for (size_t r = 0; r < got.size(); ++r) {
+    for (size_t i = 0; i < want[r].size(); ++i) {
+      if (got[r][i] == want[r][i]) continue;
+      if (++bad <= 4) {
+        s += "\n    rank " + std::to_string(r) + " element " + std::to_string(i) + ": " +
+             describeSymbolic(got[r][i], want[r][i]);
+      }
+    }
+  }
+  if (bad > 4) s += "\n    ... " + std::to_string(bad) + " wrong elements in all";
+  return s;
+}
+
+struct Outcome {
+  bool refused = false;  // every rank threw before any message: the algorithm declines this case
+  std::string failure;   // "" when correct
+};
+
+Outcome finish(const RunResult& res, const std::vector<Elements>& got,
+               const std::vector<Elements>& want) {
+  Outcome o;
+  if (!res.ok) {
+    o.refused = res.messages == 0;
+    o.failure = res.error;
+    return o;
+  }
+  o.failure = compare(got, want);
+  return o;
+}
+
+uint32_t expectedFlags(ReduceOp op, int n) {
+  return op == ReduceOp::kAvg && n > 1 ? static_cast<uint32_t>(kSymDivided) : 0u;
+}
+
+algo::OpDesc desc(CollectiveKind kind, size_t count, ReduceOp op, AlgorithmId algo, int root = 0) {
+  algo::OpDesc d;
+  d.kind = kind;
+  d.count = count;
+  d.dtype = kSym;
+  d.op = op;
+  d.algo = algo;
+  d.root = root;
+  return d;
+}
+
+// All-reduce with a given algorithm (viaRun: through algo::run with the selected algorithm).
+Outcome allReduce(VirtualWorld& w, AlgorithmId algo, size_t count, ReduceOp op, bool inPlace,
+                  bool viaRun = false) {
+  const int n = w.size();
+  std::vector<Elements> in(static_cast<size_t>(n)), out(static_cast<size_t>(n)),
+      want(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) {
+      in[static_cast<size_t>(r)].push_back(symInput(static_cast<uint32_t>(i), r));
+      want[static_cast<size_t>(r)].push_back(
+          SymElement{static_cast<uint32_t>(i), expectedFlags(op, n), symAllRanks(n)});
+    }
+    out[static_cast<size_t>(r)].assign(count, symPoison());
+  }
+  const algo::OpDesc d = desc(CollectiveKind::kAllReduce, count, op, algo);
+  setSymbolicDivisor(n);
+  RunResult res = w.run([&](int r) {
+    const algo::Group& g = w.group(r);
+    g.tx->beginOp(d);
+    SymElement* o =
+        inPlace ? in[static_cast<size_t>(r)].data() : out[static_cast<size_t>(r)].data();
+    if (viaRun) {
+      algo::run(g, algo::Args{d, in[static_cast<size_t>(r)].data(), o});
+    } else {
+      algo::allReduceWith(g, algo, in[static_cast<size_t>(r)].data(), o, count, kSym, op);
+    }
+  });
+  return finish(res, inPlace ? in : out, want);
+}
+
+Outcome reduceScatter(VirtualWorld& w, AlgorithmId algo, size_t count, ReduceOp op) {
+  const int n = w.size();
+  const size_t total = count * static_cast<size_t>(n);
+  std::vector<Elements> in(static_cast<size_t>(n)), out(static_cast<size_t>(n)),
+      want(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < total; ++i) {
+      in[static_cast<size_t>(r)].push_back(symInput(static_cast<uint32_t>(i), r));
+    }
+    for (size_t k = 0; k < count; ++k) {
+      want[static_cast<size_t>(r)].push_back(
+          SymElement{static_cast<uint32_t>(static_cast<size_t>(r) * count + k),
+                     expectedFlags(op, n), symAllRanks(n)});
+    }
+    out[static_cast<size_t>(r)].assign(count, symPoison());
+  }
+  const algo::OpDesc d = desc(CollectiveKind::kReduceScatter, count, op, algo);
+  setSymbolicDivisor(n);
+  RunResult res = w.run([&](int r) {
+    const algo::Group& g = w.group(r);
+    g.tx->beginOp(d);
+    algo::run(g,
+              algo::Args{d, in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data()});
+  });
+  return finish(res, out, want);
+}
+
+Outcome allGather(VirtualWorld& w, AlgorithmId algo, size_t count, bool inPlace) {
+  const int n = w.size();
+  const size_t total = count * static_cast<size_t>(n);
+  std::vector<Elements> in(static_cast<size_t>(n)), out(static_cast<size_t>(n)),
+      want(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    out[static_cast<size_t>(r)].assign(total, symPoison());
+    for (size_t k = 0; k < count; ++k) {
+      const auto index = static_cast<uint32_t>(static_cast<size_t>(r) * count + k);
+      in[static_cast<size_t>(r)].push_back(symInput(index, r));
+      if (inPlace) {
+        out[static_cast<size_t>(r)][static_cast<size_t>(r) * count + k] = symInput(index, r);
+      }
+    }
+    for (size_t i = 0; i < total; ++i) {
+      want[static_cast<size_t>(r)].push_back(
+          symInput(static_cast<uint32_t>(i), static_cast<int>(i / count)));
+    }
+  }
+  const algo::OpDesc d = desc(CollectiveKind::kAllGather, count, ReduceOp::kSum, algo);
+  RunResult res = w.run([&](int r) {
+    const algo::Group& g = w.group(r);
+    g.tx->beginOp(d);
+    SymElement* o = out[static_cast<size_t>(r)].data();
+    const SymElement* i =
+        inPlace ? o + static_cast<size_t>(r) * count : in[static_cast<size_t>(r)].data();
+    algo::run(g, algo::Args{d, i, o});
+  });
+  return finish(res, out, want);
+}
+
+Outcome broadcast(VirtualWorld& w, AlgorithmId algo, size_t count, int root) {
+  const int n = w.size();
+  std::vector<Elements> buf(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) {
+      const SymElement e = symInput(static_cast<uint32_t>(i), root);
+      buf[static_cast<size_t>(r)].push_back(r == root ? e : symPoison());
+      want[static_cast<size_t>(r)].push_back(e);
+    }
+  }
+  const algo::OpDesc d = desc(CollectiveKind::kBroadcast, count, ReduceOp::kSum, algo, root);
+  RunResult res = w.run([&](int r) {
+    const algo::Group& g = w.group(r);
+    g.tx->beginOp(d);
+    algo::run(
+        g, algo::Args{d, buf[static_cast<size_t>(r)].data(), buf[static_cast<size_t>(r)].data()});
+  });
+  return finish(res, buf, want);
+}
+
+Outcome barrier(VirtualWorld& w) {
+  const algo::OpDesc d = desc(CollectiveKind::kBarrier, 0, ReduceOp::kSum,
+                              algo::selectAlgorithm(CollectiveKind::kBarrier, 0, w.size(), {}));
+  RunResult res = w.run([&](int r) {
+    const algo::Group& g = w.group(r);
+    g.tx->beginOp(d);
+    algo::run(g, algo::Args{d, nullptr, nullptr});
+  });
+  return finish(res, {}, {});
+}
+
+// Counts for world size n: the edges around n, primes, counts not divisible by n, and counts
+// that give every block several segments of kSegmentElems.
+std::vector<size_t> countsFor(int n) {
+  const auto un = static_cast<size_t>(n);
+  std::set<size_t> c{0, 1, 2, un - 1, un, un + 1, 7, 31, 2 * un + 3, 7 * un + 5};
+  if (n <= 16) c.insert({13, 3 * un - 1, 97});
+  return {c.begin(), c.end()};
+}
+
+// Counts per block (reduce-scatter, all-gather: the buffers hold n blocks): a block of 4 or more
+// elements already spans several segments.
+std::vector<size_t> blockCountsFor(int n) {
+  const auto un = static_cast<size_t>(n);
+  std::set<size_t> c{0, 1, 2, 7, un + 1};
+  if (n <= 16) c.insert({13, un - 1, 2 * un + 3});
+  return {c.begin(), c.end()};
+}
+
+constexpr size_t kSegmentElems = 3;  // small segments: blocks of a few elements cut into several
+
+WorldConfig configFor(int n, std::vector<int> hostOf = {}) {
+  WorldConfig c;
+  c.size = n;
+  c.hostOf = std::move(hostOf);
+  c.options.segmentBytes = kSegmentElems * sizeof(SymElement);
+  return c;
+}
+
+// Gathers failures per test and prints what was declined, once.
+struct Report {
+  std::map<std::string, std::set<int>> refused;  // "algo (reason)" -> world sizes
+  int runs = 0;
+  void check(const std::string& what, const Outcome& o, AlgorithmId algo, int n) {
+    ++runs;
+    if (o.refused && !mustAccept(algo)) {
+      refused[std::string(algo::toString(algo)) + ": " + o.failure.substr(0, 120)].insert(n);
+      return;
+    }
+    if (!o.failure.empty()) ADD_FAILURE() << what << ":" << (o.refused ? " " : "") << o.failure;
+  }
+  void print() const {
+    for (const auto& [why, sizes] : refused) {
+      std::printf("declined (not a failure): %s, n in [%d..%d] (%zu sizes)\n", why.c_str(),
+                  *sizes.begin(), *sizes.rbegin(), sizes.size());
+    }
+  }
+};
+
+TEST_F(Symbolic, AllReduceEveryAlgorithmEveryWorldSize) {
+  const auto start = std::chrono::steady_clock::now();
+  Report rep;
+  const std::vector<AlgorithmId> algos = allReduceAlgorithms();
+  for (int n = 1; n <= 64; ++n) {
+    VirtualWorld w(configFor(n));
+    const std::vector<size_t> counts = countsFor(n);
+    // A group of one only ever runs kNone: selectAlgorithm returns it before anything else.
+    if (n == 1) {
+      for (size_t count : counts) {
+        rep.check(label("allreduce", AlgorithmId::kNone, n, count, ""),
+                  allReduce(w, AlgorithmId::kNone, count, ReduceOp::kSum, false),
+                  AlgorithmId::kNone, n);
+      }
+      continue;
+    }
+    for (AlgorithmId a : algos) {
+      // Hierarchical needs ranks on several hosts: checked on such layouts below.
+      if (a == AlgorithmId::kHierarchical) continue;
+      for (size_t count : counts) {
+        rep.check(label("allreduce", a, n, count, ""),
+                  allReduce(w, a, count, ReduceOp::kSum, false), a, n);
+      }
+      const size_t c = static_cast<size_t>(n) + 1;
+      rep.check(label("allreduce", a, n, c, " avg"), allReduce(w, a, c, ReduceOp::kAvg, false), a,
+                n);
+      rep.check(label("allreduce", a, n, c, " in place"), allReduce(w, a, c, ReduceOp::kSum, true),
+                a, n);
+    }
+  }
+  rep.print();
+  std::printf("hier: refuses flat layouts (no subgroups); checked in HierarchicalEveryLayout\n");
+  std::printf("%d runs in %.1f s\n", rep.runs,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+TEST_F(Symbolic, RunPathsEveryCollectiveEveryWorldSize) {
+  const auto start = std::chrono::steady_clock::now();
+  Report rep;
+  const Options opts;
+  for (int n = 1; n <= 64; ++n) {
+    VirtualWorld w(configFor(n));
+    const std::vector<size_t> blockCounts = blockCountsFor(n);
+    for (size_t count : countsFor(n)) {
+      const bool blocks = std::count(blockCounts.begin(), blockCounts.end(), count) != 0;
+      const size_t bytes = count * sizeof(SymElement);
+      // As a communicator picks: from count * element size, the layout (one host here).
+      auto pick = [&](CollectiveKind k, bool shared) {
+        return algo::selectAlgorithm(k, bytes, n, opts, w.layered(), shared);
+      };
+      for (bool shared : {true, false}) {
+        const AlgorithmId ar = pick(CollectiveKind::kAllReduce, shared);
+        rep.check(label("run allreduce", ar, n, count, shared ? " shared" : ""),
+                  allReduce(w, ar, count, ReduceOp::kAvg, false, true), ar, n);
+      }
+      const AlgorithmId bc = pick(CollectiveKind::kBroadcast, w.oneHost());
+      for (int root : std::set<int>{0, n / 2, n - 1}) {
+        rep.check(label("broadcast", bc, n, count, " root=" + std::to_string(root)),
+                  broadcast(w, bc, count, root), bc, n);
+      }
+      if (!blocks) continue;
+      const AlgorithmId rs = pick(CollectiveKind::kReduceScatter, w.oneHost());
+      rep.check(label("reduce_scatter", rs, n, count, ""),
+                reduceScatter(w, rs, count, ReduceOp::kSum), rs, n);
+      if (count == static_cast<size_t>(n) + 1) {
+        rep.check(label("reduce_scatter", rs, n, count, " avg"),
+                  reduceScatter(w, rs, count, ReduceOp::kAvg), rs, n);
+      }
+      const AlgorithmId ag = pick(CollectiveKind::kAllGather, w.oneHost());
+      rep.check(label("all_gather", ag, n, count, ""), allGather(w, ag, count, false), ag, n);
+      rep.check(label("all_gather", ag, n, count, " in place"), allGather(w, ag, count, true), ag,
+                n);
+    }
+    rep.check("barrier n=" + std::to_string(n), barrier(w), AlgorithmId::kDissemination, n);
+  }
+  rep.print();
+  std::printf("%d runs in %.1f s\n", rep.runs,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+// Host layouts for world size n (host of every rank), each named.
+std::vector<std::pair<std::string, std::vector<int>>> layoutsFor(int n) {
+  std::vector<std::pair<std::string, std::vector<int>>> out;
+  auto make = [&](const std::string& name, auto hostOf) {
+    std::vector<int> h;
+    for (int r = 0; r < n; ++r) h.push_back(hostOf(r));
+    out.emplace_back(name, h);
+  };
+  // Even, hosts of consecutive ranks: the smallest and the largest proper divisor as host size.
+  std::set<int> sizes;
+  for (int per = 2; per < n && sizes.empty(); ++per) {
+    if (n % per == 0) sizes.insert(per);
+  }
+  for (int per = n / 2; per >= 2; --per) {
+    if (n % per == 0) {
+      sizes.insert(per);
+      break;
+    }
+  }
+  for (int per : sizes) {
+    make("even " + std::to_string(n / per) + "x" + std::to_string(per),
+         [per](int r) { return r / per; });
+  }
+  if (n >= 4) make("interleaved over 2 hosts", [](int r) { return r % 2; });
+  if (n >= 6) make("interleaved over 3 hosts", [](int r) { return r % 3; });
+  make("uneven 1,2,2,..", [](int r) { return r == 0 ? 0 : 1 + (r - 1) / 2; });
+  if (n >= 5) make("uneven n-2,1,1", [n](int r) { return r < n - 2 ? 0 : r - (n - 3); });
+  return out;
+}
+
+TEST_F(Symbolic, HierarchicalEveryLayout) {
+  const auto start = std::chrono::steady_clock::now();
+  Report rep;
+  const Options opts;
+  int layouts = 0;
+  for (int n = 3; n <= 64; ++n) {
+    for (const auto& [name, hostOf] : layoutsFor(n)) {
+      VirtualWorld w(configFor(n, hostOf));
+      ASSERT_TRUE(w.layered()) << name << " n=" << n;
+      ++layouts;
+      for (size_t count : countsFor(n)) {
+        const AlgorithmId h = AlgorithmId::kHierarchical;
+        rep.check(label("allreduce", h, n, count, " " + name),
+                  allReduce(w, h, count, ReduceOp::kSum, false), h, n);
+      }
+      const size_t c = 2 * static_cast<size_t>(n) + 3;
+      const AlgorithmId h = AlgorithmId::kHierarchical;
+      rep.check(label("allreduce", h, n, c, " avg " + name),
+                allReduce(w, h, c, ReduceOp::kAvg, false), h, n);
+      rep.check(label("allreduce", h, n, c, " in place " + name),
+                allReduce(w, h, c, ReduceOp::kSum, true), h, n);
+      // What run() picks on this layout, small and larger.
+      for (size_t count : {size_t{5}, size_t{4000}}) {
+        const AlgorithmId a = algo::selectAlgorithm(
+            CollectiveKind::kAllReduce, count * sizeof(SymElement), n, opts, true, false);
+        rep.check(label("run allreduce", a, n, count, " " + name),
+                  allReduce(w, a, count, ReduceOp::kAvg, false, true), a, n);
+      }
+    }
+  }
+  rep.print();
+  std::printf("%d layouts, %d runs in %.1f s\n", layouts, rep.runs,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+// Buffers of 8 MiB and more take the pipelined path (several chunks crossing hosts while the
+// hosts reduce and gather the next and previous ones).
+TEST_F(Symbolic, HierarchicalPipelinedLargeBuffers) {
+  Report rep;
+  const size_t count = (8u << 20) / sizeof(SymElement) + 7;
+  for (const auto& [n, hostOf] : std::vector<std::pair<int, std::vector<int>>>{
+           {4, {0, 0, 1, 1}}, {6, {0, 1, 2, 0, 1, 2}}, {6, {0, 0, 0, 1, 1, 1}}}) {
+    WorldConfig c;
+    c.size = n;
+    c.hostOf = hostOf;
+    VirtualWorld w(c);
+    const AlgorithmId h = AlgorithmId::kHierarchical;
+    rep.check(label("allreduce", h, n, count, " pipelined"),
+              allReduce(w, h, count, ReduceOp::kAvg, false), h, n);
+  }
+}
+
+// The checker itself: an algorithm that loses or doubles one contribution is caught, and says
+// which rank and element and what is wrong.
+TEST_F(Symbolic, CatchesALostContribution) {
+  VirtualWorld w(configFor(5));
+  injectSymbolicFault(SymFault::kDrop, 3);
+  const Outcome o = allReduce(w, AlgorithmId::kRing, 12, ReduceOp::kSum, false);
+  injectSymbolicFault(SymFault::kNone, 0);
+  EXPECT_NE(o.failure.find("missing ranks {"), std::string::npos) << o.failure;
+  EXPECT_NE(o.failure.find("rank "), std::string::npos) << o.failure;
+  std::printf("injected lost contribution reported as:%s\n", o.failure.c_str());
+}
+
+TEST_F(Symbolic, CatchesADuplicatedContribution) {
+  VirtualWorld w(configFor(6));
+  injectSymbolicFault(SymFault::kDouble, 2);
+  const Outcome o = allReduce(w, AlgorithmId::kHalvingDoubling, 20, ReduceOp::kSum, false);
+  injectSymbolicFault(SymFault::kNone, 0);
+  EXPECT_NE(o.failure.find("counted twice"), std::string::npos) << o.failure;
+  std::printf("injected duplicate reported as:%s\n", o.failure.c_str());
+}
+
+TEST_F(Symbolic, InternalTypesAreRejectedFromUsers) {
+  for (DataType t : {reduce::kSymbolic, reduce::kSimBytes}) {
+    algo::OpDesc d = desc(CollectiveKind::kAllReduce, 4, ReduceOp::kSum, AlgorithmId::kRing);
+    d.dtype = t;
+    SymElement buf[4]{};
+    try {
+      validateCall(d, buf, buf, 0, 2);
+      ADD_FAILURE() << "dtype " << static_cast<int>(t) << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace chorus::sim

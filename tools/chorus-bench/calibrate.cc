@@ -1,0 +1,145 @@
+// chorus-bench --calibrate FILE: measures the cost model's constants on this job's machines and
+// writes them for CHORUS_TUNING_FILE (docs/algorithms.md, "Choosing an algorithm").
+//
+// alpha and beta of a link kind come from a two-rank broadcast between rank 0 and the first peer
+// it reaches that way (shared memory, TCP): the broadcast sends the data and returns a small
+// acknowledgement, so its time is 2 alpha + n beta. alpha is half the median time of an 8-byte
+// broadcast, beta the slope between the two largest sizes (minimum of the repetitions, the
+// least disturbed). gamma is rank 0's time to reduce two 4 MiB buffers with the library's own
+// kernel, per dtype. A link kind no peer uses keeps the built-in value, and the file says so.
+#include "bench.h"
+#include "reduce/reduce.h"
+
+#include <chorus/chorus.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <stdexcept>
+#include <vector>
+
+namespace chorus::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Fit {
+  double alpha = 0;
+  double beta = 0;
+};
+
+void check(chorus_status st, chorus_comm* c) {
+  if (st != CHORUS_OK) throw std::runtime_error(chorus_last_error(c));
+}
+
+// On the two-rank communicator, through the blocking C calls chorus-bench times: broadcasts of
+// growing sizes, root 0.
+Fit measurePair(chorus_comm* pair) {
+  const size_t small = 8, mid = 1u << 20, large = 4u << 20;
+  std::vector<uint8_t> buf(large, 1);
+  auto timeOne = [&](size_t bytes) {
+    check(chorus_barrier(pair), pair);
+    auto t0 = Clock::now();
+    check(chorus_broadcast(pair, buf.data(), bytes, CHORUS_U8, 0), pair);
+    return seconds(t0, Clock::now());
+  };
+  for (int i = 0; i < 20; ++i) timeOne(small);  // warm up connections and scratch
+  timeOne(large);
+  std::vector<double> s, m, l;
+  for (int i = 0; i < 200; ++i) s.push_back(timeOne(small));
+  for (int i = 0; i < 8; ++i) m.push_back(timeOne(mid));
+  for (int i = 0; i < 8; ++i) l.push_back(timeOne(large));
+  Fit f;
+  f.alpha = median(s) / 2;
+  double tm = *std::min_element(m.begin(), m.end());
+  double tl = *std::min_element(l.begin(), l.end());
+  f.beta = std::max(0.0, (tl - tm) / static_cast<double>(large - mid));
+  return f;
+}
+
+double measureGamma(DataType dtype) {
+  const size_t bytes = 4u << 20;
+  const size_t count = bytes / sizeOf(dtype);
+  std::vector<uint8_t> a(bytes, 0), b(bytes, 0), dst(bytes, 0);  // zeros: valid in every dtype
+  reduce::ReduceFn fn = reduce::reduceFn(dtype, ReduceOp::kSum);
+  fn(dst.data(), a.data(), b.data(), count);
+  std::vector<double> t;
+  for (int i = 0; i < 9; ++i) {
+    auto t0 = Clock::now();
+    fn(dst.data(), a.data(), b.data(), count);
+    t.push_back(seconds(t0, Clock::now()));
+  }
+  return median(t) / static_cast<double>(bytes);
+}
+
+}  // namespace
+
+void calibrate(chorus_comm* c, const std::string& path) {
+  Communicator& comm = communicatorOf(c);
+  // Rank 0 picks the peers (its view of the transports) and tells everyone.
+  int peers[2] = {-1, -1};  // shared memory, TCP
+  if (comm.rank() == 0) {
+    for (int p = 1; p < comm.size(); ++p) {
+      int kind = comm.transportTo(p) == "shm" ? 0 : 1;
+      if (peers[kind] < 0) peers[kind] = p;
+    }
+  }
+  comm.broadcast(peers, 2, DataType::kI32, 0).wait();
+
+  Tuning t;  // built-in values where nothing is measured
+  std::string notes;
+  const char* names[2] = {"shm", "net"};
+  LinkCost* links[2] = {&t.shm, &t.net};
+  for (int kind = 0; kind < 2; ++kind) {
+    const int peer = peers[kind];
+    if (peer < 0) {
+      notes += std::string(names[kind]) + ": no such peer in this job, built-in values kept\n";
+      continue;
+    }
+    const bool in = comm.rank() == 0 || comm.rank() == peer;
+    chorus_comm* pair = nullptr;
+    check(chorus_comm_split(c, in ? 0 : CHORUS_NO_COLOR, comm.rank(), &pair), c);
+    Fit f;
+    if (pair) {
+      f = measurePair(pair);
+      check(chorus_destroy(pair), nullptr);
+    }
+    comm.broadcast(&f, sizeof f, DataType::kU8, 0).wait();
+    *links[kind] = LinkCost{f.alpha, f.beta};
+    notes += std::string(names[kind]) + ": measured between rank 0 and rank " +
+             std::to_string(peer) + " (" + comm.hostOf(peer) + ")\n";
+  }
+  if (comm.rank() == 0) {
+    for (int d = 0; d < kNumDataTypes; ++d) {
+      t.gamma[static_cast<size_t>(d)] = measureGamma(static_cast<DataType>(d));
+    }
+    char when[64];
+    std::time_t now = std::time(nullptr);
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+    t.writeFile(path, "written by chorus-bench --calibrate, " + std::to_string(comm.size()) +
+                          " ranks, " + when + "\n" + notes +
+                          "gamma: rank 0 reducing 4 MiB buffers (sum)");
+    std::printf("# calibration written to %s\n", path.c_str());
+    std::printf("#   shm: alpha %.2f us, beta %.4f ns/B (%.2f GB/s)\n", t.shm.alpha * 1e6,
+                t.shm.beta * 1e9, t.shm.beta > 0 ? 1e-9 / t.shm.beta : 0.0);
+    std::printf("#   net: alpha %.2f us, beta %.4f ns/B (%.2f GB/s)\n", t.net.alpha * 1e6,
+                t.net.beta * 1e9, t.net.beta > 0 ? 1e-9 / t.net.beta : 0.0);
+    std::printf("#   gamma f32 %.4f ns/B, f16 %.4f ns/B\n",
+                t.gamma[static_cast<size_t>(DataType::kF32)] * 1e9,
+                t.gamma[static_cast<size_t>(DataType::kF16)] * 1e9);
+    std::fflush(stdout);
+  }
+  comm.barrier().wait();
+}
+
+}  // namespace chorus::bench

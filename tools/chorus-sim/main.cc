@@ -1,0 +1,455 @@
+// chorus-sim: predicts All-Reduce times on a described network by running the real algorithm
+// code, for every rank, over a virtual network in this one process (src/sim, dry mode: no payload
+// is touched, so any world size and buffer size costs only the algorithms' bookkeeping).
+//   chorus-sim --hosts 128 --ranks-per-host 8 --max-bytes 256M --csv out.csv --png out.png
+#include "algo/collectives.h"
+#include "reduce/internal_types.h"
+#include "sim/virtual_world.h"
+
+#include <chorus/error.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <new>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+// ---- Memory budget: every heap allocation of the process is counted. ----
+// The algorithms plan per rank (the ring: every step of every segment up front), so some
+// algorithm and world-size pairs need more memory than a machine has; past the budget an
+// allocation throws std::bad_alloc, which fails that run alone with a clear message.
+
+namespace {
+size_t g_heapBytes = 0;
+size_t g_heapLimit = static_cast<size_t>(-1);
+size_t g_heapPeak = 0;
+
+void* countedAlloc(size_t n, size_t align) {
+  if (n == 0) n = 1;
+  // Past the budget large allocations fail (the run that needs them is given up); small ones may
+  // go a little further, so that unwinding and error messages still work.
+  constexpr size_t kSlack = 256u << 20;
+  if (g_heapBytes + n > g_heapLimit && (n >= 4096 || g_heapBytes + n > g_heapLimit + kSlack)) {
+    return nullptr;
+  }
+  void* p = align > alignof(std::max_align_t)
+                ? std::aligned_alloc(align, (n + align - 1) / align * align)
+                : std::malloc(n);
+  if (p == nullptr) return nullptr;
+  g_heapBytes += malloc_usable_size(p);
+  g_heapPeak = std::max(g_heapPeak, g_heapBytes);
+  return p;
+}
+void countedFree(void* p) noexcept {
+  if (p == nullptr) return;
+  g_heapBytes -= malloc_usable_size(p);
+  std::free(p);
+}
+}  // namespace
+
+void* operator new(size_t n) {
+  if (void* p = countedAlloc(n, 0)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t n) {
+  if (void* p = countedAlloc(n, 0)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(size_t n, std::align_val_t a) {
+  if (void* p = countedAlloc(n, static_cast<size_t>(a))) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t n, std::align_val_t a) {
+  if (void* p = countedAlloc(n, static_cast<size_t>(a))) return p;
+  throw std::bad_alloc();
+}
+void* operator new(size_t n, const std::nothrow_t&) noexcept { return countedAlloc(n, 0); }
+void* operator new[](size_t n, const std::nothrow_t&) noexcept { return countedAlloc(n, 0); }
+void operator delete(void* p) noexcept { countedFree(p); }
+void operator delete[](void* p) noexcept { countedFree(p); }
+void operator delete(void* p, size_t) noexcept { countedFree(p); }
+void operator delete[](void* p, size_t) noexcept { countedFree(p); }
+void operator delete(void* p, std::align_val_t) noexcept { countedFree(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { countedFree(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { countedFree(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { countedFree(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { countedFree(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { countedFree(p); }
+
+namespace {
+
+using namespace chorus;
+using algo::AlgorithmId;
+
+size_t parseBytes(const std::string& s) {
+  size_t used = 0;
+  double v = std::stod(s, &used);
+  std::string suffix = s.substr(used);
+  static const std::map<std::string, double> units = {
+      {"", 1},        {"B", 1},        {"K", 1024},     {"KB", 1024},
+      {"KiB", 1024},  {"M", 1 << 20},  {"MB", 1 << 20}, {"MiB", 1 << 20},
+      {"G", 1 << 30}, {"GB", 1 << 30}, {"GiB", 1 << 30}};
+  auto it = units.find(suffix);
+  if (it == units.end() || v < 0) throw std::invalid_argument("bad size '" + s + "'");
+  return static_cast<size_t>(v * it->second);
+}
+
+std::string human(size_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  double v = static_cast<double>(b);
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf),
+                v == static_cast<double>(static_cast<long long>(v)) ? "%.0f %s" : "%.1f %s", v,
+                units[u]);
+  return buf;
+}
+
+// The all-reduce algorithms: every AlgorithmId with a name, but kNone (a group of one) and the
+// broadcast and barrier algorithms.
+std::vector<AlgorithmId> allReduceAlgorithms() {
+  std::vector<AlgorithmId> ids;
+  for (int v = 0; v < 256; ++v) {
+    const auto id = static_cast<AlgorithmId>(v);
+    if (std::string(algo::toString(id)) == "unknown-algorithm") continue;
+    if (id == AlgorithmId::kNone || id == AlgorithmId::kChain ||
+        id == AlgorithmId::kDissemination) {
+      continue;
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+struct Row {
+  size_t bytes = 0;
+  std::string algo;
+  bool chosen = false;  // what selectAlgorithm picks at this size
+  bool ok = false;
+  double seconds = 0, algbw = 0, busbw = 0;
+  uint64_t messages = 0;
+  double wall = 0;
+  size_t peakHeap = 0;
+  std::string note;
+};
+
+// matplotlib, fed the CSV on the command line: time against size, one line per algorithm.
+const char* kPlotScript = R"PY(
+import csv, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
+src, dst, title = sys.argv[1], sys.argv[2], sys.argv[3]
+lines, chosen = {}, []
+with open(src) as f:
+    for r in csv.DictReader(f):
+        if r["status"] != "ok":
+            continue
+        b, t = int(r["bytes"]), float(r["seconds"])
+        lines.setdefault(r["algorithm"], []).append((b, t))
+        if r["auto"] == "1":
+            chosen.append((b, t))
+fig, ax = plt.subplots(figsize=(10, 6), dpi=110)
+marks = "osvD^<>pPX*hd"
+for i, (name, pts) in enumerate(sorted(lines.items())):
+    pts.sort()
+    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marks[i % len(marks)],
+            markersize=3.5, linewidth=1.4, label=name)
+if chosen:
+    chosen.sort()
+    ax.plot([p[0] for p in chosen], [p[1] for p in chosen], color="black", linewidth=2.5,
+            alpha=0.35, zorder=0, label="auto (selectAlgorithm)")
+def size_label(b, _pos=None):
+    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if b >= div:
+            return "%g%s" % (b / div, unit)
+    return "%g" % b if b >= 1 else ""
+ax.set_xscale("log", base=2)
+ax.set_yscale("log")
+ax.xaxis.set_major_formatter(FuncFormatter(size_label))
+ax.set_xlabel("all-reduce size per rank (bytes)")
+ax.set_ylabel("predicted time (s)")
+ax.set_title(title, fontsize=9)
+ax.grid(True, which="both", alpha=0.3)
+ax.legend(fontsize=8)
+fig.tight_layout()
+fig.savefig(dst)
+)PY";
+
+bool plot(const std::string& csvPath, const std::string& pngPath, const std::string& title) {
+  const std::string script = pngPath + ".plot.py";
+  {
+    std::ofstream f(script);
+    f << kPlotScript;
+  }
+  auto quote = [](const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  const std::string cmd = "/usr/bin/python3 " + quote(script) + " " + quote(csvPath) + " " +
+                          quote(pngPath) + " " + quote(title) + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  if (p != nullptr) {
+    char buf[512];
+    while (std::fgets(buf, sizeof(buf), p)) out += buf;
+  }
+  const int rc = p ? pclose(p) : -1;
+  std::remove(script.c_str());
+  if (rc != 0) {
+    const bool noMatplotlib = out.find("No module named") != std::string::npos;
+    std::fprintf(stderr, "chorus-sim: no PNG (%s)\n",
+                 noMatplotlib ? "python3-matplotlib is not installed"
+                              : ("/usr/bin/python3 failed: " + out.substr(0, 300)).c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int hosts = 4, perHost = 8;
+  double netAlphaUs = 5, netGBps = 12.5, shmAlphaUs = 1, shmGBps = 10, oversub = 1;
+  double reduceGBps = 10, copyGBps = 10, overheadUs = 0.2;
+  std::vector<std::string> stragglers, algoNames;
+  std::string minBytes = "8", maxBytes = "256M", segment = "512K", csvPath, pngPath;
+  double stepFactor = 4, maxMemoryGiB = 8, runLimit = 0;
+  bool quiet = false;
+
+  CLI::App app{
+      "chorus-sim: predicted All-Reduce time per size and algorithm on a described network, from "
+      "the real algorithm code run for every rank over a virtual network in this process (no "
+      "data moves; see docs/simulation.md for the model and what it leaves out).\n"
+      "Cost per run grows with the messages the algorithm sends: with the defaults N = 1024 "
+      "takes seconds per size; at N = 16384 the logarithmic algorithms (rd, rhd, tree) take "
+      "seconds, the hierarchical one up to minutes at large sizes, and the flat ring and the "
+      "direct exchanges (oneshot, twoshot: N^2 messages) do not fit: the ring plans all "
+      "2(N-1) steps of each rank up front, about 80 GB at N = 16384, beyond --max-memory-gib, "
+      "so those rows say so instead of a time."};
+  app.add_option("--hosts", hosts, "hosts")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--ranks-per-host", perHost, "ranks on each host")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--net-alpha-us", netAlphaUs, "latency of a message between hosts (us)");
+  app.add_option("--net-gbps", netGBps,
+                 "bandwidth of each host's NIC, each way, in GB/s (beta_net = 1/this); all the "
+                 "host's ranks' messages go through it one after the other");
+  app.add_option("--oversubscription", oversub,
+                 "divides the bandwidth between hosts (a core oversubscribed F:1)")
+      ->check(CLI::Range(1.0, 1e6));
+  app.add_option("--shm-alpha-us", shmAlphaUs, "latency of a message within a host (us)");
+  app.add_option("--shm-gbps", shmGBps,
+                 "bandwidth of each rank's own link to the ranks of its host, GB/s");
+  app.add_option("--overhead-us", overheadUs,
+                 "CPU time a rank spends posting each send (LogP's o); without it, algorithms "
+                 "that send thousands of messages per rank (oneshot, twoshot) look free at small "
+                 "sizes");
+  app.add_option("--reduce-gbps", reduceGBps, "reduction rate, GB/s of result (gamma = 1/this)");
+  app.add_option("--copy-gbps", copyGBps, "local copy rate, GB/s");
+  app.add_option("--straggler", stragglers,
+                 "RANK:DELAY_US, that rank enters the collective DELAY_US late (repeatable)");
+  app.add_option("-b,--min-bytes", minBytes, "smallest size (suffixes K, M, G)");
+  app.add_option("-e,--max-bytes", maxBytes, "largest size");
+  app.add_option("-f,--step-factor", stepFactor, "size multiplier between rows")
+      ->check(CLI::Range(1.01, 1e6));
+  app.add_option("--algo", algoNames,
+                 "algorithms to run (default: every all-reduce algorithm that applies)");
+  app.add_option("--segment-bytes", segment, "pipelining unit (CHORUS_SEGMENT_BYTES)");
+  app.add_option("--csv", csvPath, "write the rows as CSV");
+  app.add_option("--png", pngPath,
+                 "plot time against size per algorithm (needs /usr/bin/python3 with matplotlib; "
+                 "skipped with a message otherwise)");
+  app.add_option("--max-memory-gib", maxMemoryGiB,
+                 "heap the simulation may use; a run that needs more is reported, not run");
+  app.add_option("--run-limit-s", runLimit,
+                 "wall-clock seconds per run before it is given up (0: none)");
+  app.add_flag("-q,--quiet", quiet, "no progress lines on stderr");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const int n = hosts * perHost;
+    sim::WorldConfig cfg;
+    cfg.size = n;
+    cfg.payload = sim::Payload::kDry;
+    for (int r = 0; r < n; ++r) cfg.hostOf.push_back(r / perHost);
+    cfg.network.netAlpha = netAlphaUs * 1e-6;
+    cfg.network.netBeta = 1.0 / (netGBps * 1e9);
+    cfg.network.oversubscription = oversub;
+    cfg.network.shmAlpha = shmAlphaUs * 1e-6;
+    cfg.network.shmBeta = 1.0 / (shmGBps * 1e9);
+    cfg.network.overhead = overheadUs * 1e-6;
+    cfg.network.gamma = 1.0 / (reduceGBps * 1e9);
+    cfg.network.copy = 1.0 / (copyGBps * 1e9);
+    cfg.options.segmentBytes = parseBytes(segment);
+    cfg.wallLimitSeconds = runLimit;
+    for (const std::string& s : stragglers) {
+      const auto colon = s.find(':');
+      if (colon == std::string::npos)
+        throw std::invalid_argument("--straggler wants RANK:DELAY_US");
+      const int r = std::stoi(s.substr(0, colon));
+      if (r < 0 || r >= n) throw std::invalid_argument("--straggler rank out of range: " + s);
+      if (cfg.startDelay.empty()) cfg.startDelay.assign(static_cast<size_t>(n), 0.0);
+      cfg.startDelay[static_cast<size_t>(r)] = std::stod(s.substr(colon + 1)) * 1e-6;
+    }
+    const size_t lo = parseBytes(minBytes), hi = parseBytes(maxBytes);
+    std::vector<size_t> sizes;
+    for (double b = static_cast<double>(std::max<size_t>(lo, 1));
+         b <= static_cast<double>(hi) * 1.0000001; b *= stepFactor) {
+      sizes.push_back(static_cast<size_t>(b));
+    }
+    if (sizes.empty() || sizes.back() < hi) sizes.push_back(hi);  // the largest size, always
+    g_heapLimit = static_cast<size_t>(maxMemoryGiB * (1ull << 30));
+
+    std::vector<AlgorithmId> algos;
+    const bool layered = hosts > 1 && perHost > 1;
+    for (AlgorithmId a : allReduceAlgorithms()) {
+      if (a == AlgorithmId::kHierarchical && !layered) continue;
+      if (!algoNames.empty() &&
+          std::find(algoNames.begin(), algoNames.end(), algo::toString(a)) == algoNames.end()) {
+        continue;
+      }
+      algos.push_back(a);
+    }
+    for (const std::string& name : algoNames) {
+      bool known = false;
+      for (AlgorithmId a : allReduceAlgorithms()) known = known || name == algo::toString(a);
+      if (!known) throw std::invalid_argument("unknown --algo " + name);
+    }
+
+    char title[512];
+    std::snprintf(title, sizeof(title),
+                  "%d ranks = %d hosts x %d; net %g us + %g GB/s per NIC (oversubscription %g), "
+                  "shm %g us + %g GB/s; %g us per send; reduce %g GB/s, copy %g GB/s",
+                  n, hosts, perHost, netAlphaUs, netGBps, oversub, shmAlphaUs, shmGBps, overheadUs,
+                  reduceGBps, copyGBps);
+    std::printf("# chorus-sim: %s%s\n", title, cfg.startDelay.empty() ? "" : "; stragglers given");
+    std::printf("# segment %s; * = what selectAlgorithm picks at that size\n",
+                human(cfg.options.segmentBytes).c_str());
+
+    const auto wallStart = std::chrono::steady_clock::now();
+    std::vector<Row> rows;
+    std::map<AlgorithmId, size_t> outOfMemoryAt;  // algorithm -> first size over the budget
+    char gibText[32];
+    std::snprintf(gibText, sizeof(gibText), "%g", maxMemoryGiB);
+    const std::string gib = gibText;
+    std::unique_ptr<sim::VirtualWorld> world;
+    auto fresh = [&] {
+      world.reset();
+      world = std::make_unique<sim::VirtualWorld>(cfg);
+    };
+    fresh();
+    std::printf("%12s  %-10s %14s %12s %12s %12s %9s\n", "size", "algorithm", "time(us)",
+                "algbw(GB/s)", "busbw(GB/s)", "messages", "wall(s)");
+    for (size_t bytes : sizes) {
+      const AlgorithmId pick =
+          algo::selectAlgorithm(algo::CollectiveKind::kAllReduce, bytes, n, cfg.options,
+                                world->layered(), world->oneHost());
+      for (AlgorithmId a : algos) {
+        Row row;
+        row.bytes = bytes;
+        row.algo = algo::toString(a);
+        row.chosen = a == pick;
+        const auto t0 = std::chrono::steady_clock::now();
+        g_heapPeak = g_heapBytes;
+        sim::RunResult res;
+        // What an algorithm plans grows with the size: past the budget once, it stays past it.
+        auto over = outOfMemoryAt.find(a);
+        if (over != outOfMemoryAt.end()) {
+          row.note = "needs more than --max-memory-gib " + gib + " GiB of simulator memory (at " +
+                     human(over->second) + " already)";
+          res.ok = false;
+        } else {
+          try {
+            uint8_t* in = world->untouchable(2 * bytes);
+            algo::OpDesc d;
+            d.kind = algo::CollectiveKind::kAllReduce;
+            d.count = bytes;
+            d.dtype = reduce::kSimBytes;
+            d.algo = a;
+            res = world->run([&](int r) {
+              const algo::Group& g = world->group(r);
+              g.tx->beginOp(d);
+              algo::allReduceWith(g, a, in, in + bytes, bytes, reduce::kSimBytes, ReduceOp::kSum);
+            });
+          } catch (const std::bad_alloc&) {
+            res.ok = false;
+            res.error = "std::bad_alloc";
+          }
+        }
+        row.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        row.peakHeap = g_heapPeak;
+        row.ok = res.ok;
+        row.messages = res.messages;
+        if (res.ok) {
+          row.seconds = res.seconds;
+          row.algbw = res.seconds > 0 ? static_cast<double>(bytes) / res.seconds / 1e9 : 0;
+          row.busbw = row.algbw * (n > 1 ? 2.0 * (n - 1) / n : 0.0);
+        } else if (row.note.empty() && res.error.find("bad_alloc") != std::string::npos) {
+          row.note = "needs more than --max-memory-gib " + gib + " GiB of simulator memory";
+          outOfMemoryAt.emplace(a, bytes);
+          fresh();  // scratch plans of the failed run stay with the ranks: start over
+        } else if (row.note.empty()) {
+          row.note = res.error.substr(0, res.error.find('\n'));
+        }
+        if (row.ok) {
+          std::printf("%12s %s%-10s %14.2f %12.3f %12.3f %12llu %9.2f\n", human(bytes).c_str(),
+                      row.chosen ? "*" : " ", row.algo.c_str(), row.seconds * 1e6, row.algbw,
+                      row.busbw, static_cast<unsigned long long>(row.messages), row.wall);
+        } else {
+          std::printf("%12s %s%-10s %s\n", human(bytes).c_str(), row.chosen ? "*" : " ",
+                      row.algo.c_str(), ("not simulated: " + row.note).c_str());
+        }
+        std::fflush(stdout);
+        if (!quiet) {
+          std::fprintf(stderr, "  [%s %s: %.2f s wall, peak heap %.2f GiB]\n", human(bytes).c_str(),
+                       row.algo.c_str(), row.wall,
+                       static_cast<double>(row.peakHeap) / static_cast<double>(1ull << 30));
+        }
+        rows.push_back(row);
+      }
+    }
+    std::printf(
+        "# total wall time %.1f s\n",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count());
+
+    if (!csvPath.empty() || !pngPath.empty()) {
+      const std::string path = csvPath.empty() ? pngPath + ".csv" : csvPath;
+      std::ofstream f(path);
+      if (!f) throw std::runtime_error("cannot write " + path);
+      f << "bytes,algorithm,auto,status,seconds,algbw_gbps,busbw_gbps,messages,wall_s,ranks,"
+           "hosts,note\n";
+      for (const Row& r : rows) {
+        std::string note = r.note;
+        std::replace(note.begin(), note.end(), ',', ';');
+        f << r.bytes << "," << r.algo << "," << (r.chosen ? 1 : 0) << ","
+          << (r.ok ? "ok" : "skipped") << "," << r.seconds << "," << r.algbw << "," << r.busbw
+          << "," << r.messages << "," << r.wall << "," << n << "," << hosts << "," << note << "\n";
+      }
+      f.close();
+      if (!pngPath.empty()) {
+        if (plot(path, pngPath, title)) std::printf("# plot: %s\n", pngPath.c_str());
+        if (csvPath.empty()) std::remove(path.c_str());
+      }
+      if (!csvPath.empty()) std::printf("# csv: %s\n", csvPath.c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "chorus-sim: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
