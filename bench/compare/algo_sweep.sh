@@ -8,7 +8,8 @@
 # Environment: NS (world sizes; default "2 4 8"), ALGOS (default "auto ring rd rhd tree oneshot
 # twoshot"), RATE (1gbit), MIN (8), MAX (256M), FACTOR (4), ITERS (3), WARMUP (1),
 # TUNING (a CHORUS_TUNING_FILE for every rank; default none: built-in constants),
-# OUT (result dir). Needs root (scripts/cluster); the cluster is taken down at the end.
+# PEERS (a bench/compare/run.sh result dir of SETTING=cluster at the same rate, for the auto /
+# best peer column), OUT (result dir). Needs root (scripts/cluster); the cluster is taken down at the end.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,4 +40,4 @@ for n in $ns; do
       --json "$out/n$n-$a.json" >"$out/n$n-$a.log" 2>&1 || echo "   FAILED (see $out/n$n-$a.log)"
   done
 done
-/usr/bin/python3 "$here/algo_table.py" "$out"
+/usr/bin/python3 "$here/algo_table.py" "$out" ${PEERS:+--peers "$PEERS" --setting "cluster-$rate"}

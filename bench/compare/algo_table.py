@@ -26,6 +26,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("dir")
     p.add_argument("--peers", default="", help="run.sh result dir with <setting>-n<N>-r*-<peer>.json")
+    p.add_argument("--setting", default="cluster-1gbit", help="which run.sh setting's files to use")
     a = p.parse_args()
     runs = {}
     for f in glob.glob(os.path.join(a.dir, "n*-*.json")):
@@ -37,7 +38,7 @@ def main():
         algos = [x for x in ("ring", "rd", "rhd", "tree", "oneshot", "twoshot", "hier") if x in runs[n]]
         peers = {}
         if a.peers:
-            for f in glob.glob(os.path.join(a.peers, f"*-n{n}-r*-*.json")):
+            for f in glob.glob(os.path.join(a.peers, f"{a.setting}-n{n}-r*-*.json")):
                 name = re.sub(r".*-r\d+-", "", os.path.basename(f))[:-5]
                 if name == "chorus":
                     continue

@@ -35,6 +35,16 @@ void doubleTreeAllReduce(const Group& g, const void* in, void* out, size_t count
 void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
                            ReduceOp op);
 void chainBroadcast(const Group& g, void* buf, size_t bytes, int root);
+// Binomial tree from the root, ceil(log2 N) rounds, each segment forwarded as it arrives.
+void binomialBroadcast(const Group& g, void* buf, size_t bytes, int root);
+// The root scatters N blocks down a binomial tree, then a ring all-gather (van de Geijn).
+void scatterAllGatherBroadcast(const Group& g, void* buf, size_t count, DataType dtype, int root);
+// Power-of-two groups only (Error(kInvalidArgument) otherwise, before anything is sent).
+// in: N blocks of blockCount elements; out: block g.rank of the reduction.
+void halvingReduceScatter(const Group& g, const void* in, void* out, size_t blockCount,
+                          DataType dtype, ReduceOp op);
+// out: N blocks of blockCount elements, block g.rank already in place.
+void doublingAllGather(const Group& g, void* out, size_t blockCount, DataType dtype);
 void disseminationBarrier(const Group& g);
 
 }  // namespace chorus::algo

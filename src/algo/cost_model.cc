@@ -34,6 +34,7 @@ int ceilLog2(int n) {
   while ((1 << k) < n) ++k;
   return k;
 }
+bool isPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 // The link flat algorithms see: TCP as soon as the group spans hosts.
 Link flatLink(const Placement& w, const Tuning& t) {
@@ -81,9 +82,9 @@ double flatAllReduce(AlgorithmId a, double n, int p, double gamma, Link l, doubl
   }
 }
 
-const AlgorithmId kFlatAllReduce[] = {AlgorithmId::kRing, AlgorithmId::kRecursiveDoubling,
-                                      AlgorithmId::kHalvingDoubling, AlgorithmId::kDoubleTree,
-                                      AlgorithmId::kOneShot, AlgorithmId::kTwoShot};
+const AlgorithmId kFlatAllReduce[] = {
+    AlgorithmId::kRing,       AlgorithmId::kRecursiveDoubling, AlgorithmId::kHalvingDoubling,
+    AlgorithmId::kDoubleTree, AlgorithmId::kOneShot,           AlgorithmId::kTwoShot};
 
 double bestFlat(double n, int p, double gamma, Link l, double share, double segment) {
   if (p <= 1) return 0;
@@ -102,6 +103,30 @@ double chainBroadcast(double n, int p, Link l, double segment) {
   return (p - 2 + segments) * (l.alpha + s * l.beta) + l.alpha;
 }
 
+double binomialBroadcast(double n, int p, Link l, double segment) {
+  const double s = std::max(1.0, std::min(segment, n));
+  const double segments = std::max(1.0, std::ceil(n / s));
+  // The root sends every segment to each of its ceil(log2 p) children in turn, and the subtrees
+  // forward in its shadow; then the last rank's ack.
+  return ceilLog2(p) * segments * (l.alpha + s * l.beta) + l.alpha;
+}
+
+double scatterAllGatherBroadcast(double n, int p, Link l, double segment) {
+  const double pd = p;
+  const double s = std::max(1.0, segment);
+  // Scatter down the binomial tree: the root sends (p-1)/p of the buffer, in at least
+  // ceil(log2 p) messages (one per child, more where a child's blocks span several segments);
+  // the deepest path moves no more than that.
+  const double scattered = (pd - 1) / pd * n;
+  const double scatter =
+      std::max<double>(ceilLog2(p), std::ceil(scattered / s)) * l.alpha + scattered * l.beta;
+  // Ring all-gather: p - 1 steps of one block, each block cut into segments; then the ack.
+  const double block = n / pd;
+  const double blockSegments = std::max(1.0, std::ceil(block / s));
+  const double ring = (pd - 1) * blockSegments * (l.alpha + std::min(s, block) * l.beta);
+  return scatter + ring + l.alpha;
+}
+
 double hierarchical(double n, const Placement& w, double gamma, const Tuning& t, double segment) {
   if (!w.layered()) return kInf;
   const LinkCost& lc = w.sharedLocal ? t.shm : t.net;
@@ -115,13 +140,17 @@ double hierarchical(double n, const Placement& w, double gamma, const Tuning& t,
            chainBroadcast(n, L, local, segment);
   }
   const double slice = n / L;
-  const double localPhases = 2 * (L - 1) * (local.alpha + slice * local.beta) + (L - 1) * slice * gamma;
-  // The L cross-host groups (one per local rank) share each host's link.
-  const double cross = bestFlat(slice, H, gamma, net, L, segment);
+  const double localPhases =
+      2 * (L - 1) * (local.alpha + slice * local.beta) + (L - 1) * slice * gamma;
+  // The L cross-host groups (one per local rank) share each host's link. Below the pipelining
+  // size they run the best flat algorithm; the pipelined form interleaves ring tasks, so its
+  // cross-host part is a ring of H ranks (2 (H-1) steps per chunk).
   if (n >= static_cast<double>(kHierPipelineBytes)) {
+    const double cross = flatAllReduce(AlgorithmId::kRing, slice, H, gamma, net, L, segment) +
+                         (kHierChunks - 1) * 2 * (H - 1) * net.alpha;
     return std::max(localPhases, cross) + std::min(localPhases, cross) / kHierChunks;
   }
-  return localPhases + cross;
+  return localPhases + bestFlat(slice, H, gamma, net, L, segment);
 }
 
 }  // namespace
@@ -140,14 +169,32 @@ double predictSeconds(CollectiveKind kind, AlgorithmId algo, size_t bytes, DataT
       return flatAllReduce(algo, n, size, gamma, l,
                            algo == AlgorithmId::kRing ? 1.0 : sharing(where), segment);
     case CollectiveKind::kReduceScatter:
+      // n: one rank's block. Halving moves the same p - 1 blocks as the ring in log2 p steps,
+      // with partners on other hosts at once (shared links, as for rhd).
+      if (algo == AlgorithmId::kHalving) {
+        if (!isPowerOfTwo(size)) return kInf;
+        return ceilLog2(size) * l.alpha + (p - 1) * n * (l.beta * sharing(where) + gamma);
+      }
       if (algo != AlgorithmId::kRing) return kInf;
       return (p - 1) * (l.alpha + n * l.beta + n * gamma);
     case CollectiveKind::kAllGather:
+      if (algo == AlgorithmId::kDoubling) {
+        if (!isPowerOfTwo(size)) return kInf;
+        return ceilLog2(size) * l.alpha + (p - 1) * n * l.beta * sharing(where);
+      }
       if (algo != AlgorithmId::kRing) return kInf;
       return (p - 1) * (l.alpha + n * l.beta);
     case CollectiveKind::kBroadcast:
-      if (algo != AlgorithmId::kChain) return kInf;
-      return chainBroadcast(n, size, l, segment);
+      switch (algo) {
+        case AlgorithmId::kChain:
+          return chainBroadcast(n, size, l, segment);
+        case AlgorithmId::kBinomial:
+          return binomialBroadcast(n, size, l, segment);
+        case AlgorithmId::kScatterAllGather:
+          return scatterAllGatherBroadcast(n, size, l, segment);
+        default:
+          return kInf;
+      }
     case CollectiveKind::kBarrier:
       if (algo != AlgorithmId::kDissemination) return kInf;
       return ceilLog2(size) * l.alpha;

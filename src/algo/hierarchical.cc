@@ -7,11 +7,11 @@
 // Every rank ends with the same bits: each slice is reduced once, by one cross-host all-reduce
 // (itself bit-identical across its members), and only copied after that.
 #include "algo/collectives.h"
-#include "algo/select.h"
 #include "algo/copy.h"
 #include "algo/hierarchy.h"
 #include "algo/ring.h"
 #include "algo/ring_pattern.h"
+#include "algo/select.h"
 #include "reduce/reduce.h"
 
 #include <chorus/error.hpp>

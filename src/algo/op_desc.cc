@@ -40,6 +40,14 @@ const char* toString(AlgorithmId algo) {
       return "twoshot";
     case AlgorithmId::kDoubleTree:
       return "tree";
+    case AlgorithmId::kBinomial:
+      return "binomial";
+    case AlgorithmId::kScatterAllGather:
+      return "scatter_allgather";
+    case AlgorithmId::kHalving:
+      return "halving";
+    case AlgorithmId::kDoubling:
+      return "doubling";
   }
   return "unknown-algorithm";
 }

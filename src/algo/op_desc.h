@@ -27,7 +27,11 @@ enum class AlgorithmId : uint8_t {
   kHierarchical,
   kOneShot,
   kTwoShot,
-  kDoubleTree
+  kDoubleTree,
+  kBinomial,          // broadcast
+  kScatterAllGather,  // broadcast
+  kHalving,           // reduce-scatter
+  kDoubling           // all-gather
 };
 
 const char* toString(CollectiveKind kind);

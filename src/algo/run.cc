@@ -7,6 +7,7 @@
 #include <chorus/error.hpp>
 
 #include <cstring>
+#include <string>
 
 namespace chorus::algo {
 
@@ -14,6 +15,27 @@ namespace {
 
 void copyIfApart(DataType dtype, void* dst, const void* src, size_t bytes) {
   if (dst != src && bytes > 0) moveBytes(dtype, dst, src, bytes);
+}
+
+[[noreturn]] void unsupported(const OpDesc& d) {
+  throw Error(ErrorCode::kInternal,
+              std::string(toString(d.kind)) + " has no algorithm '" + toString(d.algo) + "'");
+}
+
+void broadcast(const Group& g, const Args& a) {
+  const OpDesc& d = a.desc;
+  if (g.size <= 1) return;
+  const size_t bytes = d.count * sizeOf(d.dtype);
+  switch (d.algo) {
+    case AlgorithmId::kChain:
+      return chainBroadcast(g, a.out, bytes, d.root);
+    case AlgorithmId::kBinomial:
+      return binomialBroadcast(g, a.out, bytes, d.root);
+    case AlgorithmId::kScatterAllGather:
+      return scatterAllGatherBroadcast(g, a.out, d.count, d.dtype, d.root);
+    default:
+      unsupported(d);
+  }
 }
 
 void allReduce(const Group& g, const Args& a) {
@@ -29,6 +51,10 @@ void reduceScatter(const Group& g, const Args& a) {
     copyIfApart(d.dtype, a.out, in, blockBytes);
     return;
   }
+  if (d.algo == AlgorithmId::kHalving) {
+    return halvingReduceScatter(g, in, a.out, d.count, d.dtype, d.op);
+  }
+  if (d.algo != AlgorithmId::kRing) unsupported(d);
   RingSpec s;
   s.in = in;
   // Partial sums of the other blocks go to scratch: the user's output holds one block only.
@@ -49,6 +75,8 @@ void allGather(const Group& g, const Args& a) {
   uint8_t* own = out + blockBytes * static_cast<size_t>(g.rank);
   copyIfApart(d.dtype, own, a.in, blockBytes);
   if (d.algo == AlgorithmId::kNone) return;
+  if (d.algo == AlgorithmId::kDoubling) return doublingAllGather(g, out, d.count, d.dtype);
+  if (d.algo != AlgorithmId::kRing) unsupported(d);
   RingSpec s;
   s.acc = out;
   s.own = own;
@@ -64,6 +92,7 @@ void allGather(const Group& g, const Args& a) {
 void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, size_t count,
                    DataType dtype, ReduceOp op) {
   const size_t bytes = count * sizeOf(dtype);
+  if (g.size == 1) algo = AlgorithmId::kNone;  // whatever was asked: nothing to exchange
   switch (algo) {
     case AlgorithmId::kNone:  // a group of one; avg over one rank is the identity
       copyIfApart(dtype, out, in, bytes);
@@ -80,8 +109,11 @@ void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, 
       return twoShotAllReduce(g, in, out, count, dtype, op);
     case AlgorithmId::kDoubleTree:
       return doubleTreeAllReduce(g, in, out, count, dtype, op);
-    default:
+    case AlgorithmId::kRing:
       break;
+    default:
+      throw Error(ErrorCode::kInternal,
+                  std::string("allreduce has no algorithm '") + toString(algo) + "'");
   }
   RingSpec s;
   s.in = static_cast<const uint8_t*>(in);
@@ -108,8 +140,7 @@ void run(const Group& g, const Args& a) {
     case CollectiveKind::kAllGather:
       return allGather(g, a);
     case CollectiveKind::kBroadcast:
-      if (g.size > 1) chainBroadcast(g, a.out, d.count * sizeOf(d.dtype), d.root);
-      return;
+      return broadcast(g, a);
     case CollectiveKind::kBarrier:
       return;
   }

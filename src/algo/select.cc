@@ -48,9 +48,10 @@ AlgorithmId algorithmNamed(CollectiveKind kind, std::string_view name, const std
   for (AlgorithmId a : algorithmsFor(kind)) {
     if (name == toString(a)) return a;
   }
-  throw Error(ErrorCode::kInvalidArgument,
-              "CHORUS_ALGO='" + setting + "': " + std::string(toString(kind)) + " has no algorithm '" +
-                  std::string(name) + "' (choices: auto, " + choices(kind) + ")");
+  throw Error(ErrorCode::kInvalidArgument, "CHORUS_ALGO='" + setting +
+                                               "': " + std::string(toString(kind)) +
+                                               " has no algorithm '" + std::string(name) +
+                                               "' (choices: auto, " + choices(kind) + ")");
 }
 
 // Visits each "collective=name" entry of a list setting; a bare name means all-reduce.
@@ -89,24 +90,27 @@ std::string milliseconds(double s) {
 
 const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind) {
   static const std::vector<AlgorithmId> allReduce{
-      AlgorithmId::kRing,          AlgorithmId::kRecursiveDoubling, AlgorithmId::kHalvingDoubling,
-      AlgorithmId::kDoubleTree,    AlgorithmId::kOneShot,           AlgorithmId::kTwoShot,
+      AlgorithmId::kRing,        AlgorithmId::kRecursiveDoubling, AlgorithmId::kHalvingDoubling,
+      AlgorithmId::kDoubleTree,  AlgorithmId::kOneShot,           AlgorithmId::kTwoShot,
       AlgorithmId::kHierarchical};
-  static const std::vector<AlgorithmId> ring{AlgorithmId::kRing};
-  static const std::vector<AlgorithmId> broadcast{AlgorithmId::kChain};
+  static const std::vector<AlgorithmId> reduceScatter{AlgorithmId::kRing, AlgorithmId::kHalving};
+  static const std::vector<AlgorithmId> allGather{AlgorithmId::kRing, AlgorithmId::kDoubling};
+  static const std::vector<AlgorithmId> broadcast{AlgorithmId::kChain, AlgorithmId::kBinomial,
+                                                  AlgorithmId::kScatterAllGather};
   static const std::vector<AlgorithmId> barrier{AlgorithmId::kDissemination};
   switch (kind) {
     case CollectiveKind::kAllReduce:
       return allReduce;
     case CollectiveKind::kReduceScatter:
+      return reduceScatter;
     case CollectiveKind::kAllGather:
-      return ring;
+      return allGather;
     case CollectiveKind::kBroadcast:
       return broadcast;
     case CollectiveKind::kBarrier:
       return barrier;
   }
-  return ring;
+  return barrier;
 }
 
 std::optional<AlgorithmId> forcedAlgorithm(CollectiveKind kind, const std::string& setting) {
@@ -136,11 +140,19 @@ Choice chooseAlgorithm(CollectiveKind kind, size_t bytes, DataType dtype, int si
                   "CHORUS_ALGO=hier needs ranks on several hosts with several ranks on some host "
                   "(CHORUS_HOST_ID sets the host of a rank)");
     }
+    const bool powerOfTwo = (size & (size - 1)) == 0;
+    if ((*forced == AlgorithmId::kHalving || *forced == AlgorithmId::kDoubling) && !powerOfTwo) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string("CHORUS_ALGO=") + toString(kind) + "=" + toString(*forced) +
+                      " needs a power-of-two number of ranks (this group has " +
+                      std::to_string(size) + "; choices that run on any size: ring)");
+    }
     c.algo = *forced;
     c.forced = true;
   }
   for (AlgorithmId a : algorithmsFor(kind)) {
-    double s = predictSeconds(kind, a, bytes, dtype, size, where, options.tuning, options.segmentBytes);
+    double s =
+        predictSeconds(kind, a, bytes, dtype, size, where, options.tuning, options.segmentBytes);
     if (std::isfinite(s)) c.candidates.push_back({a, s});
   }
   std::stable_sort(c.candidates.begin(), c.candidates.end(),

@@ -41,7 +41,9 @@ void symDivide(void* buf, size_t count, int divisor) {
   }
 }
 
-void symCopy(void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); }
+void symCopy(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+}
 
 std::string rankList(uint64_t mask) {
   std::string s = "{";

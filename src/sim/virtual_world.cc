@@ -14,6 +14,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define CHORUS_SIM_ASAN 1
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -195,8 +200,11 @@ class StackPool {
     ctx::stack_context sc;
     sc.size = stride_ - guardBytes_;
     sc.sp = slot + stride_;
+    last_ = sc;
     return sc;
   }
+  // The stack handed out last (AddressSanitizer is told about each fiber's stack).
+  const ctx::stack_context& last() const { return last_; }
   void deallocate(ctx::stack_context& sc) noexcept {
     free_.push_back(static_cast<uint8_t*>(sc.sp) - stride_);
   }
@@ -205,6 +213,7 @@ class StackPool {
   uint8_t* base_ = nullptr;
   size_t bytes_ = 0, stride_ = 0, guardBytes_ = 0;
   std::vector<uint8_t*> free_;
+  ctx::stack_context last_;
 };
 
 struct PooledStack {
@@ -400,9 +409,13 @@ struct Rank {
   int index = 0;
   ctx::fiber self;
   ctx::fiber caller;
+  const void* stackLow = nullptr;  // for AddressSanitizer's fiber annotations
+  size_t stackSize = 0;
+  void* fakeStack = nullptr;
   Time clock = 0;
   Time shmFree = 0;  // the sender's own shared-memory link
   Request* blockedOn = nullptr;
+  bool started = false;
   bool finished = false;
   int pending = 0;
   algo::OpDesc op;
@@ -423,7 +436,7 @@ struct VirtualWorld::Impl {
     // Fibers left suspended (a run interrupted by an exception) unwind without the transport.
     unwinding = true;
     resetQueues();
-    for (int r = 0; ranks && r < n; ++r) ranks[static_cast<size_t>(r)].self = ctx::fiber();
+    for (int r = 0; ranks && r < n; ++r) destroyFiber(ranks[static_cast<size_t>(r)]);
   }
 
   // Transport entry points (called on the rank's fiber).
@@ -462,15 +475,58 @@ struct VirtualWorld::Impl {
       suspend(k);
     }
   }
+  // Fiber switches, with AddressSanitizer told which stack runs (it cannot see them otherwise).
   void switchTo(Rank& k) {
     current = &k;
     g_currentRank = k.index;
     ++events;
+    toFiber(k);
     k.self = std::move(k.self).resume();
+    backFromFiber();
     current = nullptr;
     g_currentRank = -1;
   }
-  void suspend(Rank& k) { k.caller = std::move(k.caller).resume(); }
+  // On k's fiber: back to the scheduler until resumed.
+  void suspend(Rank& k) {
+    leaveFiber(k, false);
+    try {
+      k.caller = std::move(k.caller).resume();
+    } catch (const ctx::detail::forced_unwind&) {
+      enterFiber(k);
+      throw;
+    }
+    enterFiber(k);
+  }
+  // An unfinished fiber unwinds its stack (running destructors) when destroyed; one that never
+  // ran is started instead and returns at once (unwinding is set).
+  void destroyFiber(Rank& k) {
+    if (!k.self) return;
+    if (!k.started) {
+      switchTo(k);
+      return;
+    }
+    toFiber(k);
+    k.self = ctx::fiber();
+    backFromFiber();
+  }
+#if defined(CHORUS_SIM_ASAN)
+  void toFiber(Rank& k) { __sanitizer_start_switch_fiber(&mainFake, k.stackLow, k.stackSize); }
+  void backFromFiber() { __sanitizer_finish_switch_fiber(mainFake, nullptr, nullptr); }
+  void enterFiber(Rank& k) {
+    __sanitizer_finish_switch_fiber(k.fakeStack, &mainStackLow, &mainStackSize);
+  }
+  void leaveFiber(Rank& k, bool dying) {
+    __sanitizer_start_switch_fiber(dying ? nullptr : &k.fakeStack, mainStackLow, mainStackSize);
+  }
+  void* mainFake = nullptr;
+  const void* mainStackLow = nullptr;
+  size_t mainStackSize = 0;
+#else
+  void toFiber(Rank&) {}
+  void backFromFiber() {}
+  void enterFiber(Rank&) {}
+  void leaveFiber(Rank&, bool) {}
+#endif
   Time now() { return heap.empty() ? 0 : heap.top(); }
   void fail(const std::string& why) {
     if (!failed) {
@@ -909,10 +965,19 @@ void VirtualWorld::Impl::start(const std::function<void(int)>& body) {
     k.shmFree = 0;
     k.blockedOn = nullptr;
     k.finished = false;
+    k.started = false;
+    k.fakeStack = nullptr;
     k.pending = 0;
     k.self = ctx::fiber(
         std::allocator_arg, PooledStack{stacks.get()}, [this, &k, &body](ctx::fiber&& caller) {
           k.caller = std::move(caller);
+          k.started = true;
+          enterFiber(k);
+          if (unwinding) {  // the run failed before this rank got to run
+            k.finished = true;
+            leaveFiber(k, true);
+            return std::move(k.caller);
+          }
           try {
             body(k.index);
             if (k.pending != 0) {
@@ -921,6 +986,7 @@ void VirtualWorld::Impl::start(const std::function<void(int)>& body) {
                    " request(s) still pending (every request must be waited for)");
             }
           } catch (const ctx::detail::forced_unwind&) {
+            leaveFiber(k, true);
             throw;  // the world unwinds this fiber
           } catch (const std::exception& e) {
             const char* what = e.what();
@@ -929,8 +995,11 @@ void VirtualWorld::Impl::start(const std::function<void(int)>& body) {
             failSafely([&k] { return "rank " + std::to_string(k.index) + ": unknown exception"; });
           }
           k.finished = true;
+          leaveFiber(k, true);
           return std::move(k.caller);
         });
+    k.stackLow = static_cast<uint8_t*>(stacks->last().sp) - stacks->last().size;
+    k.stackSize = stacks->last().size;
     push(k.clock, nullptr, r);
   }
 }
@@ -946,7 +1015,7 @@ RunResult VirtualWorld::Impl::finish() {
 
   resetQueues();
   unwinding = true;
-  for (int r = 0; r < n; ++r) ranks[static_cast<size_t>(r)].self = ctx::fiber();  // unwinds
+  for (int r = 0; r < n; ++r) destroyFiber(ranks[static_cast<size_t>(r)]);
   unwinding = false;
   t_world = nullptr;
 

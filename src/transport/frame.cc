@@ -51,7 +51,7 @@ std::optional<FrameHeader> decodeFrame(const uint8_t in[kFrameHeaderBytes], std:
   if (kind < 1 || kind > 4) return fail("unknown frame kind " + std::to_string(kind));
   h.kind = static_cast<FrameKind>(kind);
   if (in[6] > static_cast<uint8_t>(algo::CollectiveKind::kBarrier) || !isValid(DataType(in[7])) ||
-      !isValid(ReduceOp(in[8])) || in[9] > static_cast<uint8_t>(algo::AlgorithmId::kDoubleTree)) {
+      !isValid(ReduceOp(in[8])) || in[9] > static_cast<uint8_t>(algo::AlgorithmId::kDoubling)) {
     return fail("frame header has out-of-range fields");
   }
   h.op.kind = static_cast<algo::CollectiveKind>(in[6]);

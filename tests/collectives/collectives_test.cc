@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 
 namespace chorus::testing {
@@ -109,86 +111,100 @@ TEST_P(Collectives, AllReduceLargePrimeCount) {
       options());
 }
 
+// Throws unless the last call ran `algo` (a group of one runs none).
+void expectAlgorithm(Communicator& c, const std::string& algo) {
+  if (algo.empty() || c.size() == 1) return;
+  if (c.lastAlgorithm() != algo) {
+    throw std::runtime_error("ran " + c.lastAlgorithm() + " instead of " + algo);
+  }
+}
+
+// Every type and op, counts per block from smallCounts, out of place and in place.
+void reduceScatterCases(Communicator& c, const std::string& algo = "") {
+  const int n = c.size(), r = c.rank();
+  for (DataType t : kTypes) {
+    const size_t es = sizeOf(t);
+    for (ReduceOp op : kOps) {
+      for (size_t rc : smallCounts(n)) {
+        std::vector<Buffer> inputs;
+        for (int q = 0; q < n; ++q) inputs.push_back(makeInput(t, op, q, rc * n));
+        Buffer all = reduceReference(t, op, inputs, rc * n);
+        Buffer want(all.begin() + static_cast<long>(rc * es * r),
+                    all.begin() + static_cast<long>(rc * es * (r + 1)));
+        Buffer in = inputs[static_cast<size_t>(r)];
+        Buffer out(rc * es, 0xCD);
+        c.reduceScatter(in.data(), out.data(), rc, t, op).wait();
+        if (rc > 0) expectAlgorithm(c, algo);
+        check(label("reduce_scatter", t, op, rc, false), r, out, want, es);
+        // In place: the result lands in this rank's block of the input.
+        c.reduceScatter(in.data(), in.data() + rc * es * r, rc, t, op).wait();
+        Buffer mine(in.begin() + static_cast<long>(rc * es * r),
+                    in.begin() + static_cast<long>(rc * es * (r + 1)));
+        check(label("reduce_scatter", t, op, rc, true), r, mine, want, es);
+      }
+    }
+  }
+}
+
+// Every type, counts from smallCounts and one large one, out of place and in place.
+void allGatherCases(Communicator& c, const std::string& algo = "") {
+  const int n = c.size(), r = c.rank();
+  for (DataType t : kTypes) {
+    const size_t es = sizeOf(t);
+    std::vector<size_t> counts = smallCounts(n);
+    counts.push_back(100003);
+    for (size_t sc : counts) {
+      Buffer want;
+      for (int q = 0; q < n; ++q) {
+        Buffer b = makeInput(t, ReduceOp::kSum, q, sc, 7);
+        want.insert(want.end(), b.begin(), b.end());
+      }
+      Buffer in = makeInput(t, ReduceOp::kSum, r, sc, 7);
+      Buffer out(sc * es * n, 0xEE);
+      c.allGather(in.data(), out.data(), sc, t).wait();
+      if (sc > 0) expectAlgorithm(c, algo);
+      check(label("all_gather", t, ReduceOp::kSum, sc, false), r, out, want, es);
+      Buffer inPlace(sc * es * n, 0x11);
+      std::copy(in.begin(), in.end(), inPlace.begin() + static_cast<long>(sc * es * r));
+      c.allGather(inPlace.data() + sc * es * r, inPlace.data(), sc, t).wait();
+      check(label("all_gather", t, ReduceOp::kSum, sc, true), r, inPlace, want, es);
+    }
+  }
+}
+
+// Several types, counts from smallCounts and one large one (not divisible by the world sizes),
+// from every root.
+void broadcastCases(Communicator& c, const std::string& algo = "") {
+  const int n = c.size(), r = c.rank();
+  for (DataType t : {DataType::kF32, DataType::kF16, DataType::kI8, DataType::kI64}) {
+    std::vector<size_t> counts = smallCounts(n);
+    counts.push_back(300007);
+    for (size_t count : counts) {
+      for (int root = 0; root < n; ++root) {
+        Buffer want = makeInput(t, ReduceOp::kSum, root, count, 3);
+        Buffer buf = r == root ? want : Buffer(want.size(), 0x5A);
+        c.broadcast(buf.data(), count, t, root).wait();
+        if (count > 0) expectAlgorithm(c, algo);
+        check(label("broadcast", t, ReduceOp::kSum, count, true) + " root " + std::to_string(root),
+              r, buf, want, sizeOf(t));
+      }
+    }
+  }
+}
+
 TEST_P(Collectives, ReduceScatterEveryTypeAndOp) {
   expectRanks(
-      size(),
-      [&](Communicator& c) {
-        const int n = c.size(), r = c.rank();
-        for (DataType t : kTypes) {
-          const size_t es = sizeOf(t);
-          for (ReduceOp op : kOps) {
-            for (size_t rc : smallCounts(n)) {
-              std::vector<Buffer> inputs;
-              for (int q = 0; q < n; ++q) inputs.push_back(makeInput(t, op, q, rc * n));
-              Buffer all = reduceReference(t, op, inputs, rc * n);
-              Buffer want(all.begin() + static_cast<long>(rc * es * r),
-                          all.begin() + static_cast<long>(rc * es * (r + 1)));
-              Buffer in = inputs[static_cast<size_t>(r)];
-              Buffer out(rc * es, 0xCD);
-              c.reduceScatter(in.data(), out.data(), rc, t, op).wait();
-              check(label("reduce_scatter", t, op, rc, false), r, out, want, es);
-              // In place: the result lands in this rank's block of the input.
-              c.reduceScatter(in.data(), in.data() + rc * es * r, rc, t, op).wait();
-              Buffer mine(in.begin() + static_cast<long>(rc * es * r),
-                          in.begin() + static_cast<long>(rc * es * (r + 1)));
-              check(label("reduce_scatter", t, op, rc, true), r, mine, want, es);
-            }
-          }
-        }
-      },
-      options());
+      size(), [](Communicator& c) { reduceScatterCases(c); }, options());
 }
 
 TEST_P(Collectives, AllGatherEveryType) {
   expectRanks(
-      size(),
-      [&](Communicator& c) {
-        const int n = c.size(), r = c.rank();
-        for (DataType t : kTypes) {
-          const size_t es = sizeOf(t);
-          std::vector<size_t> counts = smallCounts(n);
-          counts.push_back(100003);
-          for (size_t sc : counts) {
-            Buffer want;
-            for (int q = 0; q < n; ++q) {
-              Buffer b = makeInput(t, ReduceOp::kSum, q, sc, 7);
-              want.insert(want.end(), b.begin(), b.end());
-            }
-            Buffer in = makeInput(t, ReduceOp::kSum, r, sc, 7);
-            Buffer out(sc * es * n, 0xEE);
-            c.allGather(in.data(), out.data(), sc, t).wait();
-            check(label("all_gather", t, ReduceOp::kSum, sc, false), r, out, want, es);
-            Buffer inPlace(sc * es * n, 0x11);
-            std::copy(in.begin(), in.end(), inPlace.begin() + static_cast<long>(sc * es * r));
-            c.allGather(inPlace.data() + sc * es * r, inPlace.data(), sc, t).wait();
-            check(label("all_gather", t, ReduceOp::kSum, sc, true), r, inPlace, want, es);
-          }
-        }
-      },
-      options());
+      size(), [](Communicator& c) { allGatherCases(c); }, options());
 }
 
 TEST_P(Collectives, BroadcastFromEveryRoot) {
   expectRanks(
-      size(),
-      [&](Communicator& c) {
-        const int n = c.size(), r = c.rank();
-        for (DataType t : {DataType::kF32, DataType::kF16, DataType::kI8, DataType::kI64}) {
-          std::vector<size_t> counts = smallCounts(n);
-          counts.push_back(300007);
-          for (size_t count : counts) {
-            for (int root = 0; root < n; ++root) {
-              Buffer want = makeInput(t, ReduceOp::kSum, root, count, 3);
-              Buffer buf = r == root ? want : Buffer(want.size(), 0x5A);
-              c.broadcast(buf.data(), count, t, root).wait();
-              check(label("broadcast", t, ReduceOp::kSum, count, true) + " root " +
-                        std::to_string(root),
-                    r, buf, want, sizeOf(t));
-            }
-          }
-        }
-      },
-      options());
+      size(), [](Communicator& c) { broadcastCases(c); }, options());
 }
 
 TEST_P(Collectives, BarrierAndManyInFlight) {
@@ -282,6 +298,113 @@ INSTANTIATE_TEST_SUITE_P(, Collectives, ::testing::ValuesIn(params()),
                            if (*i.param.layout) name += std::string("_") + i.param.layout;
                            return name;
                          });
+
+// One collective's algorithm forced through CHORUS_ALGO ("broadcast=binomial"): only that
+// collective's cases run, and each checks that the forced algorithm is the one that ran.
+class ForcedAlgorithm : public Collectives {
+ protected:
+  std::string algo() const {
+    const std::string s = GetParam().algo;
+    return s.substr(s.find('=') + 1);
+  }
+};
+class BroadcastAlgorithm : public ForcedAlgorithm {};
+class ReduceScatterAlgorithm : public ForcedAlgorithm {};
+class AllGatherAlgorithm : public ForcedAlgorithm {};
+
+TEST_P(BroadcastAlgorithm, FromEveryRoot) {
+  expectRanks(
+      size(), [&](Communicator& c) { broadcastCases(c, algo()); }, options());
+}
+
+TEST_P(ReduceScatterAlgorithm, EveryTypeAndOp) {
+  expectRanks(
+      size(), [&](Communicator& c) { reduceScatterCases(c, algo()); }, options());
+}
+
+TEST_P(AllGatherAlgorithm, EveryType) {
+  expectRanks(
+      size(), [&](Communicator& c) { allGatherCases(c, algo()); }, options());
+}
+
+std::string forcedName(const ::testing::TestParamInfo<Param>& i) {
+  const std::string algo = i.param.algo;
+  std::string name = "n" + std::to_string(i.param.size) + "_" + algo.substr(algo.find('=') + 1) +
+                     "_seg" + std::to_string(i.param.segmentBytes);
+  if (std::string(i.param.transport) != "auto") name += std::string("_") + i.param.transport;
+  return name;
+}
+
+std::vector<Param> broadcastParams() {
+  std::vector<Param> p;
+  for (int n : {1, 2, 3, 5, 8}) p.push_back({n, "broadcast=binomial", 512 * 1024});
+  // Small segments: a segment is forwarded down the tree while later ones still arrive.
+  p.push_back({5, "broadcast=binomial", 4096});
+  for (int n : {2, 3, 5, 8}) p.push_back({n, "broadcast=scatter_allgather", 512 * 1024});
+  // Several segments per block, in the scatter and in every ring step.
+  p.push_back({5, "broadcast=scatter_allgather", 4096});
+  p.push_back({5, "broadcast=scatter_allgather", 4096, "tcp"});
+  p.push_back({5, "broadcast=chain", 4096});
+  return p;
+}
+
+std::vector<Param> reduceScatterParams() {
+  std::vector<Param> p;
+  // n = 8 with one segment per step runs in Collectives/n8_auto (the model picks halving there).
+  for (int n : {1, 2, 4}) p.push_back({n, "reduce_scatter=halving", 512 * 1024});
+  p.push_back({8, "reduce_scatter=halving", 256});  // several segments per step
+  p.push_back({4, "reduce_scatter=halving", 256, "tcp"});
+  return p;
+}
+
+std::vector<Param> allGatherParams() {
+  std::vector<Param> p;
+  // n = 8 with one segment per step runs in Collectives/n8_auto (the model picks doubling there).
+  for (int n : {1, 2, 4}) p.push_back({n, "all_gather=doubling", 512 * 1024});
+  p.push_back({8, "all_gather=doubling", 4096});  // several segments per step
+  p.push_back({4, "all_gather=doubling", 4096, "tcp"});
+  return p;
+}
+
+INSTANTIATE_TEST_SUITE_P(, BroadcastAlgorithm, ::testing::ValuesIn(broadcastParams()), forcedName);
+INSTANTIATE_TEST_SUITE_P(, ReduceScatterAlgorithm, ::testing::ValuesIn(reduceScatterParams()),
+                         forcedName);
+INSTANTIATE_TEST_SUITE_P(, AllGatherAlgorithm, ::testing::ValuesIn(allGatherParams()), forcedName);
+
+// Halving and doubling need a power-of-two group: forced on three ranks, every rank's call
+// fails at once with a clear error, and the communicator stays usable.
+TEST(CollectivesForced, HalvingAndDoublingRefuseOtherWorldSizes) {
+  Options o = testOptions();
+  o.algorithm = "reduce_scatter=halving,all_gather=doubling";
+  expectRanks(
+      3,
+      [](Communicator& c) {
+        std::vector<float> in(30, 1.0f), out(10);
+        auto expectRefusal = [&](const char* what, const std::function<void()>& call) {
+          try {
+            call();
+          } catch (const Error& e) {
+            const std::string m = e.what();
+            if (e.code() != ErrorCode::kInvalidArgument ||
+                m.find("power-of-two") == std::string::npos || m.find(what) == std::string::npos) {
+              throw;
+            }
+            return;
+          }
+          throw std::runtime_error(std::string(what) + " on 3 ranks was accepted");
+        };
+        expectRefusal("halving", [&] {
+          c.reduceScatter(std::span<const float>(in), std::span<float>(out)).wait();
+        });
+        expectRefusal("doubling", [&] {
+          c.allGather(std::span<const float>(out), std::span<float>(in)).wait();
+        });
+        std::fill(out.begin(), out.end(), 1.0f);
+        c.allReduce(std::span<float>(out)).wait();
+        if (out[0] != 3.0f) throw std::runtime_error("all-reduce after the refusals is wrong");
+      },
+      o);
+}
 
 TEST(CollectivesLarge, AllReduce64MiB) {
   for (int n : {2, 3, 4, 8}) {

@@ -110,6 +110,31 @@ TEST(Failures, MismatchedCollectivesOpsTypesAndRoots) {
   }
 }
 
+// Every broadcast algorithm gives every rank something to receive, so when rank 1 (or every odd
+// rank) names root 1 and the others root 0, every rank fails in that very call.
+TEST(Failures, MismatchedRootsWithEveryBroadcastAlgorithm) {
+  for (const char* algo : {"chain", "binomial", "scatter_allgather"}) {
+    for (int n : {2, 4}) {
+      for (bool odd : {false, true}) {
+        SCOPED_TRACE(std::string(algo) + " n=" + std::to_string(n) + (odd ? " odd" : " one"));
+        Options o = testOptions(seconds(5));
+        o.algorithm = std::string("broadcast=") + algo;
+        auto res = outcomes(
+            n,
+            [odd](Communicator& c) {
+              std::vector<float> v(1000, 1.0f);
+              const bool other = odd ? c.rank() % 2 == 1 : c.rank() == 1;
+              c.broadcast(std::span<float>(v), other ? 1 : 0).wait();
+            },
+            o);
+        for (size_t r = 0; r < res.size(); ++r) {
+          EXPECT_EQ(res[r].code, ErrorCode::kMismatch) << "rank " << r << ": " << res[r].message;
+        }
+      }
+    }
+  }
+}
+
 TEST(Failures, SilentPeerTimesOutNamingIt) {
   Options o = testOptions(milliseconds(800));
   auto res = outcomes(

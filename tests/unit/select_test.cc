@@ -1,7 +1,7 @@
 // The cost-model selector: pure, deterministic, honours forced choices per collective, explains
 // itself, and reads tuning files.
-#include "algo/collectives.h"
 #include "algo/select.h"
+#include "algo/collectives.h"
 
 #include <chorus/error.hpp>
 
@@ -27,7 +27,8 @@ TEST(Select, ChoosesTheCheapestPrediction) {
   Options o;
   for (int n : {2, 3, 5, 8, 64, 1024}) {
     for (size_t bytes : {size_t{8}, size_t{4096}, size_t{1} << 20, size_t{256} << 20}) {
-      Choice c = chooseAlgorithm(CollectiveKind::kAllReduce, bytes, DataType::kF32, n, spread(n), o);
+      Choice c =
+          chooseAlgorithm(CollectiveKind::kAllReduce, bytes, DataType::kF32, n, spread(n), o);
       ASSERT_FALSE(c.candidates.empty());
       EXPECT_EQ(c.algo, c.candidates.front().algo);
       for (size_t i = 1; i < c.candidates.size(); ++i) {
@@ -85,8 +86,11 @@ TEST(Select, ForcedPerCollective) {
   Options o;
   o.algorithm = "tree";  // a bare name is the all-reduce's
   EXPECT_EQ(pick(8, 5, spread(5), o), AlgorithmId::kDoubleTree);
-  EXPECT_EQ(chooseAlgorithm(CollectiveKind::kBroadcast, 8, DataType::kU8, 5, spread(5), o).algo,
-            AlgorithmId::kChain);
+  // The other collectives keep the automatic choice.
+  const Choice b = chooseAlgorithm(CollectiveKind::kBroadcast, 8, DataType::kU8, 5, spread(5), o);
+  EXPECT_FALSE(b.forced);
+  EXPECT_EQ(b.algo,
+            chooseAlgorithm(CollectiveKind::kBroadcast, 8, DataType::kU8, 5, spread(5), {}).algo);
   o.algorithm = "broadcast=chain, allreduce=rhd";
   Choice c = chooseAlgorithm(CollectiveKind::kAllReduce, 8, DataType::kF32, 3, spread(3), o);
   EXPECT_TRUE(c.forced);
@@ -118,7 +122,8 @@ TEST(Select, UnsupportedForcedChoicesAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("all_gather"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("ring"), std::string::npos) << e.what();
   }
-  for (const char* good : {"auto", "ring", "allreduce=oneshot,broadcast=chain", "barrier=dissemination"}) {
+  for (const char* good :
+       {"auto", "ring", "allreduce=oneshot,broadcast=chain", "barrier=dissemination"}) {
     EXPECT_NO_THROW(validateAlgorithmSetting(good)) << good;
   }
 }
@@ -132,7 +137,8 @@ TEST(Select, ExplainsItsChoice) {
   const Placement w{2, 2, true, true};
   Choice c = chooseAlgorithm(d.kind, 1024, d.dtype, 4, w, Options{});
   std::string line = explain(d, 4, w, c);
-  EXPECT_NE(line.find("allreduce #7 1024 B f32 sum on 4 ranks (2 hosts"), std::string::npos) << line;
+  EXPECT_NE(line.find("allreduce #7 1024 B f32 sum on 4 ranks (2 hosts"), std::string::npos)
+      << line;
   EXPECT_NE(line.find(std::string(": ") + toString(c.algo)), std::string::npos) << line;
   EXPECT_NE(line.find("[model:"), std::string::npos) << line;
 }
@@ -152,6 +158,102 @@ TEST(Select, ModelGrowsWithSize) {
   }
   EXPECT_TRUE(std::isinf(predictSeconds(CollectiveKind::kBroadcast, AlgorithmId::kRing, 8,
                                         DataType::kU8, 4, spread(4), t, 512 * 1024)));
+}
+
+AlgorithmId pickFor(CollectiveKind kind, size_t bytes, int n, const Options& o = {}) {
+  return chooseAlgorithm(kind, bytes, DataType::kF32, n, spread(n), o).algo;
+}
+
+TEST(Select, BroadcastLatencyBoundSmallBandwidthBoundLarge) {
+  // A handful of bytes: ceil(log2 N) rounds beat the chain's N - 1 hops.
+  for (int n : {4, 8, 64}) {
+    EXPECT_EQ(pickFor(CollectiveKind::kBroadcast, 8, n), AlgorithmId::kBinomial) << n;
+  }
+  // 64 MiB: the pipelined chain moves each byte over each link once; the binomial tree's root
+  // would send the whole buffer log2 N times.
+  AlgorithmId large = pickFor(CollectiveKind::kBroadcast, 64u << 20, 8);
+  EXPECT_TRUE(large == AlgorithmId::kChain || large == AlgorithmId::kScatterAllGather)
+      << toString(large);
+  // At many ranks the chain's fill (N - 2 segments) costs more than scatter + all-gather.
+  EXPECT_EQ(pickFor(CollectiveKind::kBroadcast, 64u << 20, 1024), AlgorithmId::kScatterAllGather);
+  // Two ranks: one message either way, the tie goes to the chain (listed first).
+  EXPECT_EQ(pickFor(CollectiveKind::kBroadcast, 8, 2), AlgorithmId::kChain);
+  const Tuning t;
+  for (AlgorithmId a : algorithmsFor(CollectiveKind::kBroadcast)) {
+    double prev = 0;
+    for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 4) {
+      for (int n : {2, 3, 7, 64}) {
+        const double s = predictSeconds(CollectiveKind::kBroadcast, a, bytes, DataType::kU8, n,
+                                        spread(n), t, 512 * 1024);
+        ASSERT_TRUE(std::isfinite(s)) << toString(a) << " " << n;
+      }
+      const double s = predictSeconds(CollectiveKind::kBroadcast, a, bytes, DataType::kU8, 7,
+                                      spread(7), t, 512 * 1024);
+      EXPECT_GT(s, prev) << toString(a) << " " << bytes;
+      prev = s;
+    }
+  }
+}
+
+TEST(Select, HalvingAndDoublingOnlyForPowersOfTwo) {
+  const Tuning t;
+  for (int n : {4, 8, 64}) {
+    // Same bytes as the ring in log2 N steps: they win on a flat layout (at two ranks they are
+    // the ring, and the tie goes to the ring).
+    EXPECT_EQ(pickFor(CollectiveKind::kReduceScatter, 4096, n), AlgorithmId::kHalving) << n;
+    EXPECT_EQ(pickFor(CollectiveKind::kAllGather, 4096, n), AlgorithmId::kDoubling) << n;
+  }
+  for (int n : {3, 5, 6, 7, 12}) {
+    for (auto [kind, algo] : {std::pair{CollectiveKind::kReduceScatter, AlgorithmId::kHalving},
+                              std::pair{CollectiveKind::kAllGather, AlgorithmId::kDoubling}}) {
+      EXPECT_TRUE(
+          std::isinf(predictSeconds(kind, algo, 4096, DataType::kF32, n, spread(n), t, 512 * 1024)))
+          << toString(algo) << " " << n;
+      Choice c = chooseAlgorithm(kind, 4096, DataType::kF32, n, spread(n), Options{});
+      EXPECT_EQ(c.algo, AlgorithmId::kRing);
+      for (const auto& k : c.candidates) EXPECT_NE(k.algo, algo);
+      // Forced where it cannot run: a clear error, not a silent fallback.
+      Options o;
+      o.algorithm = std::string(toString(kind)) + "=" + toString(algo);
+      try {
+        chooseAlgorithm(kind, 4096, DataType::kF32, n, spread(n), o);
+        ADD_FAILURE() << o.algorithm << " accepted on " << n << " ranks";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find("power-of-two"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(toString(algo)), std::string::npos) << e.what();
+      }
+    }
+  }
+  // Forced on a power of two, and a group of one needs nothing.
+  Options o;
+  o.algorithm = "reduce_scatter=halving,all_gather=doubling,broadcast=scatter_allgather";
+  EXPECT_EQ(pickFor(CollectiveKind::kReduceScatter, 8, 4, o), AlgorithmId::kHalving);
+  EXPECT_EQ(pickFor(CollectiveKind::kAllGather, 64u << 20, 4, o), AlgorithmId::kDoubling);
+  EXPECT_EQ(pickFor(CollectiveKind::kBroadcast, 8, 3, o), AlgorithmId::kScatterAllGather);
+  EXPECT_EQ(pickFor(CollectiveKind::kReduceScatter, 8, 1, o), AlgorithmId::kNone);
+  // Hosts with several ranks each share their link: the ring wins the large sizes there.
+  const Placement layered{2, 4, true, true};
+  EXPECT_EQ(
+      chooseAlgorithm(CollectiveKind::kAllGather, 64u << 20, DataType::kF32, 8, layered, Options{})
+          .algo,
+      AlgorithmId::kRing);
+}
+
+TEST(Select, NewAlgorithmNamesAreAccepted) {
+  EXPECT_STREQ(toString(AlgorithmId::kBinomial), "binomial");
+  EXPECT_STREQ(toString(AlgorithmId::kScatterAllGather), "scatter_allgather");
+  EXPECT_STREQ(toString(AlgorithmId::kHalving), "halving");
+  EXPECT_STREQ(toString(AlgorithmId::kDoubling), "doubling");
+  EXPECT_NO_THROW(validateAlgorithmSetting(
+      "broadcast=binomial,reduce_scatter=halving,all_gather=doubling,allreduce=rhd"));
+  EXPECT_EQ(forcedAlgorithm(CollectiveKind::kBroadcast, "broadcast=scatter_allgather"),
+            AlgorithmId::kScatterAllGather);
+  // Each belongs to its own collective only.
+  for (const char* bad : {"binomial", "allreduce=halving", "all_gather=halving",
+                          "reduce_scatter=doubling", "broadcast=doubling", "all_gather=binomial"}) {
+    EXPECT_THROW(validateAlgorithmSetting(bad), Error) << bad;
+  }
 }
 
 TEST(Tuning, FileRoundTripAndErrors) {

@@ -68,6 +68,25 @@ TEST(Frame, RejectsCorruptHeaders) {
   }
 }
 
+TEST(Frame, EveryAlgorithmTravelsAndNoneBeyond) {
+  const auto last = static_cast<uint8_t>(algo::AlgorithmId::kDoubling);
+  for (uint8_t v = 0; v <= last; ++v) {
+    FrameHeader h = sample();
+    h.op.algo = static_cast<algo::AlgorithmId>(v);
+    uint8_t buf[kFrameHeaderBytes];
+    encodeFrame(h, buf);
+    std::string why;
+    auto d = decodeFrame(buf, &why);
+    ASSERT_TRUE(d) << int{v} << ": " << why;
+    EXPECT_EQ(d->op.algo, h.op.algo);
+  }
+  uint8_t buf[kFrameHeaderBytes];
+  encodeFrame(sample(), buf);
+  buf[9] = static_cast<uint8_t>(last + 1);
+  std::string why;
+  EXPECT_FALSE(decodeFrame(buf, &why));
+}
+
 TEST(Frame, AbortAndByeLengthsAreChecked) {
   FrameHeader h = sample();
   h.kind = FrameKind::kBye;
