@@ -23,7 +23,7 @@ struct Tuning {
   LinkCost shm{2.0e-6, 0.12e-9};  // between ranks of one host, through shared memory
   LinkCost net{60.0e-6, 8.6e-9};  // through TCP (between hosts, or on one host when forced)
   // Seconds per byte reduced, by DataType (f16/bf16 convert through f32).
-  std::array<double, kNumDataTypes> gamma{0.25e-9, 0.25e-9, 0.9e-9, 0.9e-9,
+  std::array<double, kNumDataTypes> gamma{0.25e-9, 0.25e-9, 0.9e-9,  0.9e-9,
                                           0.25e-9, 0.25e-9, 0.25e-9, 0.25e-9};
   // Where the values came from: "built-in" or the file's path.
   std::string source{"built-in"};

@@ -68,7 +68,8 @@ void Communicator::Impl::prepare(algo::OpDesc& desc, const void* in, const void*
       std::lock_guard<std::mutex> lock(mu_);
       shown.seq = nextSeq_;  // the number issue() is about to give it
     }
-    std::fprintf(stderr, "chorus[%d]: %s\n", rank, algo::explain(shown, size, placement_, choice).c_str());
+    std::fprintf(stderr, "chorus[%d]: %s\n", rank,
+                 algo::explain(shown, size, placement_, choice).c_str());
   }
   lastAlgo.store(static_cast<int>(desc.algo), std::memory_order_relaxed);
 }

@@ -3,10 +3,10 @@
 
 #include <chorus/communicator.hpp>
 
-#include "algo/select.h"
 #include "algo/collectives.h"
 #include "algo/group.h"
 #include "algo/hierarchy.h"
+#include "algo/select.h"
 #include "core/work_state.h"
 #include "transport/transport.h"
 
@@ -65,7 +65,7 @@ struct Communicator::Impl {
   algo::Scratch scratch_;
   algo::Group group_;
   std::unique_ptr<algo::Hierarchy> hier_;  // subgroups by host; null for a flat layout
-  algo::Placement placement_;  // hosts and ranks per host, for the algorithm choice
+  algo::Placement placement_;              // hosts and ranks per host, for the algorithm choice
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -97,9 +97,9 @@ Options Options::fromEnv() {
 }
 
 bool launchedAlone() {
-  for (const char* v : {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_STORE", "OMPI_COMM_WORLD_RANK",
-                        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
-                        "SLURM_NTASKS"}) {
+  for (const char* v :
+       {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_STORE", "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"}) {
     if (env(v)) return false;
   }
   return true;

@@ -14,9 +14,8 @@ namespace chorus {
 namespace {
 
 [[noreturn]] void bad(const std::string& path, int line, const std::string& why) {
-  throw Error(ErrorCode::kInvalidArgument, "tuning file " + path +
-                                               (line > 0 ? ":" + std::to_string(line) : "") + ": " +
-                                               why);
+  throw Error(ErrorCode::kInvalidArgument,
+              "tuning file " + path + (line > 0 ? ":" + std::to_string(line) : "") + ": " + why);
 }
 
 // Every value in the file and its scale to seconds (per message or per byte).
