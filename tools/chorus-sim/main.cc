@@ -3,6 +3,7 @@
 // is touched, so any world size and buffer size costs only the algorithms' bookkeeping).
 //   chorus-sim --hosts 128 --ranks-per-host 8 --max-bytes 256M --csv out.csv --png out.png
 #include "algo/collectives.h"
+#include "algo/select.h"
 #include "reduce/internal_types.h"
 #include "sim/virtual_world.h"
 
@@ -177,7 +178,7 @@ for name in sorted(skipped - set(lines)):
 if chosen:
     chosen.sort()
     ax.plot([p[0] for p in chosen], [p[1] for p in chosen], color="black", linewidth=2.5,
-            alpha=0.35, zorder=0, label="auto (selectAlgorithm)")
+            alpha=0.35, zorder=0, label="auto (cost model)")
 def size_label(b, _pos=None):
     for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
         if b >= div:
@@ -303,6 +304,10 @@ int main(int argc, char** argv) {
     cfg.network.gamma = 1.0 / (reduceGBps * 1e9);
     cfg.network.copy = 1.0 / (copyGBps * 1e9);
     cfg.options.segmentBytes = parseBytes(segment);
+    // The selector sees the described network through its cost model's constants.
+    cfg.options.tuning.net = LinkCost{cfg.network.netAlpha, cfg.network.netBeta * oversub};
+    cfg.options.tuning.shm = LinkCost{cfg.network.shmAlpha, cfg.network.shmBeta};
+    cfg.options.tuning.gamma.fill(cfg.network.gamma);
     cfg.wallLimitSeconds = runLimit;
     for (const std::string& s : stragglers) {
       const auto colon = s.find(':');
@@ -345,7 +350,7 @@ int main(int argc, char** argv) {
                   n, hosts, perHost, netAlphaUs, netGBps, oversub, shmAlphaUs, shmGBps, overheadUs,
                   reduceGBps, copyGBps);
     std::printf("# chorus-sim: %s%s\n", title, cfg.startDelay.empty() ? "" : "; stragglers given");
-    std::printf("# segment %s; * = what selectAlgorithm picks at that size\n",
+    std::printf("# segment %s; * = what the cost model picks at that size\n",
                 human(cfg.options.segmentBytes).c_str());
 
     const auto wallStart = std::chrono::steady_clock::now();
@@ -364,9 +369,10 @@ int main(int argc, char** argv) {
     std::printf("%12s  %-10s %14s %12s %12s %12s %9s\n", "size", "algorithm", "time(us)",
                 "algbw(GB/s)", "busbw(GB/s)", "messages", "wall(s)");
     for (size_t bytes : sizes) {
-      const AlgorithmId pick =
-          algo::selectAlgorithm(algo::CollectiveKind::kAllReduce, bytes, n, cfg.options,
-                                world->layered(), world->oneHost());
+      const algo::Placement where{hosts, perHost, true, true};
+      const AlgorithmId pick = algo::chooseAlgorithm(algo::CollectiveKind::kAllReduce, bytes,
+                                                     DataType::kF32, n, where, cfg.options)
+                                   .algo;
       for (AlgorithmId a : algos) {
         if (std::any_of(refused.begin(), refused.end(), [&](const std::string& r) {
               return r.rfind(std::string(algo::toString(a)) + " (", 0) == 0;
