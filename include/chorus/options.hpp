@@ -25,8 +25,6 @@ struct Tuning {
   // Seconds per byte reduced, by DataType (f16/bf16 convert through f32).
   std::array<double, kNumDataTypes> gamma{0.25e-9, 0.25e-9, 0.9e-9,  0.9e-9,
                                           0.25e-9, 0.25e-9, 0.25e-9, 0.25e-9};
-  // Where the values came from: "built-in" or the file's path.
-  std::string source{"built-in"};
 
   // Reads a file written by writeFile (or by hand): "key value" lines, '#' comments; keys
   // shm.alpha_us, shm.beta_ns_per_byte, net.alpha_us, net.beta_ns_per_byte and
@@ -54,6 +52,8 @@ struct Options {
   // CHORUS_TUNING_FILE: cost-model constants for the automatic choice (see Tuning). Every rank
   // must use the same values, or the ranks report mismatched calls.
   Tuning tuning;
+  // The file `tuning` was read from (empty: built-in values).
+  std::string tuningFile;
   // CHORUS_DEBUG: "1" prints one line per collective on rank 0's stderr (the algorithm chosen
   // and the cost model's prediction for every candidate), "all" on every rank.
   std::string debug;

@@ -37,8 +37,9 @@ std::unique_ptr<Hierarchy> makeHierarchy(const Group& g, std::shared_ptr<const T
   h->hostIndex = t.hostOf[static_cast<size_t>(me)];
   const int localRank = t.localRank[static_cast<size_t>(me)];
   auto subgroup = [&](Group& sub, std::unique_ptr<SubTransport>& tx, std::vector<int> members) {
-    int rank = 0;
-    while (members[static_cast<size_t>(rank)] != me) ++rank;
+    // This rank is in every subgroup built for it (its host; its local rank's cross group).
+    const int rank =
+        static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
     sub = g;
     sub.hier = nullptr;
     sub.scratch = &sub == &h->local ? &h->localScratch : &h->crossScratch;

@@ -62,7 +62,10 @@ Options Options::fromEnv() {
     algo::validateAlgorithmSetting(*v);
     o.algorithm = *v;
   }
-  if (auto v = env("CHORUS_TUNING_FILE")) o.tuning = Tuning::fromFile(*v);
+  if (auto v = env("CHORUS_TUNING_FILE")) {
+    o.tuning = Tuning::fromFile(*v);
+    o.tuningFile = *v;
+  }
   if (auto v = env("CHORUS_DEBUG")) {
     if (*v != "0" && *v != "1" && *v != "all") {
       throw Error(ErrorCode::kInvalidArgument, "CHORUS_DEBUG='" + *v + "': expected 0, 1 or all");

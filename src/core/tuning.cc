@@ -65,7 +65,6 @@ Tuning Tuning::fromFile(const std::string& path) {
     }
     *key->value = v * key->scale;
   }
-  t.source = path;
   return t;
 }
 
