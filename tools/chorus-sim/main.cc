@@ -120,20 +120,9 @@ std::string human(size_t b) {
   return buf;
 }
 
-// The all-reduce algorithms: every AlgorithmId with a name, but kNone (a group of one) and the
-// broadcast and barrier algorithms.
+// The all-reduce algorithms, as the selector lists them.
 std::vector<AlgorithmId> allReduceAlgorithms() {
-  std::vector<AlgorithmId> ids;
-  for (int v = 0; v < 256; ++v) {
-    const auto id = static_cast<AlgorithmId>(v);
-    if (std::string(algo::toString(id)) == "unknown-algorithm") continue;
-    if (id == AlgorithmId::kNone || id == AlgorithmId::kChain ||
-        id == AlgorithmId::kDissemination) {
-      continue;
-    }
-    ids.push_back(id);
-  }
-  return ids;
+  return algo::algorithmsFor(algo::CollectiveKind::kAllReduce);
 }
 
 struct Row {
