@@ -16,6 +16,8 @@ import re
 import subprocess
 import tempfile
 
+from algo_table import size  # same size labels as the sweep's table
+
 
 def read_tuning(path):
     t = {}
@@ -25,13 +27,6 @@ def read_tuning(path):
             if len(line) == 2:
                 t[line[0]] = float(line[1])
     return t
-
-
-def size(b):
-    for unit, s in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= s and b % s == 0:
-            return f"{b // s} {unit}"
-    return f"{b} B"
 
 
 def main():

@@ -64,13 +64,18 @@ void binomialBroadcast(const Group& g, void* buf, size_t bytes, int root) {
   g.wait(tokenRecv);
   g.wait(tokenSend);
   // As in the chain: the last relative rank (always a leaf) tells the root it has everything.
+  lastRankAcksRoot(g, root, static_cast<uint32_t>(segs));
+}
+
+void lastRankAcksRoot(const Group& g, int root, uint32_t step) {
+  const int n = g.size;
+  const int rel = rootRelative(g.rank, root, n);
   transport::Request ack;
-  const auto ackStep = static_cast<uint32_t>(segs);
   if (rel == n - 1) {
-    g.tx->postSend(ack, root, nullptr, 0, ackStep);
+    g.tx->postSend(ack, root, nullptr, 0, step);
     g.wait(ack);
   } else if (rel == 0) {
-    g.tx->postRecv(ack, fromRootRelative(n - 1, root, n), nullptr, 0, ackStep);
+    g.tx->postRecv(ack, fromRootRelative(n - 1, root, n), nullptr, 0, step);
     g.wait(ack);
   }
 }

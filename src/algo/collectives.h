@@ -34,6 +34,9 @@ void doubleTreeAllReduce(const Group& g, const void* in, void* out, size_t count
                          ReduceOp op);
 void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
                            ReduceOp op);
+// End of the tree broadcasts: the last rank in root-relative order sends the root an empty
+// message at `step`, so that the root too receives something from the call.
+void lastRankAcksRoot(const Group& g, int root, uint32_t step);
 void chainBroadcast(const Group& g, void* buf, size_t bytes, int root);
 // Binomial tree from the root, ceil(log2 N) rounds, each segment forwarded as it arrives.
 void binomialBroadcast(const Group& g, void* buf, size_t bytes, int root);

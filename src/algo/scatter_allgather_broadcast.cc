@@ -127,16 +127,8 @@ void scatterAllGatherBroadcast(const Group& g, void* buf, size_t count, DataType
   }
   for (auto& r : sends) g.wait(r);
 
-  // The last relative rank tells the root it is done, so that the root receives a message too
-  // (ranks that disagree on the root detect it in this very call).
-  transport::Request ack;
-  if (rel == n - 1) {
-    g.tx->postSend(ack, root, nullptr, 0, kAckStep);
-    g.wait(ack);
-  } else if (rel == 0) {
-    g.tx->postRecv(ack, fromRootRelative(n - 1, root, n), nullptr, 0, kAckStep);
-    g.wait(ack);
-  }
+  // The root receives a message too: ranks that disagree on the root detect it in this call.
+  lastRankAcksRoot(g, root, kAckStep);
 }
 
 }  // namespace chorus::algo

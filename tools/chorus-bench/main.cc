@@ -4,26 +4,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/parse_bytes.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 
-namespace {
-
-size_t parseBytes(const std::string& s) {
-  size_t used = 0;
-  double v = std::stod(s, &used);
-  std::string suffix = s.substr(used);
-  static const std::map<std::string, double> units = {
-      {"", 1},        {"B", 1},        {"K", 1024},     {"KB", 1024},
-      {"KiB", 1024},  {"M", 1 << 20},  {"MB", 1 << 20}, {"MiB", 1 << 20},
-      {"G", 1 << 30}, {"GB", 1 << 30}, {"GiB", 1 << 30}};
-  auto it = units.find(suffix);
-  if (it == units.end() || v < 0) throw std::invalid_argument("bad size '" + s + "'");
-  return static_cast<size_t>(v * it->second);
-}
-
-}  // namespace
+using chorus::tools::parseBytes;
 
 int main(int argc, char** argv) {
   using namespace chorus;

@@ -11,6 +11,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/parse_bytes.h"
+
 #include <malloc.h>
 
 #include <algorithm>
@@ -92,18 +94,7 @@ namespace {
 using namespace chorus;
 using algo::AlgorithmId;
 
-size_t parseBytes(const std::string& s) {
-  size_t used = 0;
-  double v = std::stod(s, &used);
-  std::string suffix = s.substr(used);
-  static const std::map<std::string, double> units = {
-      {"", 1},        {"B", 1},        {"K", 1024},     {"KB", 1024},
-      {"KiB", 1024},  {"M", 1 << 20},  {"MB", 1 << 20}, {"MiB", 1 << 20},
-      {"G", 1 << 30}, {"GB", 1 << 30}, {"GiB", 1 << 30}};
-  auto it = units.find(suffix);
-  if (it == units.end() || v < 0) throw std::invalid_argument("bad size '" + s + "'");
-  return static_cast<size_t>(v * it->second);
-}
+using tools::parseBytes;
 
 std::string human(size_t b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
