@@ -7,7 +7,8 @@
 #
 # Environment: NS (world sizes; default "2 4 8"), ALGOS (default "auto ring rd rhd tree oneshot
 # twoshot"), RATE (1gbit), MIN (8), MAX (256M), FACTOR (4), ITERS (3), WARMUP (1),
-# TUNING (a CHORUS_TUNING_FILE for every rank; default none: built-in constants),
+# TUNING (a CHORUS_TUNING_FILE for every rank; default none: built-in constants), CALIBRATE=1
+# (instead: chorus-bench --calibrate on the N ranks first, into tuning-nN.txt, used for that N),
 # PEERS (a bench/compare/run.sh result dir of SETTING=cluster at the same rate, for the auto /
 # best peer column), OUT (result dir). Needs root (scripts/cluster); the cluster is taken down at the end.
 set -euo pipefail
@@ -31,6 +32,11 @@ fi
 echo "# algo_sweep: rate $rate, N = $ns, algorithms $algos, ${MIN:-8}..${MAX:-256M} x${FACTOR:-4}," \
   "iters ${ITERS:-3}; results in $out"
 for n in $ns; do
+  if [[ ${CALIBRATE:-0} == 1 ]]; then
+    "$repo/scripts/cluster" run "$n" --rate "$rate" --timeout 600 --quiet -- \
+      "$build/tools/chorus-bench/chorus-bench" --calibrate "$out/tuning-n$n.txt" >/dev/null
+    tuning_env=(env CHORUS_TUNING_FILE="$out/tuning-n$n.txt")
+  fi
   for a in $algos; do
     [[ $a == auto ]] && force=() || force=(--algo "$a")
     echo "## N=$n $a"

@@ -5,7 +5,7 @@ algorithms and the network constants given here (normally those chorus-bench --c
 that cluster), and prints predicted / measured per algorithm and size from --min-bytes on.
 
   bench/compare/sim_validate.py RESULT_DIR --sim build/tools/chorus-sim/chorus-sim \\
-      --tuning tuning.txt [--min-bytes 65536] [--out table.md]
+      --tuning tuning.txt [--shared-cores 2 --core-gbps X] [--min-bytes 65536]
 """
 import argparse
 import csv
@@ -36,6 +36,10 @@ def main():
     p.add_argument("--tuning", required=True, help="a chorus-bench --calibrate file")
     p.add_argument("--overhead-us", type=float, default=None,
                    help="per-send CPU cost (default: a tenth of net alpha)")
+    p.add_argument("--shared-cores", type=int, default=0,
+                   help="cores the emulated hosts share (this machine's, for the emulated cluster)")
+    p.add_argument("--core-gbps", type=float, default=0,
+                   help="with --shared-cores: what bench/compare/core_cost.sh printed")
     p.add_argument("--min-bytes", type=int, default=65536)
     p.add_argument("--tolerance", type=float, default=0.15)
     a = p.parse_args()
@@ -53,7 +57,9 @@ def main():
             runs.setdefault(int(m.group(1)), {})[m.group(2)] = {r["bytes"]: r["time_us"] for r in rows}
     print(f"# chorus-sim vs measured (emulated cluster, one rank per host); net alpha {alpha:.1f} us, "
           f"{gbps:.3f} GB/s, per-send overhead {overhead:.1f} us, reduce {1 / gamma:.1f} GB/s; "
-          f"sizes >= {size(a.min_bytes)}")
+          + (f"hosts share {a.shared_cores} cores at {a.core_gbps:.3f} GB/s each; "
+             if a.shared_cores else "")
+          + f"sizes >= {size(a.min_bytes)}")
     within = total = 0
     worst = []
     for n in sorted(runs):
@@ -66,6 +72,8 @@ def main():
                "--net-gbps", str(gbps), "--overhead-us", str(overhead), "--reduce-gbps",
                str(1 / gamma), "-b", str(sizes[0]), "-e", str(sizes[-1]), "-f",
                str(sizes[1] / sizes[0] if len(sizes) > 1 else 2), "--csv", out, "-q"]
+        if a.shared_cores:
+            cmd += ["--shared-cores", str(a.shared_cores), "--core-gbps", str(a.core_gbps)]
         for alg in runs[n]:
             cmd += ["--algo", alg]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

@@ -553,7 +553,7 @@ struct VirtualWorld::Impl {
   int n = 1;
   bool dry = false;
   bool timed = false;
-  double shmBetaPs = 0, netBetaPs = 0, gammaPs = 0, copyPs = 0;
+  double shmBetaPs = 0, netBetaPs = 0, gammaPs = 0, copyPs = 0, coreBetaPs = 0;
   Time shmAlphaPs = 0, netAlphaPs = 0, overheadPs = 0;
   std::vector<std::string> hostIds;
   std::vector<int> hostIndex;
@@ -566,6 +566,7 @@ struct VirtualWorld::Impl {
   size_t queued = 0;  // messages in channels, not yet received
   EventQueue heap;
   std::vector<Time> egressFree, ingressFree;
+  std::vector<Time> coreFree;  // the shared cores (Network::sharedCores), when modelled
   Rank* current = nullptr;
   bool failed = false, unwinding = false, outOfMemory = false;
   std::string error;
@@ -640,8 +641,16 @@ VirtualWorld::Impl::Impl(WorldConfig c) : cfg(std::move(c)) {
   netBetaPs = net.netBeta * 1e12 * std::max(1.0, net.oversubscription);
   gammaPs = net.gamma * 1e12;
   copyPs = net.copy * 1e12;
+  if (net.sharedCores < 0 || net.netCoreTime < 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "chorus sim: sharedCores and netCoreTime must be >= 0");
+  }
+  if (net.sharedCores > 0 && net.netCoreTime > 0) {
+    coreBetaPs = net.netCoreTime * 1e12;
+    coreFree.assign(static_cast<size_t>(net.sharedCores), 0);
+  }
   timed = shmAlphaPs || netAlphaPs || overheadPs || shmBetaPs > 0 || netBetaPs > 0 || gammaPs > 0 ||
-          copyPs > 0 ||
+          copyPs > 0 || coreBetaPs > 0 ||
           std::any_of(cfg.startDelay.begin(), cfg.startDelay.end(), [](double d) { return d > 0; });
 
   // Hosts: index them by first appearance, as topologyOf does.
@@ -775,6 +784,14 @@ void VirtualWorld::Impl::postSend(Rank& k, Request& r, int peer, const void* dat
       const Time in = std::max(start + netAlphaPs, ingress);
       ingress = in + xfer;
       arrives = in + xfer;
+      if (!coreFree.empty() && bytes > 0) {
+        // The stack's work takes the earliest free shared core; the wire cannot run ahead of it.
+        Time& core = *std::min_element(coreFree.begin(), coreFree.end());
+        const Time begin = std::max(start, core);
+        core = begin + static_cast<Time>(static_cast<double>(bytes) * coreBetaPs);
+        leaves = std::max(leaves, core);
+        arrives = std::max(arrives, core + netAlphaPs);
+      }
     }
   }
   m->arrival = arrives;
@@ -948,6 +965,7 @@ RunResult VirtualWorld::Impl::run(const std::function<void(int)>& body) {
   messages = events = 0;
   std::fill(egressFree.begin(), egressFree.end(), 0);
   std::fill(ingressFree.begin(), ingressFree.end(), 0);
+  std::fill(coreFree.begin(), coreFree.end(), 0);
   try {
     start(body);
     schedule();

@@ -19,8 +19,9 @@
 // receive completes at max(its post time, the arrival); posting a send costs the sender
 // `overhead`; a reduction of n bytes advances the rank's clock by gamma * n. Ranks in one host use
 // a link of their own per sender (shared memory); between hosts every host has one egress and one
-// ingress link (its NIC) that all its ranks' messages go through one after the other. Events run in
-// time order.
+// ingress link (its NIC) that all its ranks' messages go through one after the other. Optionally
+// the hosts share a few cores whose work per byte between hosts bounds transfers too (an emulated
+// cluster on one machine). Events run in time order.
 #pragma once
 
 #include "algo/group.h"
@@ -47,6 +48,12 @@ struct Network {
   double overhead = 0;          // per posted send, on the sender's clock (LogP's o)
   double gamma = 0;             // reduction, per byte of result (also division for averages)
   double copy = 0;              // local copy, per byte
+  // Cores that every host's network stack shares (0: each host has its own and they are not
+  // modelled). Set for hosts that are network namespaces of one machine, as in the emulated
+  // cluster: a byte between hosts then also takes netCoreTime of one of these cores (the send and
+  // receive sides' kernel work together), and a transfer ends no earlier than that work.
+  int sharedCores = 0;
+  double netCoreTime = 0;  // seconds of one core per byte between hosts
 };
 
 struct WorldConfig {

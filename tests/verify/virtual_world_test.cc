@@ -289,6 +289,39 @@ TEST(VirtualWorld, HostLinksAreShared) {
   EXPECT_NEAR(res.finishTime[3], one + static_cast<double>(bytes) * 1e-9, 1e-12);
 }
 
+// Hosts that share cores: a ring step of 4 concurrent transfers on 2 cores whose work per byte is
+// slower than the wire takes two core-transfers' time; with the cores fast, the wire decides.
+TEST(VirtualWorld, SharedCoresBoundTransfersBetweenHosts) {
+  const int n = 4;
+  const size_t bytes = 4u << 20;
+  auto ringTime = [&](int cores, double coreTime) {
+    WorldConfig c;
+    c.size = n;
+    c.payload = Payload::kDry;
+    c.network.netAlpha = 10e-6;
+    c.network.netBeta = 1e-9;
+    c.network.sharedCores = cores;
+    c.network.netCoreTime = coreTime;
+    c.options.segmentBytes = bytes;
+    for (int r = 0; r < n; ++r) c.hostOf.push_back(r);
+    VirtualWorld w(c);
+    uint8_t* in = w.untouchable(2 * bytes);
+    RunResult res = w.run([&](int r) {
+      algo::allReduceWith(w.group(r), algo::AlgorithmId::kRing, in, in + bytes, bytes,
+                          reduce::kSimBytes, ReduceOp::kSum);
+    });
+    EXPECT_TRUE(res.ok) << res.error;
+    return res.seconds;
+  };
+  const double block = static_cast<double>(bytes) / n;
+  const double wire = 2 * (n - 1) * (10e-6 + block * 1e-9);
+  EXPECT_NEAR(ringTime(0, 0), wire, wire * 1e-6);
+  EXPECT_NEAR(ringTime(2, 0.1e-9), wire, wire * 1e-6);  // cores 10x faster than the wire
+  // 3 ns of core per byte: each step's 4 blocks go 2 at a time, so a step ends after 2 x 3 ns
+  // per byte of a block, plus alpha.
+  const double cpu = 2 * (n - 1) * (10e-6 + 2 * block * 3e-9);
+  EXPECT_NEAR(ringTime(2, 3e-9), cpu, cpu * 0.01);
+}
 // An algorithm that reads or writes a payload in dry mode dies at once, saying so.
 TEST(VirtualWorldDeathTest, TouchingAPayloadInDryModeIsAClearCrash) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -212,7 +212,8 @@ bool plot(const std::string& csvPath, const std::string& pngPath, const std::str
 int main(int argc, char** argv) {
   int hosts = 4, perHost = 8;
   double netAlphaUs = 5, netGBps = 12.5, shmAlphaUs = 1, shmGBps = 10, oversub = 1;
-  double reduceGBps = 10, copyGBps = 10, overheadUs = 0.2;
+  double reduceGBps = 10, copyGBps = 10, overheadUs = 0.2, coreGBps = 0;
+  int sharedCores = 0;
   std::vector<std::string> stragglers, algoNames;
   std::string minBytes = "8", maxBytes = "256M", segment = "512K", csvPath, pngPath;
   double stepFactor = 4, maxMemoryGiB = 8, runLimit = 0;
@@ -247,6 +248,14 @@ int main(int argc, char** argv) {
                  "CPU time a rank spends posting each send (LogP's o); without it, algorithms "
                  "that send thousands of messages per rank (oneshot, twoshot) look free at small "
                  "sizes");
+  app.add_option("--shared-cores", sharedCores,
+                 "cores that all hosts' network stacks share, as when the hosts are network "
+                 "namespaces of one machine (the emulated cluster); 0: not modelled")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--core-gbps", coreGBps,
+                 "with --shared-cores: GB/s of traffic between hosts that one core's network "
+                 "stack work (send and receive sides together) keeps up with")
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--reduce-gbps", reduceGBps, "reduction rate, GB/s of result (gamma = 1/this)");
   app.add_option("--copy-gbps", copyGBps, "local copy rate, GB/s");
   app.add_option("--straggler", stragglers,
@@ -283,6 +292,11 @@ int main(int argc, char** argv) {
     cfg.network.overhead = overheadUs * 1e-6;
     cfg.network.gamma = 1.0 / (reduceGBps * 1e9);
     cfg.network.copy = 1.0 / (copyGBps * 1e9);
+    if (sharedCores > 0) {
+      if (coreGBps <= 0) throw std::invalid_argument("--shared-cores needs --core-gbps");
+      cfg.network.sharedCores = sharedCores;
+      cfg.network.netCoreTime = 1.0 / (coreGBps * 1e9);
+    }
     cfg.options.segmentBytes = parseBytes(segment);
     // The selector sees the described network through its cost model's constants.
     cfg.options.tuning.net = LinkCost{cfg.network.netAlpha, cfg.network.netBeta * oversub};
@@ -329,7 +343,15 @@ int main(int argc, char** argv) {
                   "shm %g us + %g GB/s; %g us per send; reduce %g GB/s, copy %g GB/s",
                   n, hosts, perHost, netAlphaUs, netGBps, oversub, shmAlphaUs, shmGBps, overheadUs,
                   reduceGBps, copyGBps);
-    std::printf("# chorus-sim: %s%s\n", title, cfg.startDelay.empty() ? "" : "; stragglers given");
+    std::string shared;
+    if (sharedCores > 0) {
+      char buf[128];
+      std::snprintf(buf, sizeof(buf), "; hosts share %d cores, %g GB/s of network work each",
+                    sharedCores, coreGBps);
+      shared = buf;
+    }
+    std::printf("# chorus-sim: %s%s%s\n", title, shared.c_str(),
+                cfg.startDelay.empty() ? "" : "; stragglers given");
     std::printf("# segment %s; * = what the cost model picks at that size\n",
                 human(cfg.options.segmentBytes).c_str());
 
