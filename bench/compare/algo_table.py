@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Table of an algo_sweep.sh run: per world size and size, each forced algorithm's time, the
-automatic choice's time and algorithm, auto / best forced, and (with --peers DIR, a
-bench/compare/run.sh result directory of the same setting) auto / best peer."""
+automatic choice's time and algorithm, auto / best forced, its choice's forced time / best forced
+(the cost of the choice alone, without the run-to-run noise of a separate auto run), and (with
+--peers DIR, a bench/compare/run.sh result directory of the same setting) auto / best peer."""
 import argparse
 import glob
 import json
@@ -34,6 +35,7 @@ def main():
         if m:
             runs.setdefault(int(m.group(1)), {})[m.group(2)] = load(f)
     worst_all = 0.0
+    worst_choice = 0.0
     for n in sorted(runs):
         algos = [x for x in ("ring", "rd", "rhd", "tree", "oneshot", "twoshot", "hier") if x in runs[n]]
         peers = {}
@@ -48,7 +50,8 @@ def main():
                         best = peers.setdefault(name, {})
                         best[b] = min(best.get(b, float("inf")), r["time_us"])
         print(f"\n### N = {n}: time (us) per forced algorithm; auto = the cost model's choice\n")
-        head = "| size | " + " | ".join(algos) + " | auto | auto chose | auto / best forced |"
+        head = ("| size | " + " | ".join(algos) +
+                " | auto | auto chose | auto / best forced | chosen forced / best forced |")
         if peers:
             head += " best peer | auto / best peer |"
         print(head)
@@ -64,9 +67,12 @@ def main():
                 t = auto[b]["time_us"]
                 ratio = t / best if best else float("nan")
                 worst_all = max(worst_all, ratio)
-                line += f" | {t:.1f} | {auto[b].get('algo', '?')} | {ratio:.2f} |"
+                chose = auto[b].get("algo", "?")
+                regret = times[chose] / best if best and chose in times else float("nan")
+                worst_choice = max(worst_choice, regret) if regret == regret else worst_choice
+                line += f" | {t:.1f} | {chose} | {ratio:.2f} | {regret:.2f} |"
             else:
-                line += " | - | - | - |"
+                line += " | - | - | - | - |"
             if peers:
                 pb = [(peers[x][b], x) for x in peers if b in peers[x]]
                 if pb and b in auto:
@@ -75,7 +81,8 @@ def main():
                 else:
                     line += " - | - |"
             print(line)
-    print(f"\nworst auto / best forced: {worst_all:.2f}")
+    print(f"\nworst auto / best forced: {worst_all:.2f}; worst chosen forced / best forced: "
+          f"{worst_choice:.2f}")
 
 
 if __name__ == "__main__":

@@ -183,11 +183,14 @@ TcpTransport::Spin spinFor(const Options& options, const std::string& host,
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   TcpTransport::Spin s;
   s.yield = local > cores;
-  // Measured on the emulated cluster (8-byte all-reduce): 50 us without yielding at 2 ranks on
-  // 2 cores; 200 us with yielding at 4 and 8 ranks on 2 cores (longer spins lose again).
+  // Measured on the emulated cluster (small all-reduces, fresh processes each run). With a core
+  // per rank, a spin shorter than a sleeping peer's wake-up is bistable: once one side sleeps,
+  // every reply comes late enough for the other to sleep too, and a run stayed at 160 us per
+  // exchange instead of 18 (1 run in 4 at 50 us; none in 4 at 1000 us). With more ranks than
+  // cores, 200 us with yielding did best at 4 and 8 ranks on 2 cores (0 and 1000 were slower).
   s.duration = std::chrono::microseconds(options.spinMicros >= 0 ? options.spinMicros
                                          : s.yield               ? 200
-                                                                 : 50);
+                                                                 : 1000);
   return s;
 }
 
