@@ -36,15 +36,20 @@ def main():
             runs.setdefault(int(m.group(1)), {})[m.group(2)] = load(f)
     worst_all = 0.0
     worst_choice = 0.0
+    worst_peer = 0.0
     for n in sorted(runs):
         algos = [x for x in ("ring", "rd", "rhd", "tree", "oneshot", "twoshot", "hier") if x in runs[n]]
         peers = {}
+        same_run = {}  # Chorus (auto) in the peers' own run: same iterations, same minutes
         if a.peers:
             for f in glob.glob(os.path.join(a.peers, f"{a.setting}-n{n}-r*-*.json")):
                 name = re.sub(r".*-r\d+-", "", os.path.basename(f))[:-5]
-                if name == "chorus":
-                    continue
                 rows = load(f)
+                if name == "chorus":
+                    for b, r in rows.items():
+                        if r.get("time_us", 0) > 0:
+                            same_run[b] = min(same_run.get(b, float("inf")), r["time_us"])
+                    continue
                 for b, r in rows.items():
                     if r.get("time_us", 0) > 0:
                         best = peers.setdefault(name, {})
@@ -53,7 +58,7 @@ def main():
         head = ("| size | " + " | ".join(algos) +
                 " | auto | auto chose | auto / best forced | chosen forced / best forced |")
         if peers:
-            head += " best peer | auto / best peer |"
+            head += " best peer | auto / best peer | chorus in that run / best peer |"
         print(head)
         print("|" + "---|" * (head.count("|") - 1))
         auto = runs[n].get("auto", {})
@@ -75,14 +80,18 @@ def main():
                 line += " | - | - | - | - |"
             if peers:
                 pb = [(peers[x][b], x) for x in peers if b in peers[x]]
-                if pb and b in auto:
+                if pb:
                     t, who = min(pb)
-                    line += f" {t:.1f} ({who}) | {auto[b]['time_us'] / t:.2f} |"
+                    mine = f"{auto[b]['time_us'] / t:.2f}" if b in auto else "-"
+                    other = f"{same_run[b] / t:.2f}" if b in same_run else "-"
+                    worst_peer = max(worst_peer, same_run[b] / t) if b in same_run else worst_peer
+                    line += f" {t:.1f} ({who}) | {mine} | {other} |"
                 else:
-                    line += " - | - |"
+                    line += " - | - | - |"
             print(line)
     print(f"\nworst auto / best forced: {worst_all:.2f}; worst chosen forced / best forced: "
-          f"{worst_choice:.2f}")
+          f"{worst_choice:.2f}" + (f"; worst chorus / best peer in the peers' run: {worst_peer:.2f}"
+                                   if a.peers else ""))
 
 
 if __name__ == "__main__":
