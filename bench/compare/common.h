@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "../../tools/common/parse_bytes.h"
+
 namespace compare {
 
 struct Config {
@@ -53,18 +55,7 @@ struct Row {
   long wrong = 0;
 };
 
-inline size_t parseBytes(const std::string& s) {
-  size_t used = 0;
-  double v = std::stod(s, &used);
-  std::string suffix = s.substr(used);
-  static const std::map<std::string, double> units = {
-      {"", 1},        {"B", 1},        {"K", 1024},     {"KB", 1024},
-      {"KiB", 1024},  {"M", 1 << 20},  {"MB", 1 << 20}, {"MiB", 1 << 20},
-      {"G", 1 << 30}, {"GB", 1 << 30}, {"GiB", 1 << 30}};
-  auto it = units.find(suffix);
-  if (it == units.end() || v < 0) throw std::invalid_argument("bad size '" + s + "'");
-  return static_cast<size_t>(v * it->second);
-}
+using chorus::tools::parseBytes;  // the same size syntax as chorus-bench
 
 // Parses the CLI subset shared with chorus-bench. `extra` gets first refusal on every argument:
 // it returns how many argv entries it consumed (0: not its option).

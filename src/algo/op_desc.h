@@ -46,6 +46,17 @@ struct OpDesc {
   int32_t root = 0;
   uint64_t count = 0;  // elements, in the meaning of the collective's count argument
 
+  // A call as the user makes it; the communicator fills in seq and algo when it issues it.
+  static OpDesc of(CollectiveKind kind, uint64_t count, DataType dtype, ReduceOp op,
+                   int32_t root = 0) {
+    OpDesc d;
+    d.kind = kind;
+    d.count = count;
+    d.dtype = dtype;
+    d.op = op;
+    d.root = root;
+    return d;
+  }
   // Same call on both sides (sequence number included).
   bool sameCall(const OpDesc& o) const {
     return seq == o.seq && kind == o.kind && dtype == o.dtype && op == o.op && algo == o.algo &&

@@ -360,34 +360,24 @@ void Communicator::checkSizes(const char* op, size_t expected, size_t got) {
   }
 }
 
-namespace {
-algo::OpDesc desc(algo::CollectiveKind kind, size_t count, DataType t, ReduceOp op, int root) {
-  algo::OpDesc d;
-  d.kind = kind;
-  d.count = count;
-  d.dtype = t;
-  d.op = op;
-  d.root = root;
-  return d;
-}
-}  // namespace
-
 Work Communicator::allReduce(const void* in, void* out, size_t count, DataType t, ReduceOp op) {
-  return impl_->issue(desc(algo::CollectiveKind::kAllReduce, count, t, op, 0), in, out);
+  return impl_->issue(algo::OpDesc::of(algo::CollectiveKind::kAllReduce, count, t, op, 0), in, out);
 }
 Work Communicator::reduceScatter(const void* in, void* out, size_t n, DataType t, ReduceOp op) {
-  return impl_->issue(desc(algo::CollectiveKind::kReduceScatter, n, t, op, 0), in, out);
+  return impl_->issue(algo::OpDesc::of(algo::CollectiveKind::kReduceScatter, n, t, op, 0), in, out);
 }
 Work Communicator::allGather(const void* in, void* out, size_t n, DataType t) {
-  return impl_->issue(desc(algo::CollectiveKind::kAllGather, n, t, ReduceOp::kSum, 0), in, out);
+  return impl_->issue(algo::OpDesc::of(algo::CollectiveKind::kAllGather, n, t, ReduceOp::kSum, 0),
+                      in, out);
 }
 Work Communicator::broadcast(void* buf, size_t count, DataType t, int root) {
-  return impl_->issue(desc(algo::CollectiveKind::kBroadcast, count, t, ReduceOp::kSum, root), buf,
-                      buf);
+  return impl_->issue(
+      algo::OpDesc::of(algo::CollectiveKind::kBroadcast, count, t, ReduceOp::kSum, root), buf, buf);
 }
 Work Communicator::barrier() {
-  return impl_->issue(desc(algo::CollectiveKind::kBarrier, 0, DataType::kU8, ReduceOp::kSum, 0),
-                      nullptr, nullptr);
+  return impl_->issue(
+      algo::OpDesc::of(algo::CollectiveKind::kBarrier, 0, DataType::kU8, ReduceOp::kSum, 0),
+      nullptr, nullptr);
 }
 
 namespace {
@@ -409,9 +399,9 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
   const int64_t mine[kWords] = {kSplitMagic, index, color, key};
   std::vector<int64_t> all(kWords * static_cast<size_t>(im.size));
   try {
-    im.runBlocking(
-        desc(algo::CollectiveKind::kAllGather, kWords, DataType::kI64, ReduceOp::kSum, 0), mine,
-        all.data());
+    im.runBlocking(algo::OpDesc::of(algo::CollectiveKind::kAllGather, kWords, DataType::kI64,
+                                    ReduceOp::kSum, 0),
+                   mine, all.data());
   } catch (const Error& e) {
     throw Error(e.code(), where + ": " + e.what());
   }

@@ -747,13 +747,7 @@ void VirtualWorld::Impl::postSend(Rank& k, Request& r, int peer, const void* dat
   checkPeer(k, peer, "send");
   if (overheadPs != 0) k.clock += overheadPs;
   syncTime(k);
-  r.state = Request::State::kPending;
-  r.peer = peer;
-  r.step = step;
-  r.data = static_cast<uint8_t*>(const_cast<void*>(data));
-  r.bytes = bytes;
-  r.moved = 0;
-  r.next = nullptr;
+  r.start(peer, step, data, bytes);
   ++k.pending;
   ++messages;
 
@@ -827,12 +821,7 @@ void VirtualWorld::Impl::postRecv(Rank& k, Request& r, int peer, void* data, siz
   if (unwinding) return;
   checkPeer(k, peer, "receive");
   syncTime(k);
-  r.state = Request::State::kPending;
-  r.peer = peer;
-  r.step = step;
-  r.data = static_cast<uint8_t*>(data);
-  r.bytes = bytes;
-  r.moved = 0;
+  r.start(peer, step, data, bytes);
   ++k.pending;
   Channel* ch = k.recvPeer == peer ? k.recvChan : nullptr;
   if (ch == nullptr) {

@@ -28,6 +28,16 @@ struct Request {
   Request* next = nullptr;  // intrusive FIFO link, owned by the transport while pending
 
   bool done() const { return state == State::kDone; }
+  // What every transport's postSend / postRecv records before queueing the request.
+  void start(int toPeer, uint32_t atStep, const void* buffer, size_t size) {
+    state = State::kPending;
+    peer = toPeer;
+    step = atStep;
+    data = static_cast<uint8_t*>(const_cast<void*>(buffer));
+    bytes = size;
+    moved = 0;
+    next = nullptr;
+  }
 };
 
 // One transport instance per communicator, driven by one thread at a time (the communicator's

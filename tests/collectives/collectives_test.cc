@@ -348,23 +348,17 @@ std::vector<Param> broadcastParams() {
   return p;
 }
 
-std::vector<Param> reduceScatterParams() {
+// Halving reduce-scatter and doubling all-gather: powers of two only. n = 8 with one segment per
+// step runs in Collectives/n8_auto (the model picks them there for small buffers).
+std::vector<Param> powerOfTwoParams(const char* setting, size_t severalSegmentsPerStep) {
   std::vector<Param> p;
-  // n = 8 with one segment per step runs in Collectives/n8_auto (the model picks halving there).
-  for (int n : {1, 2, 4}) p.push_back({n, "reduce_scatter=halving", 512 * 1024});
-  p.push_back({8, "reduce_scatter=halving", 256});  // several segments per step
-  p.push_back({4, "reduce_scatter=halving", 256, "tcp"});
+  for (int n : {1, 2, 4}) p.push_back({n, setting, 512 * 1024});
+  p.push_back({8, setting, severalSegmentsPerStep});
+  p.push_back({4, setting, severalSegmentsPerStep, "tcp"});
   return p;
 }
-
-std::vector<Param> allGatherParams() {
-  std::vector<Param> p;
-  // n = 8 with one segment per step runs in Collectives/n8_auto (the model picks doubling there).
-  for (int n : {1, 2, 4}) p.push_back({n, "all_gather=doubling", 512 * 1024});
-  p.push_back({8, "all_gather=doubling", 4096});  // several segments per step
-  p.push_back({4, "all_gather=doubling", 4096, "tcp"});
-  return p;
-}
+std::vector<Param> reduceScatterParams() { return powerOfTwoParams("reduce_scatter=halving", 256); }
+std::vector<Param> allGatherParams() { return powerOfTwoParams("all_gather=doubling", 4096); }
 
 INSTANTIATE_TEST_SUITE_P(, BroadcastAlgorithm, ::testing::ValuesIn(broadcastParams()), forcedName);
 INSTANTIATE_TEST_SUITE_P(, ReduceScatterAlgorithm, ::testing::ValuesIn(reduceScatterParams()),

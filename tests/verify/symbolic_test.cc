@@ -126,13 +126,8 @@ uint32_t expectedFlags(ReduceOp op, int n) {
 }
 
 algo::OpDesc desc(CollectiveKind kind, size_t count, ReduceOp op, AlgorithmId algo, int root = 0) {
-  algo::OpDesc d;
-  d.kind = kind;
-  d.count = count;
-  d.dtype = kSym;
-  d.op = op;
+  algo::OpDesc d = algo::OpDesc::of(kind, count, kSym, op, root);
   d.algo = algo;
-  d.root = root;
   return d;
 }
 

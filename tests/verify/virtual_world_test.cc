@@ -21,6 +21,27 @@ WorldConfig ranks(int n) {
   return c;
 }
 
+// n hosts of one rank each, dry mode, 10 us and 1 GB/s between hosts, one segment per block.
+WorldConfig dryRingHosts(int n, size_t bytes) {
+  WorldConfig c = ranks(n);
+  c.payload = Payload::kDry;
+  c.network.netAlpha = 10e-6;
+  c.network.netBeta = 1e-9;
+  c.options.segmentBytes = bytes;
+  for (int r = 0; r < n; ++r) c.hostOf.push_back(r);
+  return c;
+}
+
+// One ring all-reduce of `bytes` on a fresh world.
+RunResult ringAllReduce(const WorldConfig& c, size_t bytes) {
+  VirtualWorld w(c);
+  uint8_t* in = w.untouchable(2 * bytes);
+  return w.run([&](int r) {
+    algo::allReduceWith(w.group(r), algo::AlgorithmId::kRing, in, in + bytes, bytes,
+                        reduce::kSimBytes, ReduceOp::kSum);
+  });
+}
+
 TEST(VirtualWorld, MatchesInOrderAndCopiesPayloads) {
   VirtualWorld w(ranks(3));
   std::vector<std::vector<int>> got(3, std::vector<int>(4, -1));
@@ -233,19 +254,8 @@ TEST(VirtualWorld, DryModeTouchesNoPayload) {
 TEST(VirtualWorld, RingTimeFollowsAlphaBeta) {
   const int n = 4;
   const size_t bytes = 4u << 20;
-  WorldConfig c;
-  c.size = n;
-  c.payload = Payload::kDry;
-  c.network.netAlpha = 10e-6;
-  c.network.netBeta = 1e-9;  // 1 GB/s
-  c.options.segmentBytes = bytes;
-  for (int r = 0; r < n; ++r) c.hostOf.push_back(r);
-  VirtualWorld w(c);
-  uint8_t* in = w.untouchable(2 * bytes);
-  RunResult res = w.run([&](int r) {
-    algo::allReduceWith(w.group(r), algo::AlgorithmId::kRing, in, in + bytes, bytes,
-                        reduce::kSimBytes, ReduceOp::kSum);
-  });
+  WorldConfig c = dryRingHosts(n, bytes);
+  RunResult res = ringAllReduce(c, bytes);
   ASSERT_TRUE(res.ok) << res.error;
   const double want = 2 * (n - 1) * (10e-6 + static_cast<double>(bytes) / n * 1e-9);
   EXPECT_NEAR(res.seconds, want, want * 1e-6);
@@ -253,11 +263,7 @@ TEST(VirtualWorld, RingTimeFollowsAlphaBeta) {
   // A straggler delays everyone by its delay: the ring cannot complete without its blocks.
   c.startDelay.assign(n, 0.0);
   c.startDelay[2] = 1e-3;
-  VirtualWorld late(c);
-  RunResult res2 = late.run([&](int r) {
-    algo::allReduceWith(late.group(r), algo::AlgorithmId::kRing, in, in + bytes, bytes,
-                        reduce::kSimBytes, ReduceOp::kSum);
-  });
+  RunResult res2 = ringAllReduce(c, bytes);
   ASSERT_TRUE(res2.ok) << res2.error;
   EXPECT_GT(res2.seconds, want + 0.9e-3);
 }
@@ -295,21 +301,10 @@ TEST(VirtualWorld, SharedCoresBoundTransfersBetweenHosts) {
   const int n = 4;
   const size_t bytes = 4u << 20;
   auto ringTime = [&](int cores, double coreTime) {
-    WorldConfig c;
-    c.size = n;
-    c.payload = Payload::kDry;
-    c.network.netAlpha = 10e-6;
-    c.network.netBeta = 1e-9;
+    WorldConfig c = dryRingHosts(n, bytes);
     c.network.sharedCores = cores;
     c.network.netCoreTime = coreTime;
-    c.options.segmentBytes = bytes;
-    for (int r = 0; r < n; ++r) c.hostOf.push_back(r);
-    VirtualWorld w(c);
-    uint8_t* in = w.untouchable(2 * bytes);
-    RunResult res = w.run([&](int r) {
-      algo::allReduceWith(w.group(r), algo::AlgorithmId::kRing, in, in + bytes, bytes,
-                          reduce::kSimBytes, ReduceOp::kSum);
-    });
+    RunResult res = ringAllReduce(c, bytes);
     EXPECT_TRUE(res.ok) << res.error;
     return res.seconds;
   };
@@ -322,6 +317,7 @@ TEST(VirtualWorld, SharedCoresBoundTransfersBetweenHosts) {
   const double cpu = 2 * (n - 1) * (10e-6 + 2 * block * 3e-9);
   EXPECT_NEAR(ringTime(2, 3e-9), cpu, cpu * 0.01);
 }
+
 // An algorithm that reads or writes a payload in dry mode dies at once, saying so.
 TEST(VirtualWorldDeathTest, TouchingAPayloadInDryModeIsAClearCrash) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -170,12 +170,7 @@ void TcpTransport::encodeSendHeader(Link& l) {
 void TcpTransport::postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) {
   Link& l = link(peer);
   if (l.in == Inbound::kGone) gone(l);
-  r.state = Request::State::kPending;
-  r.peer = peer;
-  r.step = step;
-  r.data = static_cast<uint8_t*>(const_cast<void*>(data));
-  r.bytes = bytes;
-  r.moved = 0;
+  r.start(peer, step, data, bytes);
   if (l.shm) {
     l.shm->postSend(r);
     pumpLink(l);  // write at once, as for TCP
@@ -190,12 +185,7 @@ void TcpTransport::postSend(Request& r, int peer, const void* data, size_t bytes
 
 void TcpTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) {
   Link& l = link(peer);
-  r.state = Request::State::kPending;
-  r.peer = peer;
-  r.step = step;
-  r.data = static_cast<uint8_t*>(data);
-  r.bytes = bytes;
-  r.moved = 0;
+  r.start(peer, step, data, bytes);
   if (l.shm) {
     l.shm->postRecv(r);  // taken by the next pump (the wait's first step)
     return;
