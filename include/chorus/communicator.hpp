@@ -80,6 +80,9 @@ class Communicator {
   // The new communicator inherits options() and is independent of this one (either may be used
   // or destroyed first). Throws Error ("split (rank R): ...") on failure or timeout.
   std::unique_ptr<Communicator> split(int color, int key);
+  // The same, with the new communicator's own options (its members must agree on the algorithm
+  // settings, as on any communicator).
+  std::unique_ptr<Communicator> split(int color, int key, const Options& options);
 
   // Untyped forms, with the argument rules of the C API.
   Work allReduce(const void* in, void* out, size_t count, DataType type, ReduceOp op);

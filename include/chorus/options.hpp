@@ -25,11 +25,16 @@ struct Tuning {
   // Seconds per byte reduced, by DataType (f16/bf16 convert through f32).
   std::array<double, kNumDataTypes> gamma{0.25e-9, 0.25e-9, 0.9e-9,  0.9e-9,
                                           0.25e-9, 0.25e-9, 0.25e-9, 0.25e-9};
+  // Ring all-reduces of at least this many bytes over 3 or more ranks run as two rings in
+  // opposite directions, each over half the buffer (0: never, the default). Calibration turns
+  // it on where that measured faster: ranks that share too few cores keep both directions busy
+  // while one pipeline waits for the scheduler. CHORUS_RING_BIDIR_BYTES overrides the file.
+  double ringBidirectionalBytes = 0;
 
   // Reads a file written by writeFile (or by hand): "key value" lines, '#' comments; keys
-  // shm.alpha_us, shm.beta_ns_per_byte, net.alpha_us, net.beta_ns_per_byte and
-  // gamma_ns_per_byte.<dtype>. Keys left out keep the built-in values. Throws Error naming the
-  // file and line of anything it does not understand.
+  // shm.alpha_us, shm.beta_ns_per_byte, net.alpha_us, net.beta_ns_per_byte,
+  // gamma_ns_per_byte.<dtype> and ring.bidirectional_bytes. Keys left out keep the built-in values.
+  // Throws Error naming the file and line of anything it does not understand.
   static Tuning fromFile(const std::string& path);
   // Writes every value, with `comment` lines first. Throws Error when the file cannot be written.
   void writeFile(const std::string& path, const std::string& comment) const;
@@ -60,7 +65,7 @@ struct Options {
   // CHORUS_SOCKET_BUFFER (bytes, default 4 MiB): SO_SNDBUF/SO_RCVBUF of data connections.
   int socketBufferBytes{4 * 1024 * 1024};
   // CHORUS_SPIN_US (default -1 = automatic): microseconds a wait polls before sleeping.
-  // Automatic: 50 while this host runs no more ranks than it has cores, else 200. With more
+  // Automatic: 1000 while this host runs no more ranks than it has cores, else 200. With more
   // ranks than cores the poll always yields the core (sched_yield) between tries.
   int spinMicros{-1};
   // CHORUS_TRANSPORT: "auto" (default: shared memory to ranks on this host, TCP to the others),

@@ -53,6 +53,14 @@ class Scratch {
   // Request arrays: resized only between collectives, so pending requests never move.
   std::vector<transport::Request>& sends(size_t n) { return sized(sends_, n); }
   std::vector<transport::Request>& recvs(size_t n) { return sized(recvs_, n); }
+  // A second Scratch for a task that runs alongside one that uses this one.
+  Scratch& sibling() {
+    if (!sibling_) {
+      sibling_ = std::make_unique<Scratch>();
+      sibling_->reserve_ = reserve_;
+    }
+    return *sibling_;
+  }
   std::vector<RingUnit>& ringUnits(size_t n) {
     ringUnits_.assign(n, RingUnit{});
     return ringUnits_;
@@ -71,6 +79,7 @@ class Scratch {
   std::vector<transport::Request> sends_;
   std::vector<transport::Request> recvs_;
   std::vector<RingUnit> ringUnits_;
+  std::unique_ptr<Scratch> sibling_;
 };
 
 struct Hierarchy;
@@ -82,6 +91,9 @@ struct Group {
   Scratch* scratch = nullptr;
   std::chrono::milliseconds timeout{300000};
   size_t segmentBytes = 512 * 1024;
+  // Ring all-reduces from this size (and 3 ranks) run as two rings, one each way (0: never;
+  // Tuning::ringBidirectionalBytes).
+  size_t ringBidirectionalBytes = 0;
   // Subgroups by host, when the ranks span several hosts with several ranks on some of them.
   const Hierarchy* hier = nullptr;
 

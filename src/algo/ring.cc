@@ -2,14 +2,18 @@
 
 #include "algo/ring_pattern.h"
 
+#include <chorus/error.hpp>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <optional>
 
 namespace chorus::algo {
 
 RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
   const int n = g.size;
-  const int r = g.rank;
+  const int r = s.reverse ? ringMod(-g.rank, n) : g.rank;  // position on the ring
   esize_ = sizeOf(s.dtype);
   auto block = [&](int i) {
     return s.blockCount ? Block{static_cast<size_t>(i) * s.blockCount, s.blockCount}
@@ -55,8 +59,9 @@ RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
     }
   }
 
-  prev_ = ringMod(r - 1, n);
-  next_ = ringMod(r + 1, n);
+  auto rankAt = [&](int pos) { return s.reverse ? ringMod(-pos, n) : ringMod(pos, n); };
+  prev_ = rankAt(r - 1);
+  next_ = rankAt(r + 1);
   slotBytes_ = segElems * esize_;
   window_ = static_cast<int>(std::clamp<size_t>((8u << 20) / slotBytes_, 2, 16));
   slots_ = s.reduce ? g.scratch->second(slotBytes_ * static_cast<size_t>(window_)) : nullptr;
@@ -138,6 +143,53 @@ void ringRun(const Group& g, const RingSpec& s) {
   RingTask task(g, s);
   while (!task.done()) {
     if (!task.advance()) g.wait(task.blocker());
+  }
+}
+
+void bidirectionalRingAllReduce(const Group& g, const void* in, void* out, size_t count,
+                                DataType dtype, ReduceOp op) {
+  if (g.size < 3) {
+    throw Error(ErrorCode::kInternal, "bidirectional ring needs at least 3 ranks");
+  }
+  const size_t esize = sizeOf(dtype);
+  const int n = g.size;
+  // Two halves: the first goes to rank + 1, the second to rank - 1.
+  const size_t firstCount = (count + 1) / 2;
+  const size_t counts[2] = {firstCount, count - firstCount};
+  const size_t offsets[2] = {0, firstCount};
+  Group reversed = g;
+  reversed.scratch = &g.scratch->sibling();
+  std::optional<RingTask> tasks[2];
+  for (int d = 0; d < 2; ++d) {
+    RingSpec s;
+    s.in = static_cast<const uint8_t*>(in) + offsets[d] * esize;
+    s.acc = static_cast<uint8_t*>(out) + offsets[d] * esize;
+    s.reverse = d == 1;
+    int position = s.reverse ? ringMod(-g.rank, n) : g.rank;
+    s.own = s.acc + balancedBlock(counts[d], n, position).offset * esize;
+    s.totalCount = counts[d];
+    s.dtype = dtype;
+    s.op = op;
+    tasks[d].emplace(d == 0 ? g : reversed, s);
+  }
+  auto stalledSince = std::chrono::steady_clock::now();
+  while (!tasks[0]->done() || !tasks[1]->done()) {
+    bool progressed = false;
+    for (auto& t : tasks) progressed |= t->advance();
+    if (progressed) {
+      stalledSince = std::chrono::steady_clock::now();
+      continue;
+    }
+    RingTask& waiting = tasks[0]->done() ? *tasks[1] : *tasks[0];
+    if (tasks[0]->done() || tasks[1]->done()) {
+      g.wait(waiting.blocker());  // one pipeline left: an ordinary wait
+      continue;
+    }
+    if (std::chrono::steady_clock::now() - stalledSince > g.timeout) {
+      // Let the transport name the rank that is missing.
+      g.tx->wait(waiting.blocker(), Deadline::after(std::chrono::milliseconds(0)));
+    }
+    g.tx->poll(Deadline::after(std::chrono::milliseconds(100)));
   }
 }
 

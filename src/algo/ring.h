@@ -21,10 +21,20 @@ struct RingSpec {
   ReduceOp op = ReduceOp::kSum;
   bool reduce = true;  // run the reduce-scatter phase
   bool gather = true;  // run the all-gather phase
+  // Travel the ring the other way round: data goes to rank - 1. Position p on the reversed ring
+  // is rank (size - p) % size, and blocks are numbered by position, so `own` is the block of
+  // position (size - rank) % size.
+  bool reverse = false;
 };
 
 // Runs the ring to completion on the calling thread.
 void ringRun(const Group& g, const RingSpec& spec);
+
+// All-reduce as two rings at once over the two halves of the buffer, one in each direction, so
+// that every rank sends to both neighbours and receives from both: two independent pipelines.
+// Needs size >= 3 (with two ranks both rings would share one peer in each direction).
+void bidirectionalRingAllReduce(const Group& g, const void* in, void* out, size_t count,
+                                DataType dtype, ReduceOp op);
 
 // The same ring as a task that advances without blocking, so that rings over groups with
 // disjoint peers (a host's ranks, and the ranks that link hosts) run interleaved on one thread.

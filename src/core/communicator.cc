@@ -32,6 +32,7 @@ Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::
   group_.scratch = &scratch_;
   group_.timeout = options.timeout;
   group_.segmentBytes = options.segmentBytes;
+  group_.ringBidirectionalBytes = static_cast<size_t>(options.tuning.ringBidirectionalBytes);
   if (tx_) {
     hier_ = algo::makeHierarchy(group_, tx_->hosts(), options);
     group_.hier = hier_.get();
@@ -387,6 +388,10 @@ constexpr int64_t kSplitMagic = 0x63686f7275737370;  // "chorussp"
 }  // namespace
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  return split(color, key, impl_->options);
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key, const Options& options) {
   Impl& im = *impl_;
   const int64_t index = static_cast<int64_t>(im.splits.fetch_add(1));
   const std::string where = "split #" + std::to_string(index) + " (rank " +
@@ -430,7 +435,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
       makePrefixStore("split/" + std::to_string(index) + "/" + std::to_string(color), im.store);
   try {
     return std::unique_ptr<Communicator>(new Communicator(
-        connectScoped(std::move(scoped), im.routeHost, childRank, childSize, im.options)));
+        connectScoped(std::move(scoped), im.routeHost, childRank, childSize, options)));
   } catch (const Error& e) {
     throw Error(e.code(), where + ": connecting new rank " + std::to_string(childRank) + " of " +
                               std::to_string(childSize) + ": " + e.what());

@@ -75,6 +75,10 @@ Options Options::fromEnv() {
   if (auto v = env("CHORUS_SEGMENT_BYTES")) {
     o.segmentBytes = static_cast<size_t>(parseNumber("CHORUS_SEGMENT_BYTES", *v, 64, 1LL << 30));
   }
+  if (auto v = env("CHORUS_RING_BIDIR_BYTES")) {
+    o.tuning.ringBidirectionalBytes =
+        static_cast<double>(parseNumber("CHORUS_RING_BIDIR_BYTES", *v, 0, 1LL << 50));
+  }
   if (auto v = env("CHORUS_SOCKET_BUFFER")) {
     o.socketBufferBytes = static_cast<int>(parseNumber("CHORUS_SOCKET_BUFFER", *v, 0, 1LL << 30));
   }

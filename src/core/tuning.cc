@@ -29,7 +29,8 @@ std::vector<Key> keysOf(Tuning& t) {
   std::vector<Key> keys{{"shm.alpha_us", &t.shm.alpha, 1e-6},
                         {"shm.beta_ns_per_byte", &t.shm.beta, 1e-9},
                         {"net.alpha_us", &t.net.alpha, 1e-6},
-                        {"net.beta_ns_per_byte", &t.net.beta, 1e-9}};
+                        {"net.beta_ns_per_byte", &t.net.beta, 1e-9},
+                        {"ring.bidirectional_bytes", &t.ringBidirectionalBytes, 1}};
   for (int d = 0; d < kNumDataTypes; ++d) {
     keys.push_back({"gamma_ns_per_byte." + std::string(toString(static_cast<DataType>(d))),
                     &t.gamma[static_cast<size_t>(d)], 1e-9});
@@ -71,6 +72,7 @@ Tuning Tuning::fromFile(const std::string& path) {
 void Tuning::writeFile(const std::string& path, const std::string& comment) const {
   Tuning copy = *this;
   std::ostringstream out;
+  out.precision(12);  // byte counts such as ring.bidirectional_bytes stay exact
   std::istringstream lines(comment);
   for (std::string l; std::getline(lines, l);) out << "# " << l << '\n';
   for (const auto& k : keysOf(copy)) out << k.name << ' ' << *k.value / k.scale << '\n';

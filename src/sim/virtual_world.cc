@@ -689,6 +689,7 @@ VirtualWorld::Impl::Impl(WorldConfig c) : cfg(std::move(c)) {
     k.group.scratch = &k.scratch;
     k.group.timeout = cfg.options.timeout;
     k.group.segmentBytes = cfg.options.segmentBytes;
+    k.group.ringBidirectionalBytes = static_cast<size_t>(cfg.options.tuning.ringBidirectionalBytes);
     if (layered) {
       k.hier = algo::makeHierarchy(k.group, topo, cfg.options);
       if (dry) {

@@ -101,6 +101,31 @@ TEST_P(Collectives, AllReduceEveryTypeAndOp) {
       options());
 }
 
+// The ring both ways (Tuning::ringBidirectionalBytes) over TCP: every type and op, awkward counts
+// and a large prime count in small segments, with every rank's result checked.
+TEST(CollectivesBidirectionalRing, AllReduceEveryTypeAndOp) {
+  for (int n : {3, 5, 8}) {
+    Options o = testOptions();
+    o.algorithm = "ring";
+    o.transport = "tcp";
+    o.segmentBytes = 4096;
+    o.tuning.ringBidirectionalBytes = 1;
+    testing::expectRanks(
+        n,
+        [&](Communicator& c) {
+          for (DataType t : kTypes) {
+            for (ReduceOp op : kOps) {
+              for (size_t count : smallCounts(n)) allReduceCase(c, t, op, count, count % 2 == 0);
+            }
+          }
+          allReduceCase(c, DataType::kF32, ReduceOp::kSum, 100003, false);
+          allReduceCase(c, DataType::kBF16, ReduceOp::kAvg, 100003, true);
+          if (c.lastAlgorithm() != "ring") throw std::runtime_error("ran " + c.lastAlgorithm());
+        },
+        o);
+  }
+}
+
 TEST_P(Collectives, AllReduceLargePrimeCount) {
   expectRanks(
       size(),

@@ -159,6 +159,33 @@ TEST(Failures, SilentPeerTimesOutNamingIt) {
   }
 }
 
+// The same with the ring run both ways (two pipelines waited on together).
+TEST(Failures, SilentPeerTimesOutInTheBidirectionalRing) {
+  Options o = testOptions(milliseconds(800));
+  o.algorithm = "ring";
+  o.tuning.ringBidirectionalBytes = 1;
+  auto res = outcomes(
+      3,
+      [](Communicator& c) {
+        std::vector<float> v(1000, 1.0f);
+        c.allReduce(std::span<float>(v)).wait();  // both ways, with every rank
+        if (c.rank() == 2) {
+          std::this_thread::sleep_for(milliseconds(3000));
+          throw Error(ErrorCode::kInternal, "expected: rank 2 stays away");
+        }
+        c.allReduce(std::span<float>(v)).wait();
+      },
+      o);
+  for (int r = 0; r < 2; ++r) {
+    const Outcome& x = res[static_cast<size_t>(r)];
+    SCOPED_TRACE(x.message);
+    EXPECT_EQ(x.code, ErrorCode::kTimeout);
+    EXPECT_NE(x.message.find("allreduce #1 (rank " + std::to_string(r) + ")"), std::string::npos);
+    EXPECT_NE(x.message.find("waiting for rank 2"), std::string::npos);
+    EXPECT_LT(x.seconds, 2.4);
+  }
+}
+
 TEST(Failures, PeerThatLeavesFailsOthersPromptly) {
   auto res = outcomes(
       4,

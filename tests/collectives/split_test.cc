@@ -246,6 +246,27 @@ TEST_P(Split, ParentAndChildrenAlternate) {
   });
 }
 
+// split with options of its own: the child runs with them, the parent keeps its own.
+TEST_P(Split, WithOptionsOfItsOwn) {
+  const int n = size();
+  expectRanks(n, [&](Communicator& world) {
+    Options o = world.options();
+    o.algorithm = "tree";
+    o.segmentBytes = 8192;
+    auto child = world.split(0, world.rank(), o);
+    require(child != nullptr && child->size() == n, "split with options: membership");
+    require(child->options().algorithm == "tree" && child->options().segmentBytes == 8192,
+            "split with options: the child's options");
+    require(world.options().algorithm != "tree", "split with options: the parent's changed");
+    std::vector<float> v(5000, static_cast<float>(child->rank() + 1));
+    child->allReduce(std::span<float>(v)).wait();
+    require(v[4999] == static_cast<float>(n * (n + 1) / 2), "split with options: allreduce");
+    require(n == 1 || child->lastAlgorithm() == "tree",
+            "split with options: ran " + child->lastAlgorithm());
+    exercise(world, iota(n), 3);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(, Split, ::testing::Values(1, 2, 3, 5, 8),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return "n" + std::to_string(i.param);

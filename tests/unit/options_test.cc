@@ -50,19 +50,23 @@ const char* kLaunchVars[] = {"CHORUS_RANK",          "CHORUS_WORLD_SIZE", "OMPI_
 
 TEST(Options, DefaultsAndOverrides) {
   ScopedEnv env;
-  for (const char* v : {"CHORUS_TIMEOUT", "CHORUS_ALGO", "CHORUS_SEGMENT_BYTES", "CHORUS_IFNAME"}) {
+  for (const char* v : {"CHORUS_TIMEOUT", "CHORUS_ALGO", "CHORUS_SEGMENT_BYTES", "CHORUS_IFNAME",
+                        "CHORUS_TUNING_FILE", "CHORUS_RING_BIDIR_BYTES"}) {
     env.set(v, nullptr);
   }
   Options d = Options::fromEnv();
   EXPECT_EQ(d.timeout, std::chrono::seconds(300));
   EXPECT_EQ(d.algorithm, "auto");
+  EXPECT_EQ(d.tuning.ringBidirectionalBytes, 0);
   env.set("CHORUS_TIMEOUT", "0.5");
+  env.set("CHORUS_RING_BIDIR_BYTES", "4194304");
   env.set("CHORUS_ALGO", "rhd");
   env.set("CHORUS_SEGMENT_BYTES", "65536");
   Options o = Options::fromEnv();
   EXPECT_EQ(o.timeout, std::chrono::milliseconds(500));
   EXPECT_EQ(o.algorithm, "rhd");
   EXPECT_EQ(o.segmentBytes, 65536u);
+  EXPECT_EQ(o.tuning.ringBidirectionalBytes, 4194304);
 }
 
 TEST(Options, EveryAlgorithmName) {
@@ -99,10 +103,11 @@ TEST(Options, TransportAndHostSettings) {
 
 TEST(Options, MalformedValuesAreClearErrors) {
   const std::pair<const char*, const char*> bad[] = {
-      {"CHORUS_TIMEOUT", "soon"},    {"CHORUS_TIMEOUT", "-1"},
-      {"CHORUS_ALGO", "fastest"},    {"CHORUS_SEGMENT_BYTES", "12abc"},
-      {"CHORUS_SEGMENT_BYTES", "1"}, {"CHORUS_DEBUG", "yes"},
-      {"CHORUS_TRANSPORT", "rdma"},  {"CHORUS_SHM_RING_BYTES", "100"}};
+      {"CHORUS_TIMEOUT", "soon"},       {"CHORUS_TIMEOUT", "-1"},
+      {"CHORUS_ALGO", "fastest"},       {"CHORUS_SEGMENT_BYTES", "12abc"},
+      {"CHORUS_SEGMENT_BYTES", "1"},    {"CHORUS_DEBUG", "yes"},
+      {"CHORUS_TRANSPORT", "rdma"},     {"CHORUS_SHM_RING_BYTES", "100"},
+      {"CHORUS_RING_BIDIR_BYTES", "-1"}};
   for (auto [name, value] : bad) {
     ScopedEnv env;
     env.set(name, value);

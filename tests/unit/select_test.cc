@@ -287,12 +287,14 @@ TEST(Tuning, FileRoundTripAndErrors) {
   t.net = LinkCost{123e-6, 4e-9};
   t.shm = LinkCost{1.5e-6, 0.05e-9};
   t.gamma[static_cast<size_t>(DataType::kBF16)] = 2e-9;
+  t.ringBidirectionalBytes = 4 << 20;
   t.writeFile(path, "test file\nsecond line");
   Tuning r = Tuning::fromFile(path);
   EXPECT_NEAR(r.net.alpha, 123e-6, 1e-12);
   EXPECT_NEAR(r.net.beta, 4e-9, 1e-15);
   EXPECT_NEAR(r.shm.alpha, 1.5e-6, 1e-12);
   EXPECT_NEAR(r.gamma[static_cast<size_t>(DataType::kBF16)], 2e-9, 1e-15);
+  EXPECT_EQ(r.ringBidirectionalBytes, 4 << 20);
 
   // Keys left out keep the built-in values; comments and blank lines are fine.
   {
@@ -302,6 +304,7 @@ TEST(Tuning, FileRoundTripAndErrors) {
   r = Tuning::fromFile(path);
   EXPECT_NEAR(r.net.alpha, 7e-6, 1e-12);
   EXPECT_EQ(r.shm.alpha, Tuning{}.shm.alpha);
+  EXPECT_EQ(r.ringBidirectionalBytes, 0);  // off unless measured faster
 
   for (const char* bad : {"net.alpha_us\n", "net.alpha_us fast\n", "net.latency 3\n",
                           "net.alpha_us -1\n", "net.alpha_us 1 2\n"}) {

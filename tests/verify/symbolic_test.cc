@@ -338,6 +338,28 @@ TEST_F(Symbolic, AllReduceEveryAlgorithmEveryWorldSize) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
+// The ring all-reduce as two rings in opposite directions (used from
+// Tuning::ringBidirectionalBytes on 3+ ranks; 1 here, so at every count but 0).
+TEST_F(Symbolic, BidirectionalRingEveryWorldSize) {
+  Report rep;
+  for (int n = 2; n <= 64; ++n) {
+    WorldConfig c = configFor(n);
+    c.options.tuning.ringBidirectionalBytes = 1;
+    VirtualWorld w(c);
+    for (size_t count : countsFor(n)) {
+      rep.check(label("allreduce", AlgorithmId::kRing, n, count, " bidirectional"),
+                allReduce(w, AlgorithmId::kRing, count, ReduceOp::kSum, false), AlgorithmId::kRing,
+                n);
+    }
+    const size_t c1 = static_cast<size_t>(n) + 1;
+    rep.check(label("allreduce", AlgorithmId::kRing, n, c1, " bidirectional in place"),
+              allReduce(w, AlgorithmId::kRing, c1, ReduceOp::kSum, true), AlgorithmId::kRing, n);
+    rep.check(label("allreduce", AlgorithmId::kRing, n, c1, " bidirectional avg"),
+              allReduce(w, AlgorithmId::kRing, c1, ReduceOp::kAvg, false), AlgorithmId::kRing, n);
+  }
+  rep.print();
+}
+
 TEST_F(Symbolic, RunPathsEveryCollectiveEveryWorldSize) {
   const auto start = std::chrono::steady_clock::now();
   Report rep;

@@ -268,6 +268,29 @@ TEST(VirtualWorld, RingTimeFollowsAlphaBeta) {
   EXPECT_GT(res2.seconds, want + 0.9e-3);
 }
 
+// From Tuning::ringBidirectionalBytes on, the ring runs both ways: twice the messages, each of
+// half the size. Every host's NIC carries the same bytes as with one ring, so the predicted time
+// stays close to one ring's.
+TEST(VirtualWorld, BidirectionalRingFromItsThreshold) {
+  const int n = 5;
+  const size_t bytes = 1u << 20;
+  WorldConfig c = dryRingHosts(n, bytes);
+  RunResult one = ringAllReduce(c, bytes);
+  c.options.tuning.ringBidirectionalBytes = static_cast<double>(bytes);
+  RunResult both = ringAllReduce(c, bytes);
+  c.options.tuning.ringBidirectionalBytes = static_cast<double>(bytes + 1);
+  RunResult below = ringAllReduce(c, bytes);
+  ASSERT_TRUE(one.ok && both.ok && below.ok) << one.error << both.error << below.error;
+  EXPECT_EQ(one.messages, static_cast<uint64_t>(n * 2 * (n - 1)));
+  EXPECT_EQ(both.messages, 2 * one.messages);
+  EXPECT_EQ(below.messages, one.messages);
+  EXPECT_NEAR(both.seconds, one.seconds, 0.1 * one.seconds);
+  {
+    VirtualWorld w(c);
+    EXPECT_EQ(w.group(0).ringBidirectionalBytes, bytes + 1);
+  }
+}
+
 // Two ranks of one host sending to another host share its NIC: their messages go one after the
 // other, and the second arrives a full transfer later.
 TEST(VirtualWorld, HostLinksAreShared) {

@@ -7,6 +7,8 @@
 // broadcast, beta the slope between the two largest sizes (minimum of the repetitions, the
 // least disturbed). gamma is rank 0's time to reduce two 4 MiB buffers with the library's own
 // kernel, per dtype. A link kind no peer uses keeps the built-in value, and the file says so.
+// With 3 or more ranks, the ring all-reduce runs one way and both ways (two rings over the
+// buffer's halves) at 8 MiB; both ways is turned on from 4 MiB when it was over 5% faster.
 #include "bench.h"
 #include "reduce/reduce.h"
 
@@ -16,7 +18,9 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <span>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace chorus::bench {
@@ -67,6 +71,33 @@ Fit measurePair(chorus_comm* pair) {
   double tl = *std::min_element(l.begin(), l.end());
   f.beta = std::max(0.0, (tl - tm) / static_cast<double>(large - mid));
   return f;
+}
+
+// Median times of the ring all-reduce one way and both ways at 8 MiB, on communicators split
+// off with those settings, alternating so that both see the same conditions.
+std::pair<double, double> measureRingDirections(Communicator& comm) {
+  Options one = comm.options();
+  one.algorithm = "ring";
+  one.tuning.ringBidirectionalBytes = 0;
+  Options two = one;
+  two.tuning.ringBidirectionalBytes = 1;
+  auto c1 = comm.split(0, comm.rank(), one);
+  auto c2 = comm.split(0, comm.rank(), two);
+  std::vector<float> buf((8u << 20) / sizeof(float), 1.0f);
+  auto timeOn = [&](Communicator& x) {
+    x.barrier().wait();
+    auto t0 = Clock::now();
+    x.allReduce(std::span<float>(buf)).wait();
+    return seconds(t0, Clock::now());
+  };
+  timeOn(*c1);
+  timeOn(*c2);
+  std::vector<double> t1, t2;
+  for (int i = 0; i < 3; ++i) {
+    t1.push_back(timeOn(*c1));
+    t2.push_back(timeOn(*c2));
+  }
+  return {median(t1), median(t2)};
 }
 
 double measureGamma(DataType dtype) {
@@ -144,6 +175,18 @@ void calibrate(chorus_comm* c, const std::string& path) {
       links[kind]->alpha = perRound;
     }
   }
+  if (n >= 3) {
+    auto [oneWay, bothWays] = measureRingDirections(comm);
+    double times[2] = {oneWay, bothWays};  // rank 0's view decides for everyone
+    comm.broadcast(times, 2, DataType::kF64, 0).wait();
+    const bool faster = times[1] < 0.95 * times[0];
+    t.ringBidirectionalBytes = faster ? 4u << 20 : 0;
+    char line[160];
+    std::snprintf(line, sizeof line,
+                  "ring at 8 MiB: one way %.1f ms, both ways %.1f ms: both ways %s\n",
+                  times[0] * 1e3, times[1] * 1e3, faster ? "from 4 MiB" : "off");
+    notes += line;
+  }
   if (comm.rank() == 0) {
     for (int d = 0; d < kNumDataTypes; ++d) {
       t.gamma[static_cast<size_t>(d)] = measureGamma(static_cast<DataType>(d));
@@ -159,6 +202,7 @@ void calibrate(chorus_comm* c, const std::string& path) {
                 t.shm.beta * 1e9, t.shm.beta > 0 ? 1e-9 / t.shm.beta : 0.0);
     std::printf("#   net: alpha %.2f us, beta %.4f ns/B (%.2f GB/s)\n", t.net.alpha * 1e6,
                 t.net.beta * 1e9, t.net.beta > 0 ? 1e-9 / t.net.beta : 0.0);
+    std::printf("#   ring both ways from %.0f bytes (0: off)\n", t.ringBidirectionalBytes);
     std::printf("#   gamma f32 %.4f ns/B, f16 %.4f ns/B\n",
                 t.gamma[static_cast<size_t>(DataType::kF32)] * 1e9,
                 t.gamma[static_cast<size_t>(DataType::kF16)] * 1e9);
