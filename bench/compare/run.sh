@@ -53,6 +53,8 @@
 #   QUIET_LOAD (unset: don't wait) QUIET_MAX_WAIT=120: before each run, wait up to QUIET_MAX_WAIT s
 #   for the 1-minute load average to fall below QUIET_LOAD (the load is recorded either way).
 #   CHORUS_CLUSTER_PREFIX (default chorus): namespace prefix of the cluster (see scripts/cluster).
+#   CALIBRATE=0       SETTING=cluster: 1 runs chorus-bench --calibrate on the N hosts first and gives
+#   chorus that file (RESULTS_DIR/tuning-cluster-nN.txt), as a user of the cost model would
 set -u -o pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -314,8 +316,16 @@ cluster_round() {
     echo "h$i slots=1" >>"$hostfile"
     hosts+="${hosts:+,}h$i"
   done
+  local tuning=()
+  if [ "${CALIBRATE:-0}" = 1 ]; then
+    local file=$RESULTS_DIR/tuning-cluster-n$n.txt
+    [ -f "$file" ] || CHORUS_BUILD_DIR="$build" "$cluster" run "$n" --rate "$RATE" --quiet -- \
+      chorus-bench --calibrate "$file" >/dev/null
+    tuning=(env CHORUS_TUNING_FILE="$file")
+  fi
   run "$n" "$round" chorus env CHORUS_BUILD_DIR="$build" "$cluster" run "$n" --rate "$RATE" \
-    --timeout "$RUN_TIMEOUT" --quiet -- chorus-bench --op allreduce "${common[@]}" --json
+    --timeout "$RUN_TIMEOUT" --quiet -- "${tuning[@]}" chorus-bench --op allreduce "${common[@]}" \
+    --json
   for algo in $GLOO_ALGOS; do
     store=$(mktemp -d /tmp/gloo-bench-store.XXXXXX)
     # shellcheck disable=SC2016  # $CLUSTER_IFNAME is expanded on each host

@@ -74,6 +74,11 @@ def main():
                str(sizes[1] / sizes[0] if len(sizes) > 1 else 2), "--csv", out, "-q"]
         if a.shared_cores:
             cmd += ["--shared-cores", str(a.shared_cores), "--core-gbps", str(a.core_gbps)]
+        # The N-rank calibration of the sweep (CALIBRATE=1) says whether the ring ran both ways.
+        own = os.path.join(a.dir, f"tuning-n{n}.txt")
+        if os.path.exists(own):
+            both = read_tuning(own).get("ring.bidirectional_bytes", 0)
+            cmd += ["--ring-bidir-bytes", str(int(both))]
         for alg in runs[n]:
             cmd += ["--algo", alg]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

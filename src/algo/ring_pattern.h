@@ -19,6 +19,12 @@ inline Block balancedBlock(size_t total, int n, int i) {
   return Block{ui * base + (ui < extra ? ui : extra), base + (ui < extra ? 1 : 0)};
 }
 
+// Whether a ring all-reduce of `bytes` over n ranks runs both ways round the ring, given
+// Tuning::ringBidirectionalBytes (0: never). Two ranks have one peer each way: always one way.
+inline bool ringRunsBothWays(size_t bytes, int n, size_t fromBytes) {
+  return n >= 3 && fromBytes > 0 && bytes >= fromBytes;
+}
+
 // Reduce-scatter step t (0..n-2) on rank r: send block sendRs, receive block recvRs, so that
 // after n-1 steps rank r holds the fully reduced block r.
 inline int ringRsSendBlock(int r, int n, int t) { return ringMod(r - t - 1, n); }

@@ -110,7 +110,7 @@ void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, 
     case AlgorithmId::kDoubleTree:
       return doubleTreeAllReduce(g, in, out, count, dtype, op);
     case AlgorithmId::kRing:
-      if (g.size >= 3 && g.ringBidirectionalBytes > 0 && bytes >= g.ringBidirectionalBytes) {
+      if (ringRunsBothWays(bytes, g.size, g.ringBidirectionalBytes)) {
         return bidirectionalRingAllReduce(g, in, out, count, dtype, op);
       }
       break;

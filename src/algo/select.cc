@@ -1,6 +1,7 @@
 #include "algo/select.h"
 
 #include "algo/collectives.h"
+#include "algo/ring_pattern.h"
 
 #include <chorus/error.hpp>
 
@@ -133,8 +134,10 @@ void validateAlgorithmSetting(const std::string& setting) {
   for (CollectiveKind k : kKinds) (void)forcedAlgorithm(k, setting);
 }
 
-Choice chooseAlgorithm(CollectiveKind kind, size_t bytes, DataType dtype, int size,
-                       const Placement& where, const Options& options) {
+namespace {
+
+Choice choose(CollectiveKind kind, size_t bytes, DataType dtype, int size, const Placement& where,
+              const Options& options) {
   Choice c;
   if (size <= 1) return c;  // kNone: nothing to exchange
   if (auto forced = forcedAlgorithm(kind, options.algorithm)) {
@@ -180,6 +183,17 @@ Choice chooseAlgorithm(CollectiveKind kind, size_t bytes, DataType dtype, int si
   return c;
 }
 
+}  // namespace
+
+Choice chooseAlgorithm(CollectiveKind kind, size_t bytes, DataType dtype, int size,
+                       const Placement& where, const Options& options) {
+  Choice c = choose(kind, bytes, dtype, size, where, options);
+  c.bothWays =
+      kind == CollectiveKind::kAllReduce && c.algo == AlgorithmId::kRing &&
+      ringRunsBothWays(bytes, size, static_cast<size_t>(options.tuning.ringBidirectionalBytes));
+  return c;
+}
+
 std::string explain(const OpDesc& desc, int size, const Placement& where, const Choice& c) {
   std::string s = desc.name() + " " + std::to_string(desc.count * sizeOf(desc.dtype)) + " B " +
                   std::string(chorus::toString(desc.dtype));
@@ -191,7 +205,8 @@ std::string explain(const OpDesc& desc, int size, const Placement& where, const 
     s += " (" + std::to_string(where.hosts) + " hosts, up to " + std::to_string(where.perHost) +
          " per host)";
   }
-  s += std::string(": ") + toString(c.algo) + (c.forced ? " (forced by CHORUS_ALGO)" : "");
+  s += std::string(": ") + toString(c.algo) + (c.bothWays ? " (both ways)" : "") +
+       (c.forced ? " (forced by CHORUS_ALGO)" : "");
   if (!c.candidates.empty()) {
     s += " [model:";
     for (size_t i = 0; i < c.candidates.size(); ++i) {

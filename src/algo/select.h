@@ -45,6 +45,7 @@ struct Candidate {
 struct Choice {
   AlgorithmId algo = AlgorithmId::kNone;
   bool forced = false;
+  bool bothWays = false;  // an all-reduce ring that runs both ways (Tuning::ringBidirectionalBytes)
   std::vector<Candidate> candidates;  // every algorithm the model considered, fastest first
 };
 

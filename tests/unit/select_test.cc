@@ -168,6 +168,35 @@ TEST(Select, ExplainsItsChoice) {
   EXPECT_NE(line.find("[model:"), std::string::npos) << line;
 }
 
+// The ring runs both ways only for all-reduce, on 3+ ranks, from the tuning's size, and says so.
+TEST(Select, RingBothWaysFromTheTuningsSize) {
+  Options o = kDefaultOptions;
+  o.algorithm = "ring";
+  const Placement flat{8, 1, true, true};
+  EXPECT_FALSE(chooseAlgorithm(CollectiveKind::kAllReduce, 64u << 20, DataType::kF32, 8, flat, o)
+                   .bothWays);  // off by default
+  o.tuning.ringBidirectionalBytes = 4u << 20;
+  EXPECT_TRUE(
+      chooseAlgorithm(CollectiveKind::kAllReduce, 4u << 20, DataType::kF32, 8, flat, o).bothWays);
+  EXPECT_FALSE(
+      chooseAlgorithm(CollectiveKind::kAllReduce, (4u << 20) - 4, DataType::kF32, 8, flat, o)
+          .bothWays);
+  EXPECT_FALSE(chooseAlgorithm(CollectiveKind::kAllReduce, 64u << 20, DataType::kF32, 2,
+                               Placement{2, 1, true, true}, o)
+                   .bothWays);
+  o.algorithm = "allreduce=ring,reduce_scatter=ring";
+  EXPECT_FALSE(
+      chooseAlgorithm(CollectiveKind::kReduceScatter, 64u << 20, DataType::kF32, 8, flat, o)
+          .bothWays);
+  OpDesc d;
+  d.kind = CollectiveKind::kAllReduce;
+  d.count = 16u << 20;
+  d.dtype = DataType::kF32;
+  Choice c = chooseAlgorithm(d.kind, 64u << 20, d.dtype, 8, flat, o);
+  std::string line = explain(d, 8, flat, c);
+  EXPECT_NE(line.find(": ring (both ways) (forced by CHORUS_ALGO)"), std::string::npos) << line;
+}
+
 TEST(Select, ModelGrowsWithSize) {
   const Tuning t;
   for (AlgorithmId a : algorithmsFor(CollectiveKind::kAllReduce)) {

@@ -216,6 +216,7 @@ int main(int argc, char** argv) {
   int sharedCores = 0;
   std::vector<std::string> stragglers, algoNames;
   std::string minBytes = "8", maxBytes = "256M", segment = "512K", csvPath, pngPath;
+  std::string ringBothWays = "0";
   double stepFactor = 4, maxMemoryGiB = 8, runLimit = 0;
   bool quiet = false;
 
@@ -267,6 +268,9 @@ int main(int argc, char** argv) {
   app.add_option("--algo", algoNames,
                  "algorithms to run (default: every all-reduce algorithm that applies)");
   app.add_option("--segment-bytes", segment, "pipelining unit (CHORUS_SEGMENT_BYTES)");
+  app.add_option("--ring-bidir-bytes", ringBothWays,
+                 "ring all-reduces from this size run both ways (CHORUS_RING_BIDIR_BYTES; "
+                 "0: never)");
   app.add_option("--csv", csvPath, "write the rows as CSV");
   app.add_option("--png", pngPath,
                  "plot time against size per algorithm (needs /usr/bin/python3 with matplotlib; "
@@ -298,6 +302,7 @@ int main(int argc, char** argv) {
       cfg.network.netCoreTime = 1.0 / (coreGBps * 1e9);
     }
     cfg.options.segmentBytes = parseBytes(segment);
+    cfg.options.tuning.ringBidirectionalBytes = static_cast<double>(parseBytes(ringBothWays));
     // The selector sees the described network through its cost model's constants.
     cfg.options.tuning.net = LinkCost{cfg.network.netAlpha, cfg.network.netBeta * oversub};
     cfg.options.tuning.shm = LinkCost{cfg.network.shmAlpha, cfg.network.shmBeta};
