@@ -101,13 +101,16 @@ TEST_P(Collectives, AllReduceEveryTypeAndOp) {
       options());
 }
 
-// The ring both ways (Tuning::ringBidirectionalBytes) over TCP: every type and op, awkward counts
-// and a large prime count in small segments, with every rank's result checked.
+// The ring both ways (Tuning::ringBidirectionalBytes) over TCP and over shared memory: every type
+// and op, awkward counts and a large prime count in small segments, every rank's result checked.
 TEST(CollectivesBidirectionalRing, AllReduceEveryTypeAndOp) {
-  for (int n : {3, 5, 8}) {
+  const std::pair<int, const char*> cases[] = {
+      {3, "tcp"}, {5, "tcp"}, {8, "tcp"}, {3, "shm"}, {5, "shm"}};
+  for (auto [n, transport] : cases) {
+    SCOPED_TRACE(transport);
     Options o = testOptions();
     o.algorithm = "ring";
-    o.transport = "tcp";
+    o.transport = transport;
     o.segmentBytes = 4096;
     o.tuning.ringBidirectionalBytes = 1;
     testing::expectRanks(
