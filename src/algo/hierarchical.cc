@@ -112,7 +112,7 @@ void pipelinedAllReduce(const Group& g, const Hierarchy& h, const void* in, void
   std::optional<RingTask> local, cross;
   size_t nextLocal = 0;
   int localChunk = -1, crossChunk = -1, nextCross = 0;
-  auto stalledSince = Clock::now();
+  StallWatch stall(g);
   while (nextLocal < order.size() || local || nextCross < chunks || cross) {
     bool progressed = false;
     if (!local && nextLocal < order.size()) {
@@ -168,15 +168,10 @@ void pipelinedAllReduce(const Group& g, const Hierarchy& h, const void* in, void
       }
     }
     if (progressed) {
-      stalledSince = Clock::now();
+      stall.progressed();
       continue;
     }
-    if (Clock::now() - stalledSince > g.timeout) {
-      // Let the transport name the rank that is missing.
-      transport::Request& r = cross ? cross->blocker() : local->blocker();
-      g.tx->wait(r, Deadline::after(std::chrono::milliseconds(0)));
-    }
-    g.tx->poll(Deadline::after(std::chrono::milliseconds(100)));
+    stall.idle(cross ? cross->blocker() : local->blocker());
   }
 }
 

@@ -5,7 +5,6 @@
 #include <chorus/error.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <optional>
 
@@ -172,12 +171,12 @@ void bidirectionalRingAllReduce(const Group& g, const void* in, void* out, size_
     s.op = op;
     tasks[d].emplace(d == 0 ? g : reversed, s);
   }
-  auto stalledSince = std::chrono::steady_clock::now();
+  StallWatch stall(g);
   while (!tasks[0]->done() || !tasks[1]->done()) {
     bool progressed = false;
     for (auto& t : tasks) progressed |= t->advance();
     if (progressed) {
-      stalledSince = std::chrono::steady_clock::now();
+      stall.progressed();
       continue;
     }
     RingTask& waiting = tasks[0]->done() ? *tasks[1] : *tasks[0];
@@ -185,11 +184,7 @@ void bidirectionalRingAllReduce(const Group& g, const void* in, void* out, size_
       g.wait(waiting.blocker());  // one pipeline left: an ordinary wait
       continue;
     }
-    if (std::chrono::steady_clock::now() - stalledSince > g.timeout) {
-      // Let the transport name the rank that is missing.
-      g.tx->wait(waiting.blocker(), Deadline::after(std::chrono::milliseconds(0)));
-    }
-    g.tx->poll(Deadline::after(std::chrono::milliseconds(100)));
+    stall.idle(waiting.blocker());
   }
 }
 

@@ -5,6 +5,7 @@
 #include "algo/group.h"
 #include "reduce/reduce.h"
 
+#include <chrono>
 #include <vector>
 
 namespace chorus::algo {
@@ -35,6 +36,25 @@ void ringRun(const Group& g, const RingSpec& spec);
 // Needs size >= 3 (with two ranks both rings would share one peer in each direction).
 void bidirectionalRingAllReduce(const Group& g, const void* in, void* out, size_t count,
                                 DataType dtype, ReduceOp op);
+
+// For a thread that drives several RingTasks at once: when none of them can advance it polls the
+// transport, and once g.timeout has passed without progress it lets the transport fail naming
+// the peer that `blocker` waits for.
+class StallWatch {
+ public:
+  explicit StallWatch(const Group& g) : g_(g), since_(std::chrono::steady_clock::now()) {}
+  void progressed() { since_ = std::chrono::steady_clock::now(); }
+  void idle(transport::Request& blocker) const {
+    if (std::chrono::steady_clock::now() - since_ > g_.timeout) {
+      g_.tx->wait(blocker, Deadline::after(std::chrono::milliseconds(0)));
+    }
+    g_.tx->poll(Deadline::after(std::chrono::milliseconds(100)));
+  }
+
+ private:
+  const Group& g_;
+  std::chrono::steady_clock::time_point since_;
+};
 
 // The same ring as a task that advances without blocking, so that rings over groups with
 // disjoint peers (a host's ranks, and the ranks that link hosts) run interleaved on one thread.

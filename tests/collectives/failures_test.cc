@@ -135,6 +135,19 @@ TEST(Failures, MismatchedRootsWithEveryBroadcastAlgorithm) {
   }
 }
 
+// Ranks 0 and 1 timed out in `call` (an 800 ms timeout), and both name rank 2 as the one missing,
+// also the rank that waited on the other's behalf.
+void expectTimeoutsNamingRank2(const std::vector<Outcome>& res, const std::string& call) {
+  for (int r = 0; r < 2; ++r) {
+    const Outcome& x = res[static_cast<size_t>(r)];
+    SCOPED_TRACE(x.message);
+    EXPECT_EQ(x.code, ErrorCode::kTimeout);
+    EXPECT_NE(x.message.find(call + " (rank " + std::to_string(r) + ")"), std::string::npos);
+    EXPECT_NE(x.message.find("waiting for rank 2"), std::string::npos);
+    EXPECT_LT(x.seconds, 2.4);  // the timeout (+ grace), not the peer's return, ends the wait
+  }
+}
+
 TEST(Failures, SilentPeerTimesOutNamingIt) {
   Options o = testOptions(milliseconds(800));
   auto res = outcomes(
@@ -148,15 +161,7 @@ TEST(Failures, SilentPeerTimesOutNamingIt) {
         c.allReduce(std::span<float>(v)).wait();
       },
       o);
-  for (int r = 0; r < 2; ++r) {
-    const Outcome& x = res[static_cast<size_t>(r)];
-    SCOPED_TRACE(x.message);
-    EXPECT_EQ(x.code, ErrorCode::kTimeout);
-    EXPECT_NE(x.message.find("allreduce #0 (rank " + std::to_string(r) + ")"), std::string::npos);
-    // Both ranks name the missing rank, also the one that waited on the other's behalf.
-    EXPECT_NE(x.message.find("waiting for rank 2"), std::string::npos);
-    EXPECT_LT(x.seconds, 2.4);  // the timeout (+ grace), not the peer's return, ends the wait
-  }
+  expectTimeoutsNamingRank2(res, "allreduce #0");
 }
 
 // The same with the ring run both ways (two pipelines waited on together).
@@ -176,14 +181,7 @@ TEST(Failures, SilentPeerTimesOutInTheBidirectionalRing) {
         c.allReduce(std::span<float>(v)).wait();
       },
       o);
-  for (int r = 0; r < 2; ++r) {
-    const Outcome& x = res[static_cast<size_t>(r)];
-    SCOPED_TRACE(x.message);
-    EXPECT_EQ(x.code, ErrorCode::kTimeout);
-    EXPECT_NE(x.message.find("allreduce #1 (rank " + std::to_string(r) + ")"), std::string::npos);
-    EXPECT_NE(x.message.find("waiting for rank 2"), std::string::npos);
-    EXPECT_LT(x.seconds, 2.4);
-  }
+  expectTimeoutsNamingRank2(res, "allreduce #1");
 }
 
 TEST(Failures, PeerThatLeavesFailsOthersPromptly) {
