@@ -27,8 +27,8 @@ struct Tuning {
                                           0.25e-9, 0.25e-9, 0.25e-9, 0.25e-9};
   // Ring all-reduces of at least this many bytes over 3 or more ranks run as two rings in
   // opposite directions, each over half the buffer (0: never, the default). Calibration turns
-  // it on where that measured faster: ranks that share too few cores keep both directions busy
-  // while one pipeline waits for the scheduler. CHORUS_RING_BIDIR_BYTES overrides the file.
+  // it on from the size where it measured faster (on the emulated cluster, whose hosts share two
+  // cores: from 2-8 MiB on 8 hosts, 64 MiB on 4). CHORUS_RING_BIDIR_BYTES overrides the file.
   double ringBidirectionalBytes = 0;
 
   // Reads a file written by writeFile (or by hand): "key value" lines, '#' comments; keys
