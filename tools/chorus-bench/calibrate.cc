@@ -76,7 +76,7 @@ Fit measurePair(chorus_comm* pair) {
 }
 
 // Sizes at which the ring runs one way and both ways. Both ways lost at 4 MiB and won at 64 MiB on
-// 4 emulated hosts, and won from 1 MiB on 8: the crossing depends on the job, so it is measured.
+// 4 emulated hosts, and won from 2 MiB on 8: the crossing depends on the job, so it is measured.
 constexpr size_t kDirectionSizes[] = {2u << 20, 8u << 20, 64u << 20};
 constexpr int kDirectionSamples = 3;
 
