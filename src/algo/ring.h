@@ -48,7 +48,7 @@ class StallWatch {
     if (std::chrono::steady_clock::now() - since_ > g_.timeout) {
       g_.tx->wait(blocker, Deadline::after(std::chrono::milliseconds(0)));
     }
-    g_.tx->poll(Deadline::after(std::chrono::milliseconds(100)));
+    g_.tx->pollStuckOn(blocker, Deadline::after(std::chrono::milliseconds(100)));
   }
 
  private:

@@ -26,6 +26,9 @@ class SubTransport final : public transport::Transport {
   }
   void wait(transport::Request& r, Deadline deadline) override { parent_->wait(r, deadline); }
   void poll(Deadline deadline) override { parent_->poll(deadline); }
+  void pollStuckOn(const transport::Request& r, Deadline deadline) override {
+    parent_->pollStuckOn(r, deadline);
+  }
   // Lifetime and failure belong to the parent.
   void interrupt() noexcept override {}
   void abort(const Error&) noexcept override {}

@@ -58,6 +58,13 @@ class Transport {
   virtual void wait(Request& r, Deadline deadline) = 0;
   // Drives I/O once: returns after something happened or at the deadline (no error then).
   virtual void poll(Deadline deadline) = 0;
+  // poll() for a caller that has several requests pending and is stuck on r: when a peer reports
+  // that it gave up waiting for this rank, the error adds what this rank itself waits for (as
+  // wait() does), so the rank that is really missing gets named.
+  virtual void pollStuckOn(const Request& r, Deadline deadline) {
+    (void)r;
+    poll(deadline);
+  }
   // Whether waits may poll before they sleep (the spin policy). Off for work that runs in the
   // background of the application's own computation, whose core the polling would take.
   virtual void allowSpinning(bool allowed) { (void)allowed; }

@@ -210,18 +210,27 @@ void TcpTransport::wait(Request& r, Deadline deadline) {
       sendAbortFrames(*mine);
       deadline = Deadline::after(kTimeoutGrace);
     }
+    if (!mine) {
+      pollStuckOn(r, deadline);
+      continue;
+    }
     try {
       progress(deadline);
-    } catch (const Error& e) {
-      bool fromAwaited = abortFrom_ == r.peer;
-      if (!mine && !fromAwaited && e.code() == ErrorCode::kTimeout) {
-        // A rank gave up waiting for this one, which is itself stuck: say on whom.
-        throw Error(ErrorCode::kTimeout,
-                    std::string(e.what()) + "; this rank was itself " + waitingText(r));
-      }
-      if (!mine || fromAwaited) throw;
+    } catch (const Error&) {
+      if (abortFrom_ == r.peer) throw;
       // Another rank's account of the same stall; keep waiting for the one that matters.
     }
+  }
+}
+
+void TcpTransport::pollStuckOn(const Request& r, Deadline deadline) {
+  try {
+    progress(deadline);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTimeout || abortFrom_ == r.peer) throw;
+    // A rank gave up waiting for this one, which is itself stuck: say on whom.
+    throw Error(ErrorCode::kTimeout,
+                std::string(e.what()) + "; this rank was itself " + waitingText(r));
   }
 }
 

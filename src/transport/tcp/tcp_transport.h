@@ -53,6 +53,7 @@ class TcpTransport final : public Transport {
   void postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) override;
   void wait(Request& r, Deadline deadline) override;
   void poll(Deadline deadline) override { progress(deadline); }
+  void pollStuckOn(const Request& r, Deadline deadline) override;
   void allowSpinning(bool allowed) override { spinAllowed_ = allowed; }
   void interrupt() noexcept override;
   void abort(const Error& cause) noexcept override;
