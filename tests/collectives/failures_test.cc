@@ -187,22 +187,31 @@ TEST(Failures, SilentPeerTimesOutInTheBidirectionalRing) {
 // Both pipelines stalled (rank 0 waits for rank 1 one way and silent rank 2 the other) when rank
 // 1, with the shorter timeout, gives up on rank 0 first: rank 0 learns of it while polling for
 // both, and says it waits for rank 2 itself, so every rank names rank 2.
+// Over shared memory (one host) and over TCP: the peer's abort arrives by different paths.
 TEST(Failures, StalledRankInTheBidirectionalRingNamesTheSilentOne) {
-  auto res = outcomes(3, [](Communicator& world) {
-    Options o = world.options();
-    o.algorithm = "ring";
-    o.tuning.ringBidirectionalBytes = 1;
-    o.timeout = milliseconds(world.rank() == 1 ? 600 : 1200);
-    auto c = world.split(0, world.rank(), o);
-    std::vector<float> v(1000, 1.0f);
-    c->allReduce(std::span<float>(v)).wait();
-    if (c->rank() == 2) {
-      std::this_thread::sleep_for(milliseconds(3000));
-      throw Error(ErrorCode::kInternal, "expected: rank 2 stays away");
-    }
-    c->allReduce(std::span<float>(v)).wait();
-  });
-  expectTimeoutsNamingRank2(res, "allreduce #1");
+  for (const char* transport : {"auto", "tcp"}) {
+    SCOPED_TRACE(transport);
+    Options world = testOptions(seconds(5));
+    world.transport = transport;
+    auto res = outcomes(
+        3,
+        [](Communicator& parent) {
+          Options o = parent.options();
+          o.algorithm = "ring";
+          o.tuning.ringBidirectionalBytes = 1;
+          o.timeout = milliseconds(parent.rank() == 1 ? 600 : 1200);
+          auto c = parent.split(0, parent.rank(), o);
+          std::vector<float> v(1000, 1.0f);
+          c->allReduce(std::span<float>(v)).wait();
+          if (c->rank() == 2) {
+            std::this_thread::sleep_for(milliseconds(3000));
+            throw Error(ErrorCode::kInternal, "expected: rank 2 stays away");
+          }
+          c->allReduce(std::span<float>(v)).wait();
+        },
+        world);
+    expectTimeoutsNamingRank2(res, "allreduce #1");
+  }
 }
 
 TEST(Failures, PeerThatLeavesFailsOthersPromptly) {
