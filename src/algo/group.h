@@ -1,7 +1,7 @@
 // What an algorithm sees: its rank, the group size, the transport, scratch memory and deadlines.
 #pragma once
 
-#include "algo/op_desc.h"
+#include "common/op_desc.h"
 #include "transport/transport.h"
 
 #include <chrono>

@@ -2,7 +2,7 @@
 // and a pure selector over it, plus the forced choices of CHORUS_ALGO (select.cc).
 #pragma once
 
-#include "algo/op_desc.h"
+#include "common/op_desc.h"
 
 #include <chorus/options.hpp>
 

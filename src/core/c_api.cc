@@ -86,9 +86,9 @@ chorus::ReduceOp rop(const chorus_op& o) {
 }
 
 // Blocking C calls run on the caller's thread when the communicator is idle.
-void blocking(chorus_comm* c, chorus::algo::CollectiveKind kind, const void* in, void* out,
-              size_t count, const chorus_dtype& t, const chorus_op& op, int root) {
-  chorus::algo::OpDesc d;
+void blocking(chorus_comm* c, chorus::CollectiveKind kind, const void* in, void* out, size_t count,
+              const chorus_dtype& t, const chorus_op& op, int root) {
+  chorus::OpDesc d;
   d.kind = kind;
   d.count = count;
   d.dtype = dt(t);
@@ -135,22 +135,22 @@ int chorus_world_size(const chorus_comm* comm) { return comm ? comm->comm->size(
 chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                                chorus_dtype dtype, chorus_op op) {
   return guarded(comm, [&] {
-    blocking(comm, chorus::algo::CollectiveKind::kAllReduce, sendbuf, recvbuf, count, dtype, op, 0);
+    blocking(comm, chorus::CollectiveKind::kAllReduce, sendbuf, recvbuf, count, dtype, op, 0);
   });
 }
 
 chorus_status chorus_reduce_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                     size_t recvcount, chorus_dtype dtype, chorus_op op) {
   return guarded(comm, [&] {
-    blocking(comm, chorus::algo::CollectiveKind::kReduceScatter, sendbuf, recvbuf, recvcount, dtype,
-             op, 0);
+    blocking(comm, chorus::CollectiveKind::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op,
+             0);
   });
 }
 
 chorus_status chorus_all_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                 size_t sendcount, chorus_dtype dtype) {
   return guarded(comm, [&] {
-    blocking(comm, chorus::algo::CollectiveKind::kAllGather, sendbuf, recvbuf, sendcount, dtype,
+    blocking(comm, chorus::CollectiveKind::kAllGather, sendbuf, recvbuf, sendcount, dtype,
              CHORUS_SUM, 0);
   });
 }
@@ -158,15 +158,13 @@ chorus_status chorus_all_gather(chorus_comm* comm, const void* sendbuf, void* re
 chorus_status chorus_broadcast(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
                                int root) {
   return guarded(comm, [&] {
-    blocking(comm, chorus::algo::CollectiveKind::kBroadcast, buf, buf, count, dtype, CHORUS_SUM,
-             root);
+    blocking(comm, chorus::CollectiveKind::kBroadcast, buf, buf, count, dtype, CHORUS_SUM, root);
   });
 }
 
 chorus_status chorus_barrier(chorus_comm* comm) {
   return guarded(comm, [&] {
-    blocking(comm, chorus::algo::CollectiveKind::kBarrier, nullptr, nullptr, 0, CHORUS_U8,
-             CHORUS_SUM, 0);
+    blocking(comm, chorus::CollectiveKind::kBarrier, nullptr, nullptr, 0, CHORUS_U8, CHORUS_SUM, 0);
   });
 }
 

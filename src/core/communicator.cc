@@ -58,13 +58,13 @@ Communicator::Impl::~Impl() {
   if (tx_) tx_->close();
 }
 
-void Communicator::Impl::prepare(algo::OpDesc& desc, const void* in, const void* out) {
+void Communicator::Impl::prepare(OpDesc& desc, const void* in, const void* out) {
   validateCall(desc, in, out, rank, size);
   algo::Choice choice = algo::chooseAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype),
                                               desc.dtype, size, placement_, options);
   desc.algo = choice.algo;
   if (!options.debug.empty() && (rank == 0 || options.debug == "all")) {
-    algo::OpDesc shown = desc;
+    OpDesc shown = desc;
     {
       std::lock_guard<std::mutex> lock(mu_);
       shown.seq = nextSeq_;  // the number issue() is about to give it
@@ -75,7 +75,7 @@ void Communicator::Impl::prepare(algo::OpDesc& desc, const void* in, const void*
   lastAlgo.store(static_cast<int>(desc.algo), std::memory_order_relaxed);
 }
 
-Work Communicator::Impl::issue(algo::OpDesc desc, const void* in, void* out) {
+Work Communicator::Impl::issue(OpDesc desc, const void* in, void* out) {
   prepare(desc, in, out);
   auto state = std::make_shared<detail::WorkState>();
   {
@@ -92,7 +92,7 @@ Work Communicator::Impl::issue(algo::OpDesc desc, const void* in, void* out) {
   return Work(state);
 }
 
-void Communicator::Impl::runBlocking(algo::OpDesc desc, const void* in, void* out) {
+void Communicator::Impl::runBlocking(OpDesc desc, const void* in, void* out) {
   prepare(desc, in, out);
   Task task{algo::Args{desc, in, out}, std::make_shared<detail::WorkState>()};
   {
@@ -123,7 +123,7 @@ void Communicator::Impl::runBlocking(algo::OpDesc desc, const void* in, void* ou
   if (task.state->error) std::rethrow_exception(task.state->error);
 }
 
-std::exception_ptr Communicator::Impl::abortedError(const algo::OpDesc& d) const {
+std::exception_ptr Communicator::Impl::abortedError(const OpDesc& d) const {
   std::string why = "aborted by the application";
   if (abortCause_) {
     try {
@@ -206,7 +206,7 @@ void Communicator::Impl::workerLoop() {
 }
 
 void Communicator::Impl::execute(Task& task) {
-  const algo::OpDesc& d = task.args.desc;
+  const OpDesc& d = task.args.desc;
   try {
     if (tx_) tx_->beginOp(d);
     algo::run(group_, task.args);
@@ -330,7 +330,7 @@ const Options& Communicator::options() const { return impl_->options; }
 
 std::string Communicator::lastAlgorithm() const {
   int a = impl_->lastAlgo.load(std::memory_order_relaxed);
-  return a < 0 ? std::string() : algo::toString(static_cast<algo::AlgorithmId>(a));
+  return a < 0 ? std::string() : toString(static_cast<AlgorithmId>(a));
 }
 
 std::string Communicator::transportTo(int peer) const {
@@ -362,23 +362,21 @@ void Communicator::checkSizes(const char* op, size_t expected, size_t got) {
 }
 
 Work Communicator::allReduce(const void* in, void* out, size_t count, DataType t, ReduceOp op) {
-  return impl_->issue(algo::OpDesc::of(algo::CollectiveKind::kAllReduce, count, t, op, 0), in, out);
+  return impl_->issue(OpDesc::of(CollectiveKind::kAllReduce, count, t, op, 0), in, out);
 }
 Work Communicator::reduceScatter(const void* in, void* out, size_t n, DataType t, ReduceOp op) {
-  return impl_->issue(algo::OpDesc::of(algo::CollectiveKind::kReduceScatter, n, t, op, 0), in, out);
+  return impl_->issue(OpDesc::of(CollectiveKind::kReduceScatter, n, t, op, 0), in, out);
 }
 Work Communicator::allGather(const void* in, void* out, size_t n, DataType t) {
-  return impl_->issue(algo::OpDesc::of(algo::CollectiveKind::kAllGather, n, t, ReduceOp::kSum, 0),
-                      in, out);
+  return impl_->issue(OpDesc::of(CollectiveKind::kAllGather, n, t, ReduceOp::kSum, 0), in, out);
 }
 Work Communicator::broadcast(void* buf, size_t count, DataType t, int root) {
-  return impl_->issue(
-      algo::OpDesc::of(algo::CollectiveKind::kBroadcast, count, t, ReduceOp::kSum, root), buf, buf);
+  return impl_->issue(OpDesc::of(CollectiveKind::kBroadcast, count, t, ReduceOp::kSum, root), buf,
+                      buf);
 }
 Work Communicator::barrier() {
-  return impl_->issue(
-      algo::OpDesc::of(algo::CollectiveKind::kBarrier, 0, DataType::kU8, ReduceOp::kSum, 0),
-      nullptr, nullptr);
+  return impl_->issue(OpDesc::of(CollectiveKind::kBarrier, 0, DataType::kU8, ReduceOp::kSum, 0),
+                      nullptr, nullptr);
 }
 
 namespace {
@@ -404,9 +402,9 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const Opti
   const int64_t mine[kWords] = {kSplitMagic, index, color, key};
   std::vector<int64_t> all(kWords * static_cast<size_t>(im.size));
   try {
-    im.runBlocking(algo::OpDesc::of(algo::CollectiveKind::kAllGather, kWords, DataType::kI64,
-                                    ReduceOp::kSum, 0),
-                   mine, all.data());
+    im.runBlocking(
+        OpDesc::of(CollectiveKind::kAllGather, kWords, DataType::kI64, ReduceOp::kSum, 0), mine,
+        all.data());
   } catch (const Error& e) {
     throw Error(e.code(), where + ": " + e.what());
   }

@@ -30,10 +30,10 @@ struct Communicator::Impl {
   ~Impl();
 
   // Validates, numbers and queues one collective.
-  Work issue(algo::OpDesc desc, const void* in, void* out);
+  Work issue(OpDesc desc, const void* in, void* out);
   // Blocking form: runs on the calling thread when nothing else is queued (no thread handoff,
   // which dominates small-message latency), else queues and waits. Throws on failure.
-  void runBlocking(algo::OpDesc desc, const void* in, void* out);
+  void runBlocking(OpDesc desc, const void* in, void* out);
   void requestAbort();
   // Aborts with `cause` (which is sent to the peers) from a caller's thread, between calls;
   // requestAbort() when another thread is driving the transport.
@@ -57,9 +57,9 @@ struct Communicator::Impl {
   };
   void workerLoop();
   void execute(Task& task);
-  void prepare(algo::OpDesc& desc, const void* in, const void* out);
+  void prepare(OpDesc& desc, const void* in, const void* out);
   void abortWith(const Error& cause);
-  std::exception_ptr abortedError(const algo::OpDesc& d) const;  // needs mu_ held
+  std::exception_ptr abortedError(const OpDesc& d) const;  // needs mu_ held
 
   std::unique_ptr<transport::Transport> tx_;
   algo::Scratch scratch_;

@@ -8,8 +8,8 @@
 namespace chorus {
 namespace {
 
-[[noreturn]] void invalid(const algo::OpDesc& d, const std::string& why) {
-  throw Error(ErrorCode::kInvalidArgument, std::string(algo::toString(d.kind)) + ": " + why);
+[[noreturn]] void invalid(const OpDesc& d, const std::string& why) {
+  throw Error(ErrorCode::kInvalidArgument, std::string(toString(d.kind)) + ": " + why);
 }
 
 bool overlap(const void* a, size_t an, const void* b, size_t bn) {
@@ -19,27 +19,25 @@ bool overlap(const void* a, size_t an, const void* b, size_t bn) {
 
 }  // namespace
 
-void validateCall(const algo::OpDesc& d, const void* in, const void* out, int rank, int size) {
-  if (d.kind == algo::CollectiveKind::kBarrier) return;
+void validateCall(const OpDesc& d, const void* in, const void* out, int rank, int size) {
+  if (d.kind == CollectiveKind::kBarrier) return;
   if (!isValid(d.dtype)) invalid(d, "unknown dtype " + std::to_string(static_cast<int>(d.dtype)));
-  bool reduces =
-      d.kind == algo::CollectiveKind::kAllReduce || d.kind == algo::CollectiveKind::kReduceScatter;
+  bool reduces = d.kind == CollectiveKind::kAllReduce || d.kind == CollectiveKind::kReduceScatter;
   if (reduces && !isValid(d.op)) {
     invalid(d, "unknown reduction op " + std::to_string(static_cast<int>(d.op)));
   }
-  if (d.kind == algo::CollectiveKind::kBroadcast && (d.root < 0 || d.root >= size)) {
+  if (d.kind == CollectiveKind::kBroadcast && (d.root < 0 || d.root >= size)) {
     invalid(d, "root " + std::to_string(d.root) + " is not a rank of this communicator (size " +
                    std::to_string(size) + ")");
   }
   const size_t esize = sizeOf(d.dtype);
   const size_t n = static_cast<size_t>(size);
-  bool blocks =
-      d.kind == algo::CollectiveKind::kReduceScatter || d.kind == algo::CollectiveKind::kAllGather;
+  bool blocks = d.kind == CollectiveKind::kReduceScatter || d.kind == CollectiveKind::kAllGather;
   if (d.count > std::numeric_limits<size_t>::max() / esize / (blocks ? n : 1)) {
     invalid(d, "count " + std::to_string(d.count) + " is too large");
   }
   if (d.count == 0) return;
-  if (d.kind == algo::CollectiveKind::kBroadcast) {
+  if (d.kind == CollectiveKind::kBroadcast) {
     if (out == nullptr) invalid(d, "buffer is null with count " + std::to_string(d.count));
     return;
   }
@@ -47,19 +45,19 @@ void validateCall(const algo::OpDesc& d, const void* in, const void* out, int ra
   if (out == nullptr) invalid(d, "receive buffer is null with count " + std::to_string(d.count));
   const size_t bytes = d.count * esize;
   switch (d.kind) {
-    case algo::CollectiveKind::kAllReduce:
+    case CollectiveKind::kAllReduce:
       if (in != out && overlap(in, bytes, out, bytes)) {
         invalid(d, "send and receive buffers overlap (in place means sendbuf == recvbuf)");
       }
       break;
-    case algo::CollectiveKind::kReduceScatter: {
+    case CollectiveKind::kReduceScatter: {
       auto inPlace = static_cast<const uint8_t*>(in) + bytes * static_cast<size_t>(rank);
       if (out != inPlace && overlap(in, bytes * n, out, bytes)) {
         invalid(d, "buffers overlap (in place means recvbuf == sendbuf + rank * recvcount)");
       }
       break;
     }
-    case algo::CollectiveKind::kAllGather: {
+    case CollectiveKind::kAllGather: {
       auto inPlace = static_cast<const uint8_t*>(out) + bytes * static_cast<size_t>(rank);
       if (in != inPlace && overlap(in, bytes, out, bytes * n)) {
         invalid(d, "buffers overlap (in place means sendbuf == recvbuf + rank * sendcount)");

@@ -1,12 +1,12 @@
 // Argument checks done before a collective starts: a bad call fails alone, nothing is sent.
 #pragma once
 
-#include "algo/op_desc.h"
+#include "common/op_desc.h"
 
 namespace chorus {
 
 // Throws Error(kInvalidArgument) naming the problem: unknown dtype/op, root out of range, null
 // buffers with count > 0, sizes that overflow, buffers that overlap other than in place.
-void validateCall(const algo::OpDesc& d, const void* in, const void* out, int rank, int size);
+void validateCall(const OpDesc& d, const void* in, const void* out, int rank, int size);
 
 }  // namespace chorus

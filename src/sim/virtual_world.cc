@@ -230,7 +230,7 @@ struct Message {
   const uint8_t* data = nullptr;
   size_t bytes = 0;
   Time arrival = 0;
-  algo::OpDesc op;
+  OpDesc op;
   bool opBegun = false;
   uint32_t step = 0;
 };
@@ -418,7 +418,7 @@ struct Rank {
   bool started = false;
   bool finished = false;
   int pending = 0;
-  algo::OpDesc op;
+  OpDesc op;
   bool opBegun = false;
   // Last channels used: a ring or a tree talks to few peers.
   int sendPeer = -1, recvPeer = -1;
@@ -592,7 +592,7 @@ void simCopy(void*, const void*, size_t bytes) {
 class VirtualTransport final : public transport::Transport {
  public:
   VirtualTransport(VirtualWorld::Impl* w, Rank* k) : w_(w), k_(k) {}
-  void beginOp(const algo::OpDesc& op) override {
+  void beginOp(const OpDesc& op) override {
     k_->op = op;
     k_->opBegun = true;
   }

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "core/deadline.h"
+#include "common/deadline.h"
 #include "store/store_util.h"
 
 namespace chorus {

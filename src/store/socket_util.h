@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "core/deadline.h"
+#include "common/deadline.h"
 
 namespace chorus::store {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/deadline.h"
+#include "common/deadline.h"
 
 namespace chorus::store {
 

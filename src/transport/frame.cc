@@ -50,14 +50,14 @@ std::optional<FrameHeader> decodeFrame(const uint8_t in[kFrameHeaderBytes], std:
   uint8_t kind = in[5];
   if (kind < 1 || kind > 4) return fail("unknown frame kind " + std::to_string(kind));
   h.kind = static_cast<FrameKind>(kind);
-  if (in[6] > static_cast<uint8_t>(algo::CollectiveKind::kBarrier) || !isValid(DataType(in[7])) ||
-      !isValid(ReduceOp(in[8])) || in[9] > static_cast<uint8_t>(algo::AlgorithmId::kDoubling)) {
+  if (in[6] > static_cast<uint8_t>(CollectiveKind::kBarrier) || !isValid(DataType(in[7])) ||
+      !isValid(ReduceOp(in[8])) || in[9] > static_cast<uint8_t>(AlgorithmId::kDoubling)) {
     return fail("frame header has out-of-range fields");
   }
-  h.op.kind = static_cast<algo::CollectiveKind>(in[6]);
+  h.op.kind = static_cast<CollectiveKind>(in[6]);
   h.op.dtype = static_cast<DataType>(in[7]);
   h.op.op = static_cast<ReduceOp>(in[8]);
-  h.op.algo = static_cast<algo::AlgorithmId>(in[9]);
+  h.op.algo = static_cast<AlgorithmId>(in[9]);
   h.op.root = get<int32_t>(in + 12);
   h.op.seq = get<uint64_t>(in + 16);
   h.op.count = get<uint64_t>(in + 24);

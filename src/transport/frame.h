@@ -1,7 +1,7 @@
 // The wire frame header that precedes every message between ranks (docs/wire.md).
 #pragma once
 
-#include "algo/op_desc.h"
+#include "common/op_desc.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -26,7 +26,7 @@ enum class FrameKind : uint8_t {
 
 struct FrameHeader {
   FrameKind kind = FrameKind::kData;
-  algo::OpDesc op;     // the collective this frame belongs to
+  OpDesc op;           // the collective this frame belongs to
   uint32_t step = 0;   // message index within the collective, per direction
   uint64_t bytes = 0;  // payload length
 };

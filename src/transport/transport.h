@@ -1,8 +1,8 @@
 // What algorithms see of the network: tagged, ordered, non-blocking sends and receives to peers.
 #pragma once
 
-#include "algo/op_desc.h"
-#include "core/deadline.h"
+#include "common/deadline.h"
+#include "common/op_desc.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -51,7 +51,7 @@ class Transport {
 
   // Starts collective `op`: later frames carry it, and frames that peers already sent for it are
   // checked against it.
-  virtual void beginOp(const algo::OpDesc& op) = 0;
+  virtual void beginOp(const OpDesc& op) = 0;
   virtual void postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) = 0;
   virtual void postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) = 0;
   // Drives I/O until r is done. Throws kTimeout if nothing completes it before the deadline.

@@ -13,10 +13,10 @@ FrameHeader sample() {
   FrameHeader h;
   h.kind = FrameKind::kData;
   h.op.seq = 0x0102030405060708ull;
-  h.op.kind = algo::CollectiveKind::kReduceScatter;
+  h.op.kind = CollectiveKind::kReduceScatter;
   h.op.dtype = DataType::kBF16;
   h.op.op = ReduceOp::kMax;
-  h.op.algo = algo::AlgorithmId::kRing;
+  h.op.algo = AlgorithmId::kRing;
   h.op.root = -7;
   h.op.count = 1000003;
   h.step = 77;
@@ -69,10 +69,10 @@ TEST(Frame, RejectsCorruptHeaders) {
 }
 
 TEST(Frame, EveryAlgorithmTravelsAndNoneBeyond) {
-  const auto last = static_cast<uint8_t>(algo::AlgorithmId::kDoubling);
+  const auto last = static_cast<uint8_t>(AlgorithmId::kDoubling);
   for (uint8_t v = 0; v <= last; ++v) {
     FrameHeader h = sample();
-    h.op.algo = static_cast<algo::AlgorithmId>(v);
+    h.op.algo = static_cast<AlgorithmId>(v);
     uint8_t buf[kFrameHeaderBytes];
     encodeFrame(h, buf);
     std::string why;
@@ -105,9 +105,9 @@ TEST(Frame, AbortAndByeLengthsAreChecked) {
 }
 
 TEST(OpDesc, DescribesCallsForMismatchMessages) {
-  algo::OpDesc d = sample().op;
+  OpDesc d = sample().op;
   EXPECT_EQ(d.describe(), "reduce_scatter(count=1000003, bf16, max, ring)");
-  d.kind = algo::CollectiveKind::kBroadcast;
+  d.kind = CollectiveKind::kBroadcast;
   EXPECT_NE(d.describe().find("root=-7"), std::string::npos);
   EXPECT_EQ(d.name(), "broadcast #72623859790382856");
 }

@@ -25,8 +25,6 @@
 namespace chorus::sim {
 namespace {
 
-using algo::AlgorithmId;
-using algo::CollectiveKind;
 using Elements = std::vector<SymElement>;
 constexpr DataType kSym = reduce::kSymbolic;
 
@@ -52,7 +50,7 @@ std::vector<AlgorithmId> allReduceAlgorithms() {
   std::vector<AlgorithmId> ids;
   for (int v = 0; v < 256; ++v) {
     const auto id = static_cast<AlgorithmId>(v);
-    if (std::string(algo::toString(id)) == "unknown-algorithm") continue;
+    if (std::string(toString(id)) == "unknown-algorithm") continue;
     if (id == AlgorithmId::kNone) continue;
     bool otherOnly = false;
     for (CollectiveKind k : kOtherKinds) {
@@ -83,7 +81,7 @@ bool mustAccept(AlgorithmId id) {
 
 std::string label(const char* what, AlgorithmId algo, int n, size_t count,
                   const std::string& extra) {
-  return std::string(what) + "[" + algo::toString(algo) + "] n=" + std::to_string(n) +
+  return std::string(what) + "[" + toString(algo) + "] n=" + std::to_string(n) +
          " count=" + std::to_string(count) + extra;
 }
 
@@ -125,8 +123,8 @@ uint32_t expectedFlags(ReduceOp op, int n) {
   return op == ReduceOp::kAvg && n > 1 ? static_cast<uint32_t>(kSymDivided) : 0u;
 }
 
-algo::OpDesc desc(CollectiveKind kind, size_t count, ReduceOp op, AlgorithmId algo, int root = 0) {
-  algo::OpDesc d = algo::OpDesc::of(kind, count, kSym, op, root);
+OpDesc desc(CollectiveKind kind, size_t count, ReduceOp op, AlgorithmId algo, int root = 0) {
+  OpDesc d = OpDesc::of(kind, count, kSym, op, root);
   d.algo = algo;
   return d;
 }
@@ -145,7 +143,7 @@ Outcome allReduce(VirtualWorld& w, AlgorithmId algo, size_t count, ReduceOp op, 
     }
     out[static_cast<size_t>(r)].assign(count, symPoison());
   }
-  const algo::OpDesc d = desc(CollectiveKind::kAllReduce, count, op, algo);
+  const OpDesc d = desc(CollectiveKind::kAllReduce, count, op, algo);
   setSymbolicDivisor(n);
   RunResult res = w.run([&](int r) {
     const algo::Group& g = w.group(r);
@@ -177,7 +175,7 @@ Outcome reduceScatter(VirtualWorld& w, AlgorithmId algo, size_t count, ReduceOp 
     }
     out[static_cast<size_t>(r)].assign(count, symPoison());
   }
-  const algo::OpDesc d = desc(CollectiveKind::kReduceScatter, count, op, algo);
+  const OpDesc d = desc(CollectiveKind::kReduceScatter, count, op, algo);
   setSymbolicDivisor(n);
   RunResult res = w.run([&](int r) {
     const algo::Group& g = w.group(r);
@@ -207,7 +205,7 @@ Outcome allGather(VirtualWorld& w, AlgorithmId algo, size_t count, bool inPlace)
           symInput(static_cast<uint32_t>(i), static_cast<int>(i / count)));
     }
   }
-  const algo::OpDesc d = desc(CollectiveKind::kAllGather, count, ReduceOp::kSum, algo);
+  const OpDesc d = desc(CollectiveKind::kAllGather, count, ReduceOp::kSum, algo);
   RunResult res = w.run([&](int r) {
     const algo::Group& g = w.group(r);
     g.tx->beginOp(d);
@@ -229,7 +227,7 @@ Outcome broadcast(VirtualWorld& w, AlgorithmId algo, size_t count, int root) {
       want[static_cast<size_t>(r)].push_back(e);
     }
   }
-  const algo::OpDesc d = desc(CollectiveKind::kBroadcast, count, ReduceOp::kSum, algo, root);
+  const OpDesc d = desc(CollectiveKind::kBroadcast, count, ReduceOp::kSum, algo, root);
   RunResult res = w.run([&](int r) {
     const algo::Group& g = w.group(r);
     g.tx->beginOp(d);
@@ -240,8 +238,8 @@ Outcome broadcast(VirtualWorld& w, AlgorithmId algo, size_t count, int root) {
 }
 
 Outcome barrier(VirtualWorld& w) {
-  const algo::OpDesc d = desc(CollectiveKind::kBarrier, 0, ReduceOp::kSum,
-                              algo::selectAlgorithm(CollectiveKind::kBarrier, 0, w.size(), {}));
+  const OpDesc d = desc(CollectiveKind::kBarrier, 0, ReduceOp::kSum,
+                        algo::selectAlgorithm(CollectiveKind::kBarrier, 0, w.size(), {}));
   RunResult res = w.run([&](int r) {
     const algo::Group& g = w.group(r);
     g.tx->beginOp(d);
@@ -285,7 +283,7 @@ struct Report {
   void check(const std::string& what, const Outcome& o, AlgorithmId algo, int n) {
     ++runs;
     if (o.refused && !mustAccept(algo)) {
-      refused[std::string(algo::toString(algo)) + ": " + o.failure.substr(0, 120)].insert(n);
+      refused[std::string(toString(algo)) + ": " + o.failure.substr(0, 120)].insert(n);
       return;
     }
     if (!o.failure.empty()) {
@@ -569,7 +567,7 @@ TEST_F(Symbolic, CatchesADuplicatedContribution) {
 
 TEST_F(Symbolic, InternalTypesAreRejectedFromUsers) {
   for (DataType t : {reduce::kSymbolic, reduce::kSimBytes}) {
-    algo::OpDesc d = desc(CollectiveKind::kAllReduce, 4, ReduceOp::kSum, AlgorithmId::kRing);
+    OpDesc d = desc(CollectiveKind::kAllReduce, 4, ReduceOp::kSum, AlgorithmId::kRing);
     d.dtype = t;
     SymElement buf[4]{};
     try {

@@ -37,8 +37,8 @@ RunResult ringAllReduce(const WorldConfig& c, size_t bytes) {
   VirtualWorld w(c);
   uint8_t* in = w.untouchable(2 * bytes);
   return w.run([&](int r) {
-    algo::allReduceWith(w.group(r), algo::AlgorithmId::kRing, in, in + bytes, bytes,
-                        reduce::kSimBytes, ReduceOp::kSum);
+    algo::allReduceWith(w.group(r), AlgorithmId::kRing, in, in + bytes, bytes, reduce::kSimBytes,
+                        ReduceOp::kSum);
   });
 }
 
@@ -130,8 +130,8 @@ TEST(VirtualWorld, DifferentCallsAreAMismatch) {
   VirtualWorld w(ranks(2));
   RunResult res = w.run([&](int r) {
     const algo::Group& g = w.group(r);
-    algo::OpDesc d;
-    d.kind = algo::CollectiveKind::kAllReduce;
+    OpDesc d;
+    d.kind = CollectiveKind::kAllReduce;
     d.count = r == 0 ? 4 : 5;  // the ranks disagree on the count
     g.tx->beginOp(d);
     int x = 0;
@@ -181,8 +181,7 @@ TEST(VirtualWorld, UnreceivedEagerMessagesAreReported) {
 // Every rank threw before sending anything: the algorithm does not take this collective.
 bool refused(const RunResult& res) { return !res.ok && res.messages == 0; }
 
-bool mustRunAllReduce(algo::AlgorithmId id) {
-  using algo::AlgorithmId;
+bool mustRunAllReduce(AlgorithmId id) {
   return id == AlgorithmId::kRing || id == AlgorithmId::kRecursiveDoubling ||
          id == AlgorithmId::kHalvingDoubling || id == AlgorithmId::kOneShot ||
          id == AlgorithmId::kTwoShot || id == AlgorithmId::kHierarchical;
@@ -206,9 +205,9 @@ TEST(VirtualWorld, DryModeTouchesNoPayload) {
       for (int r = 0; r < n; ++r) c.hostOf.push_back(layered ? r / 2 : r);
       VirtualWorld w(c);
       for (int v = 1; v < 256; ++v) {
-        const auto id = static_cast<algo::AlgorithmId>(v);
-        if (std::string(algo::toString(id)) == "unknown-algorithm") continue;
-        if (id == algo::AlgorithmId::kHierarchical && !w.layered()) continue;
+        const auto id = static_cast<AlgorithmId>(v);
+        if (std::string(toString(id)) == "unknown-algorithm") continue;
+        if (id == AlgorithmId::kHierarchical && !w.layered()) continue;
         for (size_t bytes :
              {size_t{0}, size_t{1}, size_t{1000}, size_t{3u << 20}, size_t{17u << 20}}) {
           uint8_t* in = w.untouchable(2 * bytes);
@@ -217,31 +216,31 @@ TEST(VirtualWorld, DryModeTouchesNoPayload) {
                                 ReduceOp::kAvg);
           });
           if (refused(res) && !mustRunAllReduce(id)) continue;  // not an all-reduce algorithm
-          EXPECT_TRUE(res.ok) << algo::toString(id) << " n=" << n << " bytes=" << bytes << ": "
+          EXPECT_TRUE(res.ok) << toString(id) << " n=" << n << " bytes=" << bytes << ": "
                               << res.error;
           if (bytes >= 1000 && res.ok) {
-            EXPECT_GT(res.seconds, 0) << algo::toString(id);
+            EXPECT_GT(res.seconds, 0) << toString(id);
           }
         }
       }
       // The other collectives with every algorithm that takes them.
-      for (auto kind : {algo::CollectiveKind::kReduceScatter, algo::CollectiveKind::kAllGather,
-                        algo::CollectiveKind::kBroadcast, algo::CollectiveKind::kBarrier}) {
+      for (auto kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
+                        CollectiveKind::kBroadcast, CollectiveKind::kBarrier}) {
         for (int v = 1; v < 256; ++v) {
-          algo::OpDesc d;
+          OpDesc d;
           d.kind = kind;
           d.count = 100000;
           d.dtype = reduce::kSimBytes;
           d.root = n - 1;
-          d.algo = static_cast<algo::AlgorithmId>(v);
-          if (std::string(algo::toString(d.algo)) == "unknown-algorithm") continue;
+          d.algo = static_cast<AlgorithmId>(v);
+          if (std::string(toString(d.algo)) == "unknown-algorithm") continue;
           uint8_t* in = w.untouchable(2 * d.count * static_cast<size_t>(n));
           RunResult res = w.run([&](int r) {
             algo::run(w.group(r), algo::Args{d, in, in + d.count * static_cast<size_t>(n)});
           });
           if (refused(res)) continue;
-          EXPECT_TRUE(res.ok) << algo::toString(kind) << "[" << algo::toString(d.algo)
-                              << "] n=" << n << ": " << res.error;
+          EXPECT_TRUE(res.ok) << toString(kind) << "[" << toString(d.algo) << "] n=" << n << ": "
+                              << res.error;
         }
       }
     }

@@ -92,7 +92,6 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept { countedFree(p)
 namespace {
 
 using namespace chorus;
-using algo::AlgorithmId;
 
 using tools::parseBytes;
 
@@ -113,7 +112,7 @@ std::string human(size_t b) {
 
 // The all-reduce algorithms, as the selector lists them.
 std::vector<AlgorithmId> allReduceAlgorithms() {
-  return algo::algorithmsFor(algo::CollectiveKind::kAllReduce);
+  return algo::algorithmsFor(CollectiveKind::kAllReduce);
 }
 
 struct Row {
@@ -331,14 +330,14 @@ int main(int argc, char** argv) {
     for (AlgorithmId a : allReduceAlgorithms()) {
       if (a == AlgorithmId::kHierarchical && !layered) continue;
       if (!algoNames.empty() &&
-          std::find(algoNames.begin(), algoNames.end(), algo::toString(a)) == algoNames.end()) {
+          std::find(algoNames.begin(), algoNames.end(), toString(a)) == algoNames.end()) {
         continue;
       }
       algos.push_back(a);
     }
     for (const std::string& name : algoNames) {
       bool known = false;
-      for (AlgorithmId a : allReduceAlgorithms()) known = known || name == algo::toString(a);
+      for (AlgorithmId a : allReduceAlgorithms()) known = known || name == toString(a);
       if (!known) throw std::invalid_argument("unknown --algo " + name);
     }
 
@@ -377,18 +376,18 @@ int main(int argc, char** argv) {
                 "algbw(GB/s)", "busbw(GB/s)", "messages", "wall(s)");
     for (size_t bytes : sizes) {
       const algo::Placement where{hosts, perHost, true, true};
-      const AlgorithmId pick = algo::chooseAlgorithm(algo::CollectiveKind::kAllReduce, bytes,
+      const AlgorithmId pick = algo::chooseAlgorithm(CollectiveKind::kAllReduce, bytes,
                                                      DataType::kF32, n, where, cfg.options)
                                    .algo;
       for (AlgorithmId a : algos) {
         if (std::any_of(refused.begin(), refused.end(), [&](const std::string& r) {
-              return r.rfind(std::string(algo::toString(a)) + " (", 0) == 0;
+              return r.rfind(std::string(toString(a)) + " (", 0) == 0;
             })) {
           continue;
         }
         Row row;
         row.bytes = bytes;
-        row.algo = algo::toString(a);
+        row.algo = toString(a);
         row.chosen = a == pick;
         const auto t0 = std::chrono::steady_clock::now();
         g_heapPeak = g_heapBytes;
@@ -402,8 +401,8 @@ int main(int argc, char** argv) {
         } else {
           try {
             uint8_t* in = world->untouchable(2 * bytes);
-            algo::OpDesc d;
-            d.kind = algo::CollectiveKind::kAllReduce;
+            OpDesc d;
+            d.kind = CollectiveKind::kAllReduce;
             d.count = bytes;
             d.dtype = reduce::kSimBytes;
             d.algo = a;

@@ -54,7 +54,7 @@ void Channel::clear() {
   recvHead_ = recvTail_ = nullptr;
 }
 
-bool Channel::pump(const algo::OpDesc& current, bool& wakePeer) {
+bool Channel::pump(const OpDesc& current, bool& wakePeer) {
   bool moved = false;
   if (sendHead_) moved |= pumpSends(current);
   if (ackHead_) moved |= pumpAcks();
@@ -69,7 +69,7 @@ bool Channel::pump(const algo::OpDesc& current, bool& wakePeer) {
   return moved;
 }
 
-bool Channel::pumpSends(const algo::OpDesc& current) {
+bool Channel::pumpSends(const OpDesc& current) {
   bool moved = false;
   const size_t cap = c_.ringBytes;
   auto space = [&] { return cap - static_cast<size_t>(head_ - tailSeen_); };
@@ -151,7 +151,7 @@ bool Channel::pumpAcks() {
   return moved;
 }
 
-void Channel::checkFrame(const uint8_t* slot, const Request& r, const algo::OpDesc& current,
+void Channel::checkFrame(const uint8_t* slot, const Request& r, const OpDesc& current,
                          uint64_t* source) {
   std::string why;
   auto h = decodeFrame(slot, &why);
@@ -160,7 +160,7 @@ void Channel::checkFrame(const uint8_t* slot, const Request& r, const algo::OpDe
                                              std::to_string(c_.peer) + ": " +
                                              (h ? "not a data frame" : why));
   }
-  const algo::OpDesc& theirs = h->op;
+  const OpDesc& theirs = h->op;
   if (theirs.seq != current.seq) {
     throw Error(ErrorCode::kMismatch, "rank " + std::to_string(c_.peer) + " is at " +
                                           theirs.name() + " while this rank waits in " +
@@ -182,7 +182,7 @@ void Channel::checkFrame(const uint8_t* slot, const Request& r, const algo::OpDe
   std::memcpy(source, slot + kFrameHeaderBytes, sizeof(*source));
 }
 
-bool Channel::pumpRecvs(const algo::OpDesc& current) {
+bool Channel::pumpRecvs(const OpDesc& current) {
   bool moved = false;
   const size_t cap = c_.ringBytes;
   auto avail = [&] { return static_cast<size_t>(headSeen_ - tail_); };

@@ -6,7 +6,7 @@
 // the sender's buffer (process_vm_readv) and acknowledges through the ring's `acked` counter.
 #pragma once
 
-#include "algo/op_desc.h"
+#include "common/op_desc.h"
 #include "transport/shm/segment.h"
 #include "transport/transport.h"
 
@@ -42,7 +42,7 @@ class Channel {
   // Moves what it can without blocking. Returns true when bytes moved or a request finished;
   // sets wakePeer when the peer sleeps and should look again. Throws Error(kMismatch) for a
   // frame that is not the one awaited and Error(kSystem) when a single-copy read fails.
-  bool pump(const algo::OpDesc& current, bool& wakePeer);
+  bool pump(const OpDesc& current, bool& wakePeer);
 
   bool sending() const { return sendHead_ != nullptr || ackHead_ != nullptr; }
   bool receiving() const { return recvHead_ != nullptr; }
@@ -56,11 +56,10 @@ class Channel {
   void clear();
 
  private:
-  bool pumpSends(const algo::OpDesc& current);
+  bool pumpSends(const OpDesc& current);
   bool pumpAcks();
-  bool pumpRecvs(const algo::OpDesc& current);
-  void checkFrame(const uint8_t* slot, const Request& r, const algo::OpDesc& current,
-                  uint64_t* source);
+  bool pumpRecvs(const OpDesc& current);
+  void checkFrame(const uint8_t* slot, const Request& r, const OpDesc& current, uint64_t* source);
 
   ChannelConfig c_;
   // Outbound: the head request's slot is written once, then its payload and padding.

@@ -1,7 +1,7 @@
 // Thin helpers over BSD sockets for the TCP transport.
 #pragma once
 
-#include "core/deadline.h"
+#include "common/deadline.h"
 
 #include <netinet/in.h>
 

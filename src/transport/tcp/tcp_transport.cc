@@ -147,7 +147,7 @@ TcpTransport::Link& TcpTransport::link(int peer) {
   return links_[static_cast<size_t>(peer)];
 }
 
-void TcpTransport::beginOp(const algo::OpDesc& op) {
+void TcpTransport::beginOp(const OpDesc& op) {
   if (deferred_) throw *deferred_;
   current_ = op;
   history_[op.seq % history_.size()] = op;
@@ -496,11 +496,11 @@ void TcpTransport::onHeader(Link& l, const FrameHeader& h) {
 
 // A frame that arrived for the collective this rank is running must describe the same call.
 void TcpTransport::checkParked(Link& l) {
-  const algo::OpDesc& theirs = l.parkedHeader.op;
+  const OpDesc& theirs = l.parkedHeader.op;
   if (!inOp_ || theirs.seq > current_.seq) return;  // the peer is ahead: checked at beginOp
   if (!theirs.sameCall(current_)) {
     // A frame for a call this rank has already finished: compare with what it called then.
-    const algo::OpDesc& mine =
+    const OpDesc& mine =
         theirs.seq < current_.seq && history_[theirs.seq % history_.size()].seq == theirs.seq
             ? history_[theirs.seq % history_.size()]
             : current_;

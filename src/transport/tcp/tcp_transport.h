@@ -48,7 +48,7 @@ class TcpTransport final : public Transport {
   TcpTransport(int rank, int size, Fd listener, std::vector<Connection> connections, Spin spin);
   ~TcpTransport() override;
 
-  void beginOp(const algo::OpDesc& op) override;
+  void beginOp(const OpDesc& op) override;
   void postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) override;
   void postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) override;
   void wait(Request& r, Deadline deadline) override;
@@ -150,7 +150,7 @@ class TcpTransport final : public Transport {
   Fd wake_;  // eventfd that interrupt() writes
   Fd listener_;
   std::vector<Link> links_;  // indexed by peer rank; links_[rank_] unused
-  algo::OpDesc current_;
+  OpDesc current_;
   bool inOp_ = false;
   bool broken_ = false;
   std::atomic<bool> interrupted_{false};
@@ -160,7 +160,7 @@ class TcpTransport final : public Transport {
   // for this one, so the current collective may still finish; the next one fails with this.
   std::unique_ptr<Error> deferred_;
   // Recent calls, to describe a late frame from a peer in mismatch messages.
-  std::array<algo::OpDesc, 16> history_{};
+  std::array<OpDesc, 16> history_{};
   int abortFrom_ = -1;  // peer whose abort message was read last
   std::unique_ptr<Error> salvaged_;
   std::vector<std::string> hosts_;

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace chorus::algo {
+namespace chorus {
 
 enum class CollectiveKind : uint8_t {
   kAllReduce,
@@ -68,4 +68,4 @@ struct OpDesc {
   std::string name() const;
 };
 
-}  // namespace chorus::algo
+}  // namespace chorus

@@ -1,6 +1,6 @@
-#include "algo/op_desc.h"
+#include "common/op_desc.h"
 
-namespace chorus::algo {
+namespace chorus {
 
 const char* toString(CollectiveKind kind) {
   switch (kind) {
@@ -79,4 +79,4 @@ std::string OpDesc::describe() const {
   return s;
 }
 
-}  // namespace chorus::algo
+}  // namespace chorus
