@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train test test-sanitize bench compare compare-cluster compare-host compare-hier install format clean
+.PHONY: all deps build demo demo-c demo-train test test-sanitize bench compare compare-cluster compare-host compare-hier install docs format clean
 
 all: build
 
@@ -73,6 +73,13 @@ compare-hier: build
 
 install: build
 	cmake --install $(BUILD)
+
+# API reference of the public headers (include/chorus/) with Doxygen, into $(BUILD)/docs/html.
+docs:
+	scripts/install-deps --docs
+	mkdir -p $(BUILD)/docs
+	(cat docs/api/Doxyfile; echo "OUTPUT_DIRECTORY = $(BUILD)/docs") | doxygen -
+	@echo "API reference: $(BUILD)/docs/html/index.html"
 
 format:
 	find include src tools tests examples bench trainer -name '*.h' -o -name '*.hpp' -o -name '*.cc' -o -name '*.c' | xargs clang-format -i
