@@ -12,6 +12,7 @@
 #include "algo/ring.h"
 #include "algo/ring_pattern.h"
 #include "algo/select.h"
+#include "reduce/internal_types.h"
 #include "reduce/reduce.h"
 
 #include <chorus/error.hpp>
@@ -68,8 +69,8 @@ void runSub(const Hierarchy& h, const Group& sub, const void* in, void* out, siz
   const bool sharedLocal = h.subOptions.transport != "tcp";
   const Placement where = &sub == &h.local ? Placement{1, sub.size, true, sharedLocal}
                                            : Placement{sub.size, 1, true, sharedLocal};
-  AlgorithmId algo = chooseAlgorithm(CollectiveKind::kAllReduce, count * sizeOf(dtype), dtype,
-                                     sub.size, where, h.subOptions)
+  AlgorithmId algo = chooseAlgorithm(CollectiveKind::kAllReduce, count * reduce::elementSize(dtype),
+                                     dtype, sub.size, where, h.subOptions)
                          .algo;
   allReduceWith(sub, algo, in, out, count, dtype, op);
 }
@@ -81,7 +82,7 @@ void runSub(const Hierarchy& h, const Group& sub, const void* in, void* out, siz
 // the same order on both sides; the two kinds have no peer in common.
 void pipelinedAllReduce(const Group& g, const Hierarchy& h, const void* in, void* out, size_t count,
                         DataType dtype, ReduceOp op, int chunks) {
-  const size_t esize = sizeOf(dtype);
+  const size_t esize = reduce::elementSize(dtype);
   const ReduceOp partial = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
@@ -181,7 +182,7 @@ void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t cou
                            ReduceOp op) {
   if (!g.hier) throw Error(ErrorCode::kInternal, "hierarchical all-reduce without subgroups");
   const Hierarchy& h = *g.hier;
-  const size_t esize = sizeOf(dtype);
+  const size_t esize = reduce::elementSize(dtype);
   auto* data = static_cast<uint8_t*>(out);
   // Averages are sums until the very end, divided once by the whole group's size.
   const ReduceOp partial = op == ReduceOp::kAvg ? ReduceOp::kSum : op;

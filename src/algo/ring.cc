@@ -1,6 +1,7 @@
 #include "algo/ring.h"
 
 #include "algo/ring_pattern.h"
+#include "reduce/internal_types.h"
 
 #include <chorus/error.hpp>
 
@@ -13,7 +14,7 @@ namespace chorus::algo {
 RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
   const int n = g.size;
   const int r = s.reverse ? ringMod(-g.rank, n) : g.rank;  // position on the ring
-  esize_ = sizeOf(s.dtype);
+  esize_ = reduce::elementSize(s.dtype);
   auto block = [&](int i) {
     return s.blockCount ? Block{static_cast<size_t>(i) * s.blockCount, s.blockCount}
                         : balancedBlock(s.totalCount, n, i);
@@ -150,7 +151,7 @@ void bidirectionalRingAllReduce(const Group& g, const void* in, void* out, size_
   if (g.size < 3) {
     throw Error(ErrorCode::kInternal, "bidirectional ring needs at least 3 ranks");
   }
-  const size_t esize = sizeOf(dtype);
+  const size_t esize = reduce::elementSize(dtype);
   const int n = g.size;
   // Two halves: the first goes to rank + 1, the second to rank - 1.
   const size_t firstCount = (count + 1) / 2;

@@ -2,6 +2,7 @@
 #include "algo/copy.h"
 #include "algo/ring.h"
 #include "algo/ring_pattern.h"
+#include "reduce/internal_types.h"
 #include "reduce/reduce.h"
 
 #include <chorus/error.hpp>
@@ -25,7 +26,7 @@ void copyIfApart(DataType dtype, void* dst, const void* src, size_t bytes) {
 void broadcast(const Group& g, const Args& a) {
   const OpDesc& d = a.desc;
   if (g.size <= 1) return;
-  const size_t bytes = d.count * sizeOf(d.dtype);
+  const size_t bytes = d.count * reduce::elementSize(d.dtype);
   switch (d.algo) {
     case AlgorithmId::kChain:
       return chainBroadcast(g, a.out, bytes, d.root);
@@ -45,7 +46,7 @@ void allReduce(const Group& g, const Args& a) {
 
 void reduceScatter(const Group& g, const Args& a) {
   const OpDesc& d = a.desc;
-  const size_t blockBytes = d.count * sizeOf(d.dtype);
+  const size_t blockBytes = d.count * reduce::elementSize(d.dtype);
   const auto* in = static_cast<const uint8_t*>(a.in);
   if (d.algo == AlgorithmId::kNone) {
     copyIfApart(d.dtype, a.out, in, blockBytes);
@@ -70,7 +71,7 @@ void reduceScatter(const Group& g, const Args& a) {
 
 void allGather(const Group& g, const Args& a) {
   const OpDesc& d = a.desc;
-  const size_t blockBytes = d.count * sizeOf(d.dtype);
+  const size_t blockBytes = d.count * reduce::elementSize(d.dtype);
   auto* out = static_cast<uint8_t*>(a.out);
   uint8_t* own = out + blockBytes * static_cast<size_t>(g.rank);
   copyIfApart(d.dtype, own, a.in, blockBytes);
@@ -91,7 +92,7 @@ void allGather(const Group& g, const Args& a) {
 
 void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, size_t count,
                    DataType dtype, ReduceOp op) {
-  const size_t bytes = count * sizeOf(dtype);
+  const size_t bytes = count * reduce::elementSize(dtype);
   if (g.size == 1) algo = AlgorithmId::kNone;  // whatever was asked: nothing to exchange
   switch (algo) {
     case AlgorithmId::kNone:  // a group of one; avg over one rank is the identity
@@ -121,7 +122,7 @@ void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, 
   RingSpec s;
   s.in = static_cast<const uint8_t*>(in);
   s.acc = static_cast<uint8_t*>(out);
-  s.own = s.acc + balancedBlock(count, g.size, g.rank).offset * sizeOf(dtype);
+  s.own = s.acc + balancedBlock(count, g.size, g.rank).offset * reduce::elementSize(dtype);
   s.totalCount = count;
   s.dtype = dtype;
   s.op = op;
