@@ -1,3 +1,15 @@
+// One collective on one group: algo::run reads the call's fingerprint (OpDesc: kind, count,
+// type, op, root, and the algorithm that select.cc chose for it, the same on every rank) and
+// hands it to that algorithm, blocking on the calling thread until this rank's part is done. The
+// library's worker calls it once the call is validated (core/validate.cc) and the group's
+// transport, scratch and subgroups are set up; the simulator calls it over a virtual transport.
+//
+// Why a file of its own: the algorithm files each compute one thing on plain buffers, and the
+// collectives differ in what their buffers mean (an all-gather's input is one block of the
+// output, a reduce-scatter's output one block of the input). This file holds that translation
+// and the cases that need no algorithm (a group of one, a count of zero, the copy into place
+// when a collective does not run in place), and sets up the ring through RingSpec's named
+// constructors, one per collective.
 #include "algo/collectives.h"
 #include "algo/copy.h"
 #include "algo/ring.h"
@@ -56,17 +68,9 @@ void reduceScatter(const Group& g, const Args& a) {
     return halvingReduceScatter(g, in, a.out, d.count, d.dtype, d.op);
   }
   if (d.algo != AlgorithmId::kRing) unsupported(d);
-  RingSpec s;
-  s.in = in;
   // Partial sums of the other blocks go to scratch: the user's output holds one block only.
-  s.acc = g.scratch->bytes(blockBytes * static_cast<size_t>(g.size));
-  s.own = static_cast<uint8_t*>(a.out);
-  s.blockCount = d.count;
-  s.totalCount = d.count * static_cast<size_t>(g.size);
-  s.dtype = d.dtype;
-  s.op = d.op;
-  s.gather = false;
-  ringRun(g, s);
+  uint8_t* partials = g.scratch->bytes(blockBytes * static_cast<size_t>(g.size));
+  ringRun(g, RingSpec::reduceScatterBlocks(g, in, partials, a.out, d.count, d.dtype, d.op));
 }
 
 void allGather(const Group& g, const Args& a) {
@@ -78,14 +82,7 @@ void allGather(const Group& g, const Args& a) {
   if (d.algo == AlgorithmId::kNone) return;
   if (d.algo == AlgorithmId::kDoubling) return doublingAllGather(g, out, d.count, d.dtype);
   if (d.algo != AlgorithmId::kRing) unsupported(d);
-  RingSpec s;
-  s.acc = out;
-  s.own = own;
-  s.blockCount = d.count;
-  s.totalCount = d.count * static_cast<size_t>(g.size);
-  s.dtype = d.dtype;
-  s.reduce = false;
-  ringRun(g, s);
+  ringRun(g, RingSpec::allGatherBlocks(g, out, d.count, d.dtype));
 }
 
 }  // namespace
@@ -119,14 +116,7 @@ void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, 
       throw Error(ErrorCode::kInternal,
                   std::string("allreduce has no algorithm '") + toString(algo) + "'");
   }
-  RingSpec s;
-  s.in = static_cast<const uint8_t*>(in);
-  s.acc = static_cast<uint8_t*>(out);
-  s.own = s.acc + balancedBlock(count, g.size, g.rank).offset * reduce::elementSize(dtype);
-  s.totalCount = count;
-  s.dtype = dtype;
-  s.op = op;
-  ringRun(g, s);
+  ringRun(g, RingSpec::allReduce(g, in, out, count, dtype, op));
 }
 
 void run(const Group& g, const Args& a) {
