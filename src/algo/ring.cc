@@ -12,8 +12,9 @@
 // next step as soon as it has arrived and been reduced, so sending, receiving and reducing
 // overlap instead of taking turns; a window of reduction slots bounds the memory that received
 // pieces wait in. RingTask advances without blocking, so that several rings run interleaved on
-// one thread: the two directions of the bidirectional all-reduce, which keeps both directions of
-// every link busy, and the local and cross-host rings of the hierarchical all-reduce.
+// one thread: the two halves of the bidirectional all-reduce, which go round opposite ways so
+// that a pipeline waiting for a slow neighbour leaves the other one busy (docs/algorithms.md), and
+// the local and cross-host rings of the hierarchical all-reduce.
 #include "algo/ring.h"
 
 #include "algo/ring_pattern.h"
