@@ -15,9 +15,6 @@ enum class ReduceOp : uint8_t { kSum, kProd, kMin, kMax, kAvg };
 
 inline constexpr int kNumDataTypes = 8;
 inline constexpr int kNumReduceOps = 5;
-// Values from here on are reserved for the library's own simulator and checker; no call accepts
-// them.
-inline constexpr int kFirstInternalDataType = 240;
 
 // IEEE binary16 and bfloat16 as raw bits; arithmetic on them goes through float.
 struct Half {
@@ -27,6 +24,7 @@ struct BFloat16 {
   uint16_t bits;
 };
 
+// Bytes per element; 0 for a value that is not a DataType.
 constexpr size_t sizeOf(DataType t) {
   switch (t) {
     case DataType::kF64:
@@ -42,9 +40,6 @@ constexpr size_t sizeOf(DataType t) {
     case DataType::kU8:
       return 1;
   }
-  // The reserved internal types: opaque simulated bytes, 16-byte symbolic elements.
-  if (static_cast<int>(t) == kFirstInternalDataType) return 1;
-  if (static_cast<int>(t) == kFirstInternalDataType + 1) return 16;
   return 0;
 }
 

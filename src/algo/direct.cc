@@ -8,6 +8,7 @@
 #include "algo/collectives.h"
 #include "algo/copy.h"
 #include "algo/ring_pattern.h"
+#include "reduce/internal_types.h"
 #include "reduce/reduce.h"
 
 namespace chorus::algo {
@@ -23,7 +24,7 @@ void waitAll(const Group& g, std::vector<transport::Request>& rs) {
 void oneShotAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
                       ReduceOp op) {
   const int n = g.size;
-  const size_t bytes = count * sizeOf(dtype);
+  const size_t bytes = count * reduce::elementSize(dtype);
   uint8_t* inputs = g.scratch->bytes(bytes * static_cast<size_t>(n));  // slot q: rank q's input
   auto& sends = g.scratch->sends(static_cast<size_t>(n));
   auto& recvs = g.scratch->recvs(static_cast<size_t>(n));
@@ -46,7 +47,7 @@ void oneShotAllReduce(const Group& g, const void* in, void* out, size_t count, D
 void twoShotAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
                       ReduceOp op) {
   const int n = g.size, r = g.rank;
-  const size_t es = sizeOf(dtype);
+  const size_t es = reduce::elementSize(dtype);
   const Block mine = balancedBlock(count, n, r);
   const size_t blockBytes = balancedBlock(count, n, 0).count * es;  // the largest block
   const auto* src = static_cast<const uint8_t*>(in);

@@ -23,6 +23,7 @@
 #include "algo/collectives.h"
 #include "algo/copy.h"
 #include "algo/tree_pattern.h"
+#include "reduce/internal_types.h"
 #include "reduce/reduce.h"
 
 #include <algorithm>
@@ -64,7 +65,7 @@ long long segmentAt(const Half& h, long long tick, long long offset) {
 void doubleTreeAllReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
                          ReduceOp op) {
   const int n = g.size;
-  const size_t es = sizeOf(dtype);
+  const size_t es = reduce::elementSize(dtype);
   if (count == 0) return;
   if (n == 1) {
     if (in != out) moveBytes(dtype, out, in, count * es);

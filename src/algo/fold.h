@@ -5,6 +5,7 @@
 
 #include "algo/group.h"
 #include "algo/ring_pattern.h"
+#include "reduce/internal_types.h"
 #include "reduce/reduce.h"
 
 namespace chorus::algo {
@@ -18,7 +19,7 @@ inline FoldRole foldIn(const Group& g, const RdLayout& l, const void* in, void* 
                        transport::Request& recv) {
   const int r = g.rank;
   if (r >= 2 * l.extra) return FoldRole::kCore;
-  const size_t bytes = count * sizeOf(dtype);
+  const size_t bytes = count * reduce::elementSize(dtype);
   if (rdCoreRank(r, l) < 0) {
     g.tx->postSend(send, r + 1, in, bytes, 0);
     g.tx->postRecv(recv, r + 1, out, bytes, 1);

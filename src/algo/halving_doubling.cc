@@ -5,6 +5,7 @@
 #include "algo/collectives.h"
 #include "algo/fold.h"
 #include "algo/ring_pattern.h"
+#include "reduce/internal_types.h"
 #include "reduce/reduce.h"
 
 #include <algorithm>
@@ -29,7 +30,7 @@ size_t segmentsOf(size_t count, size_t segElems) { return (count + segElems - 1)
 
 void halvingDoublingAllReduce(const Group& g, const void* in, void* out, size_t count,
                               DataType dtype, ReduceOp op) {
-  const size_t esize = sizeOf(dtype);
+  const size_t esize = reduce::elementSize(dtype);
   const size_t bytes = count * esize;
   auto* data = static_cast<uint8_t*>(out);
   const auto* input = static_cast<const uint8_t*>(in);

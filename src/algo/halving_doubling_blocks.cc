@@ -5,6 +5,7 @@
 // segments of g.segmentBytes, and every received segment is reduced as soon as it lands.
 #include "algo/binomial_pattern.h"
 #include "algo/collectives.h"
+#include "reduce/internal_types.h"
 #include "reduce/reduce.h"
 
 #include <chorus/error.hpp>
@@ -54,7 +55,7 @@ void halvingReduceScatter(const Group& g, const void* in, void* out, size_t bloc
                           DataType dtype, ReduceOp op) {
   requirePowerOfTwo(g, "reduce_scatter 'halving'");
   const int p = g.size, r = g.rank;
-  const size_t esize = sizeOf(dtype);
+  const size_t esize = reduce::elementSize(dtype);
   const size_t blockBytes = blockCount * esize;
   const size_t segElems = std::max<size_t>(1, g.segmentBytes / esize);
   const size_t maxSegs = segmentsOf(static_cast<size_t>(p / 2) * blockCount, segElems);
@@ -98,7 +99,7 @@ void halvingReduceScatter(const Group& g, const void* in, void* out, size_t bloc
 void doublingAllGather(const Group& g, void* out, size_t blockCount, DataType dtype) {
   requirePowerOfTwo(g, "all_gather 'doubling'");
   const int p = g.size, r = g.rank;
-  const size_t esize = sizeOf(dtype);
+  const size_t esize = reduce::elementSize(dtype);
   const size_t segElems = std::max<size_t>(1, g.segmentBytes / esize);
   const size_t maxSegs = segmentsOf(static_cast<size_t>(p / 2) * blockCount, segElems);
   Exchange x{g, esize, segElems, g.scratch->sends(maxSegs), g.scratch->recvs(maxSegs)};

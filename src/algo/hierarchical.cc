@@ -12,6 +12,7 @@
 #include "algo/ring.h"
 #include "algo/ring_pattern.h"
 #include "algo/select.h"
+#include "reduce/internal_types.h"
 #include "reduce/reduce.h"
 
 #include <chorus/error.hpp>
@@ -68,8 +69,8 @@ void runSub(const Hierarchy& h, const Group& sub, const void* in, void* out, siz
   const bool sharedLocal = h.subOptions.transport != "tcp";
   const Placement where = &sub == &h.local ? Placement{1, sub.size, true, sharedLocal}
                                            : Placement{sub.size, 1, true, sharedLocal};
-  AlgorithmId algo = chooseAlgorithm(CollectiveKind::kAllReduce, count * sizeOf(dtype), dtype,
-                                     sub.size, where, h.subOptions)
+  AlgorithmId algo = chooseAlgorithm(CollectiveKind::kAllReduce, count * reduce::elementSize(dtype),
+                                     dtype, sub.size, where, h.subOptions)
                          .algo;
   allReduceWith(sub, algo, in, out, count, dtype, op);
 }
@@ -81,7 +82,7 @@ void runSub(const Hierarchy& h, const Group& sub, const void* in, void* out, siz
 // the same order on both sides; the two kinds have no peer in common.
 void pipelinedAllReduce(const Group& g, const Hierarchy& h, const void* in, void* out, size_t count,
                         DataType dtype, ReduceOp op, int chunks) {
-  const size_t esize = sizeOf(dtype);
+  const size_t esize = reduce::elementSize(dtype);
   const ReduceOp partial = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   const auto* src = static_cast<const uint8_t*>(in);
   auto* dst = static_cast<uint8_t*>(out);
@@ -119,17 +120,10 @@ void pipelinedAllReduce(const Group& g, const Hierarchy& h, const void* in, void
       const LocalStep& st = order[nextLocal];
       Chunk& c = cs[static_cast<size_t>(st.chunk)];
       if (!st.gather || c.crossed) {
-        RingSpec r;
-        r.in = src + c.offset * esize;
-        r.acc = dst + c.offset * esize;
-        r.own = dst + c.sliceOffset * esize;
-        r.totalCount = c.count;
-        r.dtype = dtype;
-        r.op = partial;
-        r.reduce = !st.gather;
-        r.gather = st.gather;
-        if (st.gather) r.in = nullptr;
-        local.emplace(h.local, r);
+        uint8_t* chunk = dst + c.offset * esize;
+        local.emplace(h.local, st.gather ? RingSpec::allGather(h.local, chunk, c.count, dtype)
+                                         : RingSpec::reduceScatter(h.local, src + c.offset * esize,
+                                                                   chunk, c.count, dtype, partial));
         localChunk = st.chunk;
       }
     }
@@ -145,14 +139,8 @@ void pipelinedAllReduce(const Group& g, const Hierarchy& h, const void* in, void
     if (!cross && nextCross < chunks && cs[static_cast<size_t>(nextCross)].reduced) {
       Chunk& c = cs[static_cast<size_t>(nextCross)];
       uint8_t* slice = dst + c.sliceOffset * esize;
-      RingSpec r;
-      r.in = slice;
-      r.acc = slice;
-      r.own = slice + balancedBlock(c.sliceCount, h.cross.size, h.cross.rank).offset * esize;
-      r.totalCount = c.sliceCount;
-      r.dtype = dtype;
-      r.op = partial;
-      cross.emplace(h.cross, r);
+      cross.emplace(h.cross,
+                    RingSpec::allReduce(h.cross, slice, slice, c.sliceCount, dtype, partial));
       crossChunk = nextCross++;
     }
     if (cross) {
@@ -181,7 +169,7 @@ void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t cou
                            ReduceOp op) {
   if (!g.hier) throw Error(ErrorCode::kInternal, "hierarchical all-reduce without subgroups");
   const Hierarchy& h = *g.hier;
-  const size_t esize = sizeOf(dtype);
+  const size_t esize = reduce::elementSize(dtype);
   auto* data = static_cast<uint8_t*>(out);
   // Averages are sums until the very end, divided once by the whole group's size.
   const ReduceOp partial = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
@@ -209,15 +197,7 @@ void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t cou
   const Block mine = balancedBlock(count, local.size, local.rank);
   uint8_t* slice = data + mine.offset * esize;
   if (local.size > 1) {
-    RingSpec rs;
-    rs.in = static_cast<const uint8_t*>(in);
-    rs.acc = data;
-    rs.own = slice;
-    rs.totalCount = count;
-    rs.dtype = dtype;
-    rs.op = partial;
-    rs.gather = false;
-    ringRun(local, rs);
+    ringRun(local, RingSpec::reduceScatter(local, in, data, count, dtype, partial));  // to slice
   } else if (in != out) {
     copyBytes(dtype, data, in, count * esize);
   }
@@ -225,15 +205,7 @@ void hierarchicalAllReduce(const Group& g, const void* in, void* out, size_t cou
     runSub(h, h.cross, slice, slice, mine.count, dtype, partial);
     if (op == ReduceOp::kAvg) reduce::divide(slice, mine.count, dtype, g.size);
   }
-  if (local.size > 1) {
-    RingSpec ag;
-    ag.acc = data;
-    ag.own = slice;
-    ag.totalCount = count;
-    ag.dtype = dtype;
-    ag.reduce = false;
-    ringRun(local, ag);
-  }
+  if (local.size > 1) ringRun(local, RingSpec::allGather(local, data, count, dtype));
 }
 
 }  // namespace chorus::algo

@@ -3,13 +3,14 @@
 #include "algo/copy.h"
 #include "algo/fold.h"
 #include "algo/ring_pattern.h"
+#include "reduce/internal_types.h"
 #include "reduce/reduce.h"
 
 namespace chorus::algo {
 
 void recursiveDoublingAllReduce(const Group& g, const void* in, void* out, size_t count,
                                 DataType dtype, ReduceOp op) {
-  const size_t bytes = count * sizeOf(dtype);
+  const size_t bytes = count * reduce::elementSize(dtype);
   if (in != out) copyBytes(dtype, out, in, bytes);
   auto* data = static_cast<uint8_t*>(out);
   uint8_t* tmp = g.scratch->bytes(bytes);

@@ -1,6 +1,24 @@
+// Pipelined ring collectives: reduce-scatter, all-gather, and all-reduce as the one followed by
+// the other. The ranks form a ring (rank r sends to r + 1 and receives from r - 1) and the
+// buffer is cut into size() blocks. In each reduce-scatter step every rank passes the partial sum
+// of one block on to its successor, which adds its own contribution; after size - 1 steps every
+// block has been through every rank, and each rank holds one block fully reduced. The all-gather
+// then passes the finished blocks round the ring for size - 1 more steps (which block moves when
+// is ring_pattern.h's arithmetic). Every rank sends and receives 2 (size - 1) / size of the
+// buffer, the least an all-reduce can, at the price of 2 (size - 1) latencies: the ring is the
+// algorithm for large buffers, and the building block of the hierarchical all-reduce.
+//
+// Why segments: each block is cut into pieces of Group::segmentBytes, and a piece moves on to the
+// next step as soon as it has arrived and been reduced, so sending, receiving and reducing
+// overlap instead of taking turns; a window of reduction slots bounds the memory that received
+// pieces wait in. RingTask advances without blocking, so that several rings run interleaved on
+// one thread: the two halves of the bidirectional all-reduce, which go round opposite ways so
+// that a pipeline waiting for a slow neighbour leaves the other one busy (docs/algorithms.md), and
+// the local and cross-host rings of the hierarchical all-reduce.
 #include "algo/ring.h"
 
 #include "algo/ring_pattern.h"
+#include "reduce/internal_types.h"
 
 #include <chorus/error.hpp>
 
@@ -10,10 +28,71 @@
 
 namespace chorus::algo {
 
+namespace {
+
+// Where g.rank sits on a ring that runs `direction`: blocks are numbered by position.
+int positionOf(const Group& g, RingDirection direction) {
+  return direction == RingDirection::kBackward ? ringMod(-g.rank, g.size) : g.rank;
+}
+
+}  // namespace
+
+RingSpec RingSpec::allReduce(const Group& g, const void* in, void* out, size_t count,
+                             DataType dtype, ReduceOp op, RingDirection direction) {
+  RingSpec s;
+  s.in = static_cast<const uint8_t*>(in);
+  s.acc = static_cast<uint8_t*>(out);
+  s.own = s.acc + balancedBlock(count, g.size, positionOf(g, direction)).offset *
+                      reduce::elementSize(dtype);
+  s.totalCount = count;
+  s.dtype = dtype;
+  s.op = op;
+  s.reverse = direction == RingDirection::kBackward;
+  return s;
+}
+
+RingSpec RingSpec::reduceScatter(const Group& g, const void* in, void* out, size_t count,
+                                 DataType dtype, ReduceOp op) {
+  RingSpec s = allReduce(g, in, out, count, dtype, op);
+  s.gather = false;
+  return s;
+}
+
+RingSpec RingSpec::reduceScatterBlocks(const Group& g, const void* in, void* partials, void* own,
+                                       size_t blockCount, DataType dtype, ReduceOp op) {
+  RingSpec s;
+  s.in = static_cast<const uint8_t*>(in);
+  s.acc = static_cast<uint8_t*>(partials);
+  s.own = static_cast<uint8_t*>(own);
+  s.blockCount = blockCount;
+  s.totalCount = blockCount * static_cast<size_t>(g.size);
+  s.dtype = dtype;
+  s.op = op;
+  s.gather = false;
+  return s;
+}
+
+RingSpec RingSpec::allGather(const Group& g, void* out, size_t count, DataType dtype) {
+  RingSpec s = allReduce(g, nullptr, out, count, dtype, ReduceOp::kSum);
+  s.reduce = false;
+  return s;
+}
+
+RingSpec RingSpec::allGatherBlocks(const Group& g, void* out, size_t blockCount, DataType dtype) {
+  RingSpec s;
+  s.acc = static_cast<uint8_t*>(out);
+  s.own = s.acc + blockCount * reduce::elementSize(dtype) * static_cast<size_t>(g.rank);
+  s.blockCount = blockCount;
+  s.totalCount = blockCount * static_cast<size_t>(g.size);
+  s.dtype = dtype;
+  s.reduce = false;
+  return s;
+}
+
 RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
   const int n = g.size;
   const int r = s.reverse ? ringMod(-g.rank, n) : g.rank;  // position on the ring
-  esize_ = sizeOf(s.dtype);
+  esize_ = reduce::elementSize(s.dtype);
   auto block = [&](int i) {
     return s.blockCount ? Block{static_cast<size_t>(i) * s.blockCount, s.blockCount}
                         : balancedBlock(s.totalCount, n, i);
@@ -150,8 +229,7 @@ void bidirectionalRingAllReduce(const Group& g, const void* in, void* out, size_
   if (g.size < 3) {
     throw Error(ErrorCode::kInternal, "bidirectional ring needs at least 3 ranks");
   }
-  const size_t esize = sizeOf(dtype);
-  const int n = g.size;
+  const size_t esize = reduce::elementSize(dtype);
   // Two halves: the first goes to rank + 1, the second to rank - 1.
   const size_t firstCount = (count + 1) / 2;
   const size_t counts[2] = {firstCount, count - firstCount};
@@ -160,16 +238,11 @@ void bidirectionalRingAllReduce(const Group& g, const void* in, void* out, size_
   reversed.scratch = &g.scratch->sibling();
   std::optional<RingTask> tasks[2];
   for (int d = 0; d < 2; ++d) {
-    RingSpec s;
-    s.in = static_cast<const uint8_t*>(in) + offsets[d] * esize;
-    s.acc = static_cast<uint8_t*>(out) + offsets[d] * esize;
-    s.reverse = d == 1;
-    int position = s.reverse ? ringMod(-g.rank, n) : g.rank;
-    s.own = s.acc + balancedBlock(counts[d], n, position).offset * esize;
-    s.totalCount = counts[d];
-    s.dtype = dtype;
-    s.op = op;
-    tasks[d].emplace(d == 0 ? g : reversed, s);
+    tasks[d].emplace(
+        d == 0 ? g : reversed,
+        RingSpec::allReduce(g, static_cast<const uint8_t*>(in) + offsets[d] * esize,
+                            static_cast<uint8_t*>(out) + offsets[d] * esize, counts[d], dtype, op,
+                            d == 0 ? RingDirection::kForward : RingDirection::kBackward));
   }
   StallWatch stall(g);
   while (!tasks[0]->done() || !tasks[1]->done()) {

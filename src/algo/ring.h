@@ -1,5 +1,5 @@
 // Pipelined ring: reduce-scatter, all-gather, or both (= all-reduce), in segments, so that
-// sending, receiving and reducing overlap.
+// sending, receiving and reducing overlap (the idea and the why are at the top of ring.cc).
 #pragma once
 
 #include "algo/group.h"
@@ -10,9 +10,34 @@
 
 namespace chorus::algo {
 
-// The buffers are seen as size() blocks (balancedBlock of totalCount, or equal blocks of
-// blockCount when blockCount != 0).
+// Which way data travels round the ring.
+enum class RingDirection {
+  kForward,   // to rank + 1
+  kBackward,  // to rank - 1
+};
+
+// What one ring computes, and in which buffers. The buffers are seen as size() blocks
+// (balancedBlock of totalCount, or equal blocks of blockCount when blockCount != 0). Made by the
+// named constructors, one per collective, which place this rank's block (`own`) where the
+// collective needs it.
 struct RingSpec {
+  // The whole reduced buffer on every rank, in out (in == out: in place). Blocks are balanced
+  // over g.size.
+  static RingSpec allReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
+                            ReduceOp op, RingDirection direction = RingDirection::kForward);
+  // Balanced blocks of `count` elements; out (the size of in, in == out allowed) takes the
+  // partial sums, and this rank's reduced block ends at its own place in out.
+  static RingSpec reduceScatter(const Group& g, const void* in, void* out, size_t count,
+                                DataType dtype, ReduceOp op);
+  // Equal blocks of blockCount elements: the partial sums go to `partials` (g.size blocks), and
+  // this rank's reduced block to `own` (one block, anywhere).
+  static RingSpec reduceScatterBlocks(const Group& g, const void* in, void* partials, void* own,
+                                      size_t blockCount, DataType dtype, ReduceOp op);
+  // Balanced blocks of `count` elements in out; this rank's block is already at its place.
+  static RingSpec allGather(const Group& g, void* out, size_t count, DataType dtype);
+  // Equal blocks of blockCount elements in out; this rank's block is already at its place.
+  static RingSpec allGatherBlocks(const Group& g, void* out, size_t blockCount, DataType dtype);
+
   const uint8_t* in = nullptr;  // reduce phase: every rank's contribution, all blocks
   uint8_t* acc = nullptr;       // where partial sums and gathered blocks are written
   uint8_t* own = nullptr;       // where this rank's fully reduced block goes

@@ -1,7 +1,20 @@
+// One collective on one group: algo::run reads the call's fingerprint (OpDesc: kind, count,
+// type, op, root, and the algorithm that select.cc chose for it, the same on every rank) and
+// hands it to that algorithm, blocking on the calling thread until this rank's part is done. The
+// library's worker calls it once the call is validated (core/validate.cc) and the group's
+// transport, scratch and subgroups are set up; the simulator calls it over a virtual transport.
+//
+// Why a file of its own: the algorithm files each compute one thing on plain buffers, and the
+// collectives differ in what their buffers mean (an all-gather's input is one block of the
+// output, a reduce-scatter's output one block of the input). This file holds that translation
+// and the cases that need no algorithm (a group of one, a count of zero, the copy into place
+// when a collective does not run in place), and sets up the ring through RingSpec's named
+// constructors, one per collective.
 #include "algo/collectives.h"
 #include "algo/copy.h"
 #include "algo/ring.h"
 #include "algo/ring_pattern.h"
+#include "reduce/internal_types.h"
 #include "reduce/reduce.h"
 
 #include <chorus/error.hpp>
@@ -25,7 +38,7 @@ void copyIfApart(DataType dtype, void* dst, const void* src, size_t bytes) {
 void broadcast(const Group& g, const Args& a) {
   const OpDesc& d = a.desc;
   if (g.size <= 1) return;
-  const size_t bytes = d.count * sizeOf(d.dtype);
+  const size_t bytes = d.count * reduce::elementSize(d.dtype);
   switch (d.algo) {
     case AlgorithmId::kChain:
       return chainBroadcast(g, a.out, bytes, d.root);
@@ -45,7 +58,7 @@ void allReduce(const Group& g, const Args& a) {
 
 void reduceScatter(const Group& g, const Args& a) {
   const OpDesc& d = a.desc;
-  const size_t blockBytes = d.count * sizeOf(d.dtype);
+  const size_t blockBytes = d.count * reduce::elementSize(d.dtype);
   const auto* in = static_cast<const uint8_t*>(a.in);
   if (d.algo == AlgorithmId::kNone) {
     copyIfApart(d.dtype, a.out, in, blockBytes);
@@ -55,43 +68,28 @@ void reduceScatter(const Group& g, const Args& a) {
     return halvingReduceScatter(g, in, a.out, d.count, d.dtype, d.op);
   }
   if (d.algo != AlgorithmId::kRing) unsupported(d);
-  RingSpec s;
-  s.in = in;
   // Partial sums of the other blocks go to scratch: the user's output holds one block only.
-  s.acc = g.scratch->bytes(blockBytes * static_cast<size_t>(g.size));
-  s.own = static_cast<uint8_t*>(a.out);
-  s.blockCount = d.count;
-  s.totalCount = d.count * static_cast<size_t>(g.size);
-  s.dtype = d.dtype;
-  s.op = d.op;
-  s.gather = false;
-  ringRun(g, s);
+  uint8_t* partials = g.scratch->bytes(blockBytes * static_cast<size_t>(g.size));
+  ringRun(g, RingSpec::reduceScatterBlocks(g, in, partials, a.out, d.count, d.dtype, d.op));
 }
 
 void allGather(const Group& g, const Args& a) {
   const OpDesc& d = a.desc;
-  const size_t blockBytes = d.count * sizeOf(d.dtype);
+  const size_t blockBytes = d.count * reduce::elementSize(d.dtype);
   auto* out = static_cast<uint8_t*>(a.out);
   uint8_t* own = out + blockBytes * static_cast<size_t>(g.rank);
   copyIfApart(d.dtype, own, a.in, blockBytes);
   if (d.algo == AlgorithmId::kNone) return;
   if (d.algo == AlgorithmId::kDoubling) return doublingAllGather(g, out, d.count, d.dtype);
   if (d.algo != AlgorithmId::kRing) unsupported(d);
-  RingSpec s;
-  s.acc = out;
-  s.own = own;
-  s.blockCount = d.count;
-  s.totalCount = d.count * static_cast<size_t>(g.size);
-  s.dtype = d.dtype;
-  s.reduce = false;
-  ringRun(g, s);
+  ringRun(g, RingSpec::allGatherBlocks(g, out, d.count, d.dtype));
 }
 
 }  // namespace
 
 void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, size_t count,
                    DataType dtype, ReduceOp op) {
-  const size_t bytes = count * sizeOf(dtype);
+  const size_t bytes = count * reduce::elementSize(dtype);
   if (g.size == 1) algo = AlgorithmId::kNone;  // whatever was asked: nothing to exchange
   switch (algo) {
     case AlgorithmId::kNone:  // a group of one; avg over one rank is the identity
@@ -118,14 +116,7 @@ void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, 
       throw Error(ErrorCode::kInternal,
                   std::string("allreduce has no algorithm '") + toString(algo) + "'");
   }
-  RingSpec s;
-  s.in = static_cast<const uint8_t*>(in);
-  s.acc = static_cast<uint8_t*>(out);
-  s.own = s.acc + balancedBlock(count, g.size, g.rank).offset * sizeOf(dtype);
-  s.totalCount = count;
-  s.dtype = dtype;
-  s.op = op;
-  ringRun(g, s);
+  ringRun(g, RingSpec::allReduce(g, in, out, count, dtype, op));
 }
 
 void run(const Group& g, const Args& a) {

@@ -6,6 +6,7 @@
 // g.segmentBytes.
 #include "algo/binomial_pattern.h"
 #include "algo/collectives.h"
+#include "reduce/internal_types.h"
 
 #include <algorithm>
 
@@ -22,7 +23,7 @@ size_t segmentsOf(size_t count, size_t segElems) { return (count + segElems - 1)
 void scatterAllGatherBroadcast(const Group& g, void* buf, size_t count, DataType dtype, int root) {
   const int n = g.size;
   const int rel = rootRelative(g.rank, root, n);
-  const size_t esize = sizeOf(dtype);
+  const size_t esize = reduce::elementSize(dtype);
   const size_t segElems = std::max<size_t>(1, g.segmentBytes / esize);
   auto* data = static_cast<uint8_t*>(buf);
   // Elements of the relative blocks [b0, b1).

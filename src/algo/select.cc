@@ -2,6 +2,7 @@
 
 #include "algo/collectives.h"
 #include "algo/ring_pattern.h"
+#include "reduce/internal_types.h"
 
 #include <chorus/error.hpp>
 
@@ -195,8 +196,8 @@ Choice chooseAlgorithm(CollectiveKind kind, size_t bytes, DataType dtype, int si
 }
 
 std::string explain(const OpDesc& desc, int size, const Placement& where, const Choice& c) {
-  std::string s = desc.name() + " " + std::to_string(desc.count * sizeOf(desc.dtype)) + " B " +
-                  std::string(chorus::toString(desc.dtype));
+  std::string s = desc.name() + " " + std::to_string(desc.count * reduce::elementSize(desc.dtype)) +
+                  " B " + std::string(chorus::toString(desc.dtype));
   if (desc.kind == CollectiveKind::kAllReduce || desc.kind == CollectiveKind::kReduceScatter) {
     s += " " + std::string(chorus::toString(desc.op));
   }

@@ -12,11 +12,23 @@
 
 namespace chorus::reduce {
 
+// DataType values from here on are the library's own; no public call accepts them.
+inline constexpr int kFirstInternalDataType = 240;
+
 // One byte per element, never read or written: reductions, divisions and copies only tell the
-// simulator how much work they stand for (sizeOf = 1).
+// simulator how much work they stand for.
 inline constexpr DataType kSimBytes = static_cast<DataType>(kFirstInternalDataType);
-// A 16-byte element that records where it came from (sizeOf = 16).
+// A 16-byte element that records where it came from.
 inline constexpr DataType kSymbolic = static_cast<DataType>(kFirstInternalDataType + 1);
+
+// Bytes per element of any type the algorithms run on, public or internal (chorus::sizeOf knows
+// the public ones only). Algorithm code uses this one, so that the simulator and the checker run
+// it unchanged.
+constexpr size_t elementSize(DataType t) {
+  if (t == kSimBytes) return 1;
+  if (t == kSymbolic) return 16;
+  return sizeOf(t);
+}
 
 struct InternalKernels {
   ReduceFn reduce = nullptr;  // used for every op

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <mutex>
+#include <ostream>
 #include <span>
 #include <stdexcept>
 
@@ -47,6 +48,14 @@ struct Param {
   // ranks on this host.
   const char* layout = "";
 };
+
+// What --gtest_list_tests shows after "GetParam() =".
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << "{size " << p.size << ", algorithm " << p.algo << ", segment " << p.segmentBytes
+      << " B, transport " << p.transport;
+  if (*p.layout) *os << ", hosts " << p.layout;
+  *os << "}";
+}
 
 class Collectives : public ::testing::TestWithParam<Param> {
  protected:

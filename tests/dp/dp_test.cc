@@ -11,8 +11,16 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <ostream>
 #include <random>
 #include <stdexcept>
+
+// What --gtest_list_tests shows after "GetParam() =" (found by argument-dependent lookup).
+namespace chorus::dp {
+void PrintTo(Mode mode, std::ostream* os) {
+  *os << (mode == Mode::kSync ? "sync" : mode == Mode::kDelayed ? "delayed" : "local SGD");
+}
+}  // namespace chorus::dp
 
 namespace chorus::testing {
 namespace {
@@ -201,7 +209,10 @@ TEST_P(DpSync, MatchesOneProcessWithTheGlobalBatchAndStaysBitIdentical) {
   expectClose(snaps[0].back(), ref.flat());
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, DpSync, ::testing::Values(1, 2, 3, 5));
+INSTANTIATE_TEST_SUITE_P(WorldSizes, DpSync, ::testing::Values(1, 2, 3, 5),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return "n" + std::to_string(i.param);
+                         });
 
 TEST(DpAccumulation, KMicroStepsEqualOneStepWithKTimesTheBatch) {
   constexpr int kN = 2, kK = 3, kBatch = 2, kSteps = 4;
@@ -430,7 +441,10 @@ TEST_P(DpFailure, RankThrowingMidTrainingStopsEveryOtherRank) {
   EXPECT_LT(seconds, 15.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, DpFailure, ::testing::Values(dp::Mode::kSync, dp::Mode::kDelayed));
+INSTANTIATE_TEST_SUITE_P(Modes, DpFailure, ::testing::Values(dp::Mode::kSync, dp::Mode::kDelayed),
+                         [](const ::testing::TestParamInfo<dp::Mode>& i) {
+                           return i.param == dp::Mode::kSync ? "Sync" : "Delayed";
+                         });
 
 TEST(DpBroadcast, MakesDifferentlyInitialisedRanksIdentical) {
   constexpr int kN = 5;

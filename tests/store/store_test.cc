@@ -147,8 +147,8 @@ class RawSocket {
 
 enum class Kind { kHash, kFile, kTcp, kPrefixHash, kPrefixTcp };
 
-std::string kindName(const testing::TestParamInfo<Kind>& info) {
-  switch (info.param) {
+std::string nameOf(Kind kind) {
+  switch (kind) {
     case Kind::kHash:
       return "Hash";
     case Kind::kFile:
@@ -162,6 +162,9 @@ std::string kindName(const testing::TestParamInfo<Kind>& info) {
   }
   return "Unknown";
 }
+
+std::string kindName(const testing::TestParamInfo<Kind>& info) { return nameOf(info.param); }
+void PrintTo(Kind kind, std::ostream* os) { *os << nameOf(kind); }
 
 class StoreTest : public testing::TestWithParam<Kind> {
  protected:

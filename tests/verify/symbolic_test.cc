@@ -579,5 +579,17 @@ TEST_F(Symbolic, InternalTypesAreRejectedFromUsers) {
   }
 }
 
+// The algorithms size the internal types through reduce::elementSize; the public sizeOf does not
+// know them.
+TEST(InternalTypes, HaveSizesOnlyInside) {
+  EXPECT_EQ(reduce::elementSize(reduce::kSimBytes), 1u);
+  EXPECT_EQ(reduce::elementSize(reduce::kSymbolic), sizeof(SymElement));
+  EXPECT_EQ(sizeOf(reduce::kSimBytes), 0u);
+  EXPECT_EQ(sizeOf(reduce::kSymbolic), 0u);
+  EXPECT_EQ(reduce::elementSize(DataType::kF64), 8u);
+  EXPECT_EQ(reduce::elementSize(DataType::kBF16), 2u);
+  EXPECT_EQ(reduce::elementSize(static_cast<DataType>(99)), 0u);
+}
+
 }  // namespace
 }  // namespace chorus::sim

@@ -2,6 +2,7 @@
 // code, for every rank, over a virtual network in this one process (src/sim, dry mode: no payload
 // is touched, so any world size and buffer size costs only the algorithms' bookkeeping).
 //   chorus-sim --hosts 128 --ranks-per-host 8 --max-bytes 256M --csv out.csv --png out.png
+// Beside it: heap_budget.cc holds every run within --max-memory-gib, plot.cc draws --png.
 #include "algo/collectives.h"
 #include "algo/select.h"
 #include "reduce/internal_types.h"
@@ -12,8 +13,8 @@
 #include <CLI/CLI.hpp>
 
 #include "common/parse_bytes.h"
-
-#include <malloc.h>
+#include "heap_budget.h"
+#include "plot.h"
 
 #include <algorithm>
 #include <chrono>
@@ -27,72 +28,12 @@
 #include <string>
 #include <vector>
 
-// ---- Memory budget: every heap allocation of the process is counted. ----
-// The algorithms plan per rank (the ring: every step of every segment up front), so some
-// algorithm and world-size pairs need more memory than a machine has; past the budget an
-// allocation throws std::bad_alloc, which fails that run alone with a clear message.
-
-namespace {
-size_t g_heapBytes = 0;
-size_t g_heapLimit = static_cast<size_t>(-1);
-size_t g_heapPeak = 0;
-
-void* countedAlloc(size_t n, size_t align) {
-  if (n == 0) n = 1;
-  // Past the budget large allocations fail (the run that needs them is given up); small ones may
-  // go a little further, so that unwinding and error messages still work.
-  constexpr size_t kSlack = 256u << 20;
-  if (g_heapBytes + n > g_heapLimit && (n >= 4096 || g_heapBytes + n > g_heapLimit + kSlack)) {
-    return nullptr;
-  }
-  void* p = align > alignof(std::max_align_t)
-                ? std::aligned_alloc(align, (n + align - 1) / align * align)
-                : std::malloc(n);
-  if (p == nullptr) return nullptr;
-  g_heapBytes += malloc_usable_size(p);
-  g_heapPeak = std::max(g_heapPeak, g_heapBytes);
-  return p;
-}
-void countedFree(void* p) noexcept {
-  if (p == nullptr) return;
-  g_heapBytes -= malloc_usable_size(p);
-  std::free(p);
-}
-}  // namespace
-
-void* operator new(size_t n) {
-  if (void* p = countedAlloc(n, 0)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](size_t n) {
-  if (void* p = countedAlloc(n, 0)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(size_t n, std::align_val_t a) {
-  if (void* p = countedAlloc(n, static_cast<size_t>(a))) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](size_t n, std::align_val_t a) {
-  if (void* p = countedAlloc(n, static_cast<size_t>(a))) return p;
-  throw std::bad_alloc();
-}
-void* operator new(size_t n, const std::nothrow_t&) noexcept { return countedAlloc(n, 0); }
-void* operator new[](size_t n, const std::nothrow_t&) noexcept { return countedAlloc(n, 0); }
-void operator delete(void* p) noexcept { countedFree(p); }
-void operator delete[](void* p) noexcept { countedFree(p); }
-void operator delete(void* p, size_t) noexcept { countedFree(p); }
-void operator delete[](void* p, size_t) noexcept { countedFree(p); }
-void operator delete(void* p, std::align_val_t) noexcept { countedFree(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { countedFree(p); }
-void operator delete(void* p, size_t, std::align_val_t) noexcept { countedFree(p); }
-void operator delete[](void* p, size_t, std::align_val_t) noexcept { countedFree(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { countedFree(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { countedFree(p); }
-
 namespace {
 
 using namespace chorus;
 
+using sim_tool::heapPeak;
+using sim_tool::plot;
 using tools::parseBytes;
 
 std::string human(size_t b) {
@@ -126,85 +67,6 @@ struct Row {
   size_t peakHeap = 0;
   std::string note;
 };
-
-// matplotlib, fed the CSV on the command line: time against size, one line per algorithm.
-const char* kPlotScript = R"PY(
-import csv, sys, textwrap
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from matplotlib.ticker import FuncFormatter
-src, dst, title = sys.argv[1], sys.argv[2], sys.argv[3]
-lines, chosen, skipped = {}, [], set()
-with open(src) as f:
-    for r in csv.DictReader(f):
-        if r["status"] != "ok":
-            skipped.add(r["algorithm"])
-            continue
-        b, t = int(r["bytes"]), float(r["seconds"])
-        lines.setdefault(r["algorithm"], []).append((b, t))
-        if r["auto"] == "1":
-            chosen.append((b, t))
-fig, ax = plt.subplots(figsize=(10, 6), dpi=110)
-marks = "osvD^<>pPX*hd"
-for i, (name, pts) in enumerate(sorted(lines.items())):
-    pts.sort()
-    label = name + (" (some sizes not simulated)" if name in skipped else "")
-    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marks[i % len(marks)],
-            markersize=3.5, linewidth=1.4, label=label)
-for name in sorted(skipped - set(lines)):
-    ax.plot([], [], linestyle="none", label=name + " (not simulated)")
-if chosen:
-    chosen.sort()
-    ax.plot([p[0] for p in chosen], [p[1] for p in chosen], color="black", linewidth=2.5,
-            alpha=0.35, zorder=0, label="auto (cost model)")
-def size_label(b, _pos=None):
-    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if b >= div:
-            return "%g%s" % (b / div, unit)
-    return "%g" % b if b >= 1 else ""
-ax.set_xscale("log", base=2)
-ax.set_yscale("log")
-ax.xaxis.set_major_formatter(FuncFormatter(size_label))
-ax.set_xlabel("all-reduce size per rank (bytes)")
-ax.set_ylabel("predicted time (s)")
-ax.set_title("\n".join(textwrap.wrap(title, 110)), fontsize=9)
-ax.grid(True, which="both", alpha=0.3)
-ax.legend(fontsize=8)
-fig.tight_layout()
-fig.savefig(dst)
-)PY";
-
-bool plot(const std::string& csvPath, const std::string& pngPath, const std::string& title) {
-  const std::string script = pngPath + ".plot.py";
-  {
-    std::ofstream f(script);
-    f << kPlotScript;
-  }
-  auto quote = [](const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  };
-  const std::string cmd = "/usr/bin/python3 " + quote(script) + " " + quote(csvPath) + " " +
-                          quote(pngPath) + " " + quote(title) + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  if (p != nullptr) {
-    char buf[512];
-    while (std::fgets(buf, sizeof(buf), p)) out += buf;
-  }
-  const int rc = p ? pclose(p) : -1;
-  std::remove(script.c_str());
-  if (rc != 0) {
-    const bool noMatplotlib = out.find("No module named") != std::string::npos;
-    std::fprintf(stderr, "chorus-sim: no PNG (%s)\n",
-                 noMatplotlib ? "python3-matplotlib is not installed"
-                              : ("/usr/bin/python3 failed: " + out.substr(0, 300)).c_str());
-    return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -323,7 +185,7 @@ int main(int argc, char** argv) {
       sizes.push_back(static_cast<size_t>(b));
     }
     if (sizes.empty() || sizes.back() < hi) sizes.push_back(hi);  // the largest size, always
-    g_heapLimit = static_cast<size_t>(maxMemoryGiB * (1ull << 30));
+    sim_tool::setHeapLimit(static_cast<size_t>(maxMemoryGiB * (1ull << 30)));
 
     std::vector<AlgorithmId> algos;
     const bool layered = hosts > 1 && perHost > 1;
@@ -390,7 +252,7 @@ int main(int argc, char** argv) {
         row.algo = toString(a);
         row.chosen = a == pick;
         const auto t0 = std::chrono::steady_clock::now();
-        g_heapPeak = g_heapBytes;
+        sim_tool::resetHeapPeak();
         sim::RunResult res;
         // What an algorithm plans grows with the size: past the budget once, it stays past it.
         auto over = outOfMemoryAt.find(a);
@@ -417,7 +279,7 @@ int main(int argc, char** argv) {
           }
         }
         row.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        row.peakHeap = g_heapPeak;
+        row.peakHeap = heapPeak();
         row.ok = res.ok;
         row.messages = res.messages;
         if (res.ok) {
