@@ -31,6 +31,8 @@ class Communicator {
   // set by mpirun (Open MPI, MPICH) and srun (Slurm). A program started on its own (none of
   // them set, no CHORUS_STORE) gets a world of one.
   static std::unique_ptr<Communicator> fromEnv();
+  // The same with these options (instead of Options::fromEnv()).
+  static std::unique_ptr<Communicator> fromEnv(Options options);
 
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -90,9 +92,13 @@ class Communicator {
   Work allGather(const void* in, void* out, size_t sendCount, DataType type);
   Work broadcast(void* buf, size_t count, DataType type, int root);
 
-  // Fails all pending operations with kAborted and closes every connection. Never blocks long.
+  // Callable from any thread, also while another is inside a call on this communicator: the
+  // operation in progress, every queued one and every later one fail promptly with kAborted, and
+  // the peers are told (their calls fail naming this rank). Closes every connection. Never
+  // blocks long.
   void abort();
-  // The error that aborted this communicator, or nullptr.
+  // The error that aborted this communicator, or nullptr: also a failure in background work that
+  // nobody waited on yet, and an abort() (kAborted) from the moment it is called. Never blocks.
   std::exception_ptr abortCause() const;
 
   struct Impl;

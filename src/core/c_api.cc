@@ -2,6 +2,7 @@
 #include <chorus/chorus.h>
 #include <chorus/chorus.hpp>
 
+#include "core/c_options.h"
 #include "core/communicator_impl.h"
 
 #include <cstring>
@@ -111,6 +112,28 @@ chorus_status startRequest(chorus_comm* c, chorus_request** req, Issue&& issue) 
 
 extern "C" {
 
+void chorus_get_version(int* major, int* minor, int* patch) {
+  if (major) *major = CHORUS_VERSION_MAJOR;
+  if (minor) *minor = CHORUS_VERSION_MINOR;
+  if (patch) *patch = CHORUS_VERSION_PATCH;
+}
+
+chorus_status chorus_init_with_options(const char* store_url, int rank, int world_size,
+                                       const chorus_options* options, chorus_comm** comm) {
+  return initWith(comm, [&] {
+    if (store_url == nullptr) {
+      throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                          "chorus_init_with_options: store_url is null");
+    }
+    return chorus::Communicator::create(store_url, rank, world_size, chorus::optionsFromC(options));
+  });
+}
+
+chorus_status chorus_init_from_env_with_options(const chorus_options* options, chorus_comm** comm) {
+  return initWith(comm,
+                  [&] { return chorus::Communicator::fromEnv(chorus::optionsFromC(options)); });
+}
+
 chorus_status chorus_init_from_env(chorus_comm** comm) {
   return initWith(comm, [] { return chorus::Communicator::fromEnv(); });
 }
@@ -132,8 +155,8 @@ chorus_status chorus_destroy(chorus_comm* comm) {
 int chorus_rank(const chorus_comm* comm) { return comm ? comm->comm->rank() : -1; }
 int chorus_world_size(const chorus_comm* comm) { return comm ? comm->comm->size() : -1; }
 
-chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                               chorus_dtype dtype, chorus_op op) {
+chorus_status chorus_all_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_dtype dtype, chorus_op op) {
   return guarded(comm, [&] {
     blocking(comm, chorus::CollectiveKind::kAllReduce, sendbuf, recvbuf, count, dtype, op, 0);
   });
@@ -184,8 +207,9 @@ chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_co
   });
 }
 
-chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                                chorus_dtype dtype, chorus_op op, chorus_request** request) {
+chorus_status chorus_iall_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                 size_t count, chorus_dtype dtype, chorus_op op,
+                                 chorus_request** request) {
   return startRequest(comm, request, [&] {
     return comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op));
   });
@@ -211,6 +235,10 @@ chorus_status chorus_ibroadcast(chorus_comm* comm, void* buf, size_t count, chor
                       [&] { return comm->comm->broadcast(buf, count, dt(dtype), root); });
 }
 
+chorus_status chorus_ibarrier(chorus_comm* comm, chorus_request** request) {
+  return startRequest(comm, request, [&] { return comm->comm->barrier(); });
+}
+
 chorus_status chorus_wait(chorus_request* request) {
   if (request == nullptr) {
     initError = "chorus_wait: request is null";
@@ -227,6 +255,35 @@ chorus_status chorus_test(chorus_request* request, int* done) {
     return CHORUS_ERR_INVALID_ARGUMENT;
   }
   *done = request->work.isCompleted() ? 1 : 0;
+  return CHORUS_OK;
+}
+
+chorus_status chorus_request_free(chorus_request* request) {
+  if (request == nullptr) return CHORUS_OK;
+  // The work's state is shared with the queue: a pending operation keeps running and finishes
+  // it; dropping this handle frees only the handle.
+  std::unique_ptr<chorus_request> owned(request);
+  if (!owned->work.isCompleted()) return CHORUS_OK;
+  return guarded(owned->comm, [&] { owned->work.wait(); });
+}
+
+chorus_status chorus_abort(chorus_comm* comm) {
+  return guarded(comm, [&] { comm->comm->abort(); });
+}
+
+chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* status) {
+  if (status == nullptr) {
+    initError = "chorus_comm_get_async_error: status is null";
+    if (comm) comm->lastError = initError;
+    return CHORUS_ERR_INVALID_ARGUMENT;
+  }
+  *status = CHORUS_OK;
+  if (comm == nullptr) {
+    initError = "chorus_comm_get_async_error: communicator is null";
+    return CHORUS_ERR_INVALID_ARGUMENT;
+  }
+  std::exception_ptr cause = comm->comm->abortCause();
+  if (cause) *status = guarded(comm, [&] { std::rethrow_exception(cause); });
   return CHORUS_OK;
 }
 
@@ -254,6 +311,17 @@ const char* chorus_status_string(chorus_status status) {
       return "CHORUS_ERR_INTERNAL";
   }
   return "CHORUS_ERR_UNKNOWN";
+}
+
+// Names of earlier versions: real exported functions, so that programs built against them link.
+chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                               chorus_dtype dtype, chorus_op op) {
+  return chorus_all_reduce(comm, sendbuf, recvbuf, count, dtype, op);
+}
+
+chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_dtype dtype, chorus_op op, chorus_request** request) {
+  return chorus_iall_reduce(comm, sendbuf, recvbuf, count, dtype, op, request);
 }
 
 }  // extern "C"

@@ -88,10 +88,12 @@ std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, 
       new Communicator(connect(std::move(store), route, rank, size, std::move(options))));
 }
 
-std::unique_ptr<Communicator> Communicator::fromEnv() {
-  if (launchedAlone()) return create(makeHashStore(), 0, 1, Options::fromEnv());
+std::unique_ptr<Communicator> Communicator::fromEnv() { return fromEnv(Options::fromEnv()); }
+
+std::unique_ptr<Communicator> Communicator::fromEnv(Options options) {
+  if (launchedAlone()) return create(makeHashStore(), 0, 1, std::move(options));
   LaunchEnv env = readLaunchEnv();
-  return create(env.store, env.rank, env.size, Options::fromEnv());
+  return create(env.store, env.rank, env.size, std::move(options));
 }
 
 }  // namespace chorus

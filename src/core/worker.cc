@@ -165,6 +165,11 @@ void Communicator::Impl::failWith(const Error& cause) {
 
 std::exception_ptr Communicator::Impl::cause() const {
   std::lock_guard<std::mutex> lock(mu_);
+  // An abort the worker has not carried out yet already counts.
+  if (!abortCause_ && abortRequested_) {
+    return std::make_exception_ptr(Error(
+        ErrorCode::kAborted, "rank " + std::to_string(rank) + ": aborted by the application"));
+  }
   return abortCause_;
 }
 

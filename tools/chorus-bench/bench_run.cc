@@ -179,7 +179,7 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
   const auto ct = static_cast<chorus_dtype>(cfg.dtype);
   const auto co = static_cast<chorus_op>(cfg.redop);
   auto issue = [&](size_t count) {
-    if (cfg.nonBlocking) {
+    if (cfg.api == "cpp") {
       Work w;
       if (cfg.op == "allreduce")
         w = comm.allReduce(in.data(), out.data(), count, cfg.dtype, cfg.redop);
