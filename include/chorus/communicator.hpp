@@ -18,8 +18,10 @@ namespace chorus {
 inline constexpr int kNoColor = -1;
 
 // Every rank must issue the same collectives in the same order. Each call returns at once with a
-// Work; the operation runs on the communicator's worker thread. A failure (lost peer, timeout,
-// mismatched calls) aborts the communicator: the failing and every later operation throw.
+// Work; the operation runs on the communicator's worker thread, or on the caller's own thread
+// when it waits on the Work before the worker has started it (a blocking call on an idle
+// communicator: `comm->allReduce(x).wait()` costs no thread handoff). A failure (lost peer,
+// timeout, mismatched calls) aborts the communicator: the failing and every later operation throw.
 class Communicator {
  public:
   // Connects to every other rank through the store. Throws Error on failure or timeout.
@@ -102,12 +104,11 @@ class Communicator {
   std::exception_ptr abortCause() const;
 
   struct Impl;
-  friend Impl& implOf(Communicator& c);
 
  private:
-  explicit Communicator(std::unique_ptr<Impl> impl);
+  explicit Communicator(std::shared_ptr<Impl> impl);
   static void checkSizes(const char* op, size_t expected, size_t got);
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with Work handles that may run a task inline
 };
 
 }  // namespace chorus

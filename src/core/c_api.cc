@@ -3,7 +3,6 @@
 #include <chorus/chorus.hpp>
 
 #include "core/c_options.h"
-#include "core/communicator_impl.h"
 
 #include <cstring>
 #include <string>
@@ -86,18 +85,6 @@ chorus::ReduceOp rop(const chorus_op& o) {
   return static_cast<chorus::ReduceOp>(v >= 0 && v < chorus::kNumReduceOps ? v : 255);
 }
 
-// Blocking C calls run on the caller's thread when the communicator is idle.
-void blocking(chorus_comm* c, chorus::CollectiveKind kind, const void* in, void* out, size_t count,
-              const chorus_dtype& t, const chorus_op& op, int root) {
-  chorus::OpDesc d;
-  d.kind = kind;
-  d.count = count;
-  d.dtype = dt(t);
-  d.op = rop(op);
-  d.root = root;
-  chorus::implOf(*c->comm).runBlocking(d, in, out);
-}
-
 template <class Issue>
 chorus_status startRequest(chorus_comm* c, chorus_request** req, Issue&& issue) {
   if (req == nullptr) {
@@ -157,38 +144,30 @@ int chorus_world_size(const chorus_comm* comm) { return comm ? comm->comm->size(
 
 chorus_status chorus_all_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                                 chorus_dtype dtype, chorus_op op) {
-  return guarded(comm, [&] {
-    blocking(comm, chorus::CollectiveKind::kAllReduce, sendbuf, recvbuf, count, dtype, op, 0);
-  });
+  return guarded(
+      comm, [&] { comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op)).wait(); });
 }
 
 chorus_status chorus_reduce_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                     size_t recvcount, chorus_dtype dtype, chorus_op op) {
   return guarded(comm, [&] {
-    blocking(comm, chorus::CollectiveKind::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op,
-             0);
+    comm->comm->reduceScatter(sendbuf, recvbuf, recvcount, dt(dtype), rop(op)).wait();
   });
 }
 
 chorus_status chorus_all_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                 size_t sendcount, chorus_dtype dtype) {
-  return guarded(comm, [&] {
-    blocking(comm, chorus::CollectiveKind::kAllGather, sendbuf, recvbuf, sendcount, dtype,
-             CHORUS_SUM, 0);
-  });
+  return guarded(comm,
+                 [&] { comm->comm->allGather(sendbuf, recvbuf, sendcount, dt(dtype)).wait(); });
 }
 
 chorus_status chorus_broadcast(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
                                int root) {
-  return guarded(comm, [&] {
-    blocking(comm, chorus::CollectiveKind::kBroadcast, buf, buf, count, dtype, CHORUS_SUM, root);
-  });
+  return guarded(comm, [&] { comm->comm->broadcast(buf, count, dt(dtype), root).wait(); });
 }
 
 chorus_status chorus_barrier(chorus_comm* comm) {
-  return guarded(comm, [&] {
-    blocking(comm, chorus::CollectiveKind::kBarrier, nullptr, nullptr, 0, CHORUS_U8, CHORUS_SUM, 0);
-  });
+  return guarded(comm, [&] { comm->comm->barrier().wait(); });
 }
 
 chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_comm** out) {

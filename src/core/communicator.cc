@@ -7,8 +7,7 @@
 
 namespace chorus {
 
-Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Communicator::Impl& implOf(Communicator& c) { return *c.impl_; }
+Communicator::Communicator(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
 
 int Communicator::rank() const { return impl_->rank; }

@@ -83,6 +83,7 @@ Work Communicator::Impl::issue(OpDesc desc, const void* in, void* out) {
       state->error = abortedError(desc);
       return Work(state);
     }
+    state->owner = weak_from_this();
     queue_.push_back(Task{algo::Args{desc, in, out}, state});
   }
   cv_.notify_one();
@@ -90,19 +91,21 @@ Work Communicator::Impl::issue(OpDesc desc, const void* in, void* out) {
 }
 
 void Communicator::Impl::runBlocking(OpDesc desc, const void* in, void* out) {
-  prepare(desc, in, out);
-  Task task{algo::Args{desc, in, out}, std::make_shared<detail::WorkState>()};
+  issue(desc, in, out).wait();
+}
+
+void Communicator::Impl::runIfNext(detail::WorkState& state) {
+  Task task;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    task.args.desc.seq = nextSeq_++;
-    if (abortCause_ || abortRequested_) std::rethrow_exception(abortedError(task.args.desc));
-    if (!queue_.empty() || busy_) {
-      queue_.push_back(task);
-      lock.unlock();
-      cv_.notify_one();
-      Work(task.state).wait();
+    std::lock_guard<std::mutex> lock(mu_);
+    // Anything else (the worker or another waiter on the transport, earlier work queued, an abort
+    // to carry out) is the worker's job; the caller then just waits.
+    if (busy_ || stop_ || abortRequested_ || abortCause_ || queue_.empty() ||
+        queue_.front().state.get() != &state) {
       return;
     }
+    task = std::move(queue_.front());
+    queue_.pop_front();
     busy_ = true;
   }
   // The caller waits for this call anyway: polling before sleeping costs it nothing.
@@ -117,7 +120,6 @@ void Communicator::Impl::runBlocking(OpDesc desc, const void* in, void* out) {
     wakeWorker = !queue_.empty() || stop_ || abortRequested_;
   }
   if (wakeWorker) cv_.notify_one();
-  if (task.state->error) std::rethrow_exception(task.state->error);
 }
 
 std::exception_ptr Communicator::Impl::abortedError(const OpDesc& d) const {

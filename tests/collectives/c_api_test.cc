@@ -126,18 +126,38 @@ TEST(CApiOptions, FieldsReachTheCommunicator) {
       o);
 }
 
-TEST(CApiOptions, AnOlderSmallerStructLeavesNewerFieldsUnset) {
+TEST(CApiOptions, TooSmallStructSizeIsRefused) {
   chorus_options o = testOptions(777);
-  o.algorithm = "ring";
-  o.transport = CHORUS_TRANSPORT_TCP;
-  // A caller whose struct ends after `debug` (as if compiled against a shorter version) is
-  // refused: the first version already had every field up to shm_ring_bytes.
+  // Every version has at least the fields up to shm_ring_bytes: a size that ends before them is
+  // a caller that did not set struct_size.
   o.struct_size = offsetof(chorus_options, debug);
   chorus_comm* comm = reinterpret_cast<chorus_comm*>(0x1);
   EXPECT_EQ(chorus_init_with_options("file:///nonexistent", 0, 1, &o, &comm),
             CHORUS_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(comm, nullptr);
   EXPECT_NE(std::string(chorus_last_error(nullptr)).find("struct_size"), std::string::npos);
+}
+
+// A caller built against a later header passes a larger struct; the fields this library knows
+// are read, the rest ignored.
+TEST(CApiOptions, LargerStructOfALaterVersionIsAccepted) {
+  struct Later {
+    chorus_options known;
+    long long futureField;
+  } later{};
+  later.known = testOptions(4321);
+  later.known.struct_size = sizeof(Later);
+  later.futureField = 12345;
+  chorus::TcpStoreServer server("127.0.0.1", 0);
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(server.port());
+  chorus_comm* comm = nullptr;
+  ASSERT_EQ(chorus_init_with_options(url.c_str(), 0, 1, &later.known, &comm), CHORUS_OK)
+      << chorus_last_error(nullptr);
+  EXPECT_EQ(chorus::communicatorOf(comm).options().timeout, milliseconds(4321));
+  int32_t x = 5;
+  EXPECT_EQ(chorus_all_reduce(comm, &x, &x, 1, CHORUS_I32, CHORUS_SUM), CHORUS_OK);
+  EXPECT_EQ(x, 5);
+  chorus_destroy(comm);
 }
 
 TEST(CApiOptions, BadValuesAreRefusedBeforeConnecting) {
