@@ -47,13 +47,13 @@ Options optionsFromC(const chorus_options* c) {
     case CHORUS_TRANSPORT_DEFAULT:
       break;
     case CHORUS_TRANSPORT_AUTO:
-      o.transport = "auto";
+      o.transport = TransportKind::kAuto;
       break;
     case CHORUS_TRANSPORT_TCP:
-      o.transport = "tcp";
+      o.transport = TransportKind::kTcp;
       break;
     case CHORUS_TRANSPORT_SHM:
-      o.transport = "shm";
+      o.transport = TransportKind::kShm;
       break;
     default:
       bad("transport " + std::to_string(rawEnum(v.transport)) + " is not a chorus_transport");
@@ -62,13 +62,13 @@ Options optionsFromC(const chorus_options* c) {
     case CHORUS_DEBUG_DEFAULT:
       break;
     case CHORUS_DEBUG_OFF:
-      o.debug = "";
+      o.debug = DebugLevel::kOff;
       break;
     case CHORUS_DEBUG_RANK0:
-      o.debug = "1";
+      o.debug = DebugLevel::kRank0;
       break;
     case CHORUS_DEBUG_ALL:
-      o.debug = "all";
+      o.debug = DebugLevel::kAll;
       break;
     default:
       bad("debug " + std::to_string(rawEnum(v.debug)) + " is not a chorus_debug");

@@ -37,7 +37,7 @@ Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::
     placement_.hosts = topo.hostCount();
     placement_.perHost = topo.maxLocal();
     placement_.even = topo.even;
-    placement_.sharedLocal = options.transport != "tcp";
+    placement_.sharedLocal = options.transport != TransportKind::kTcp;
   }
   worker_ = std::thread([this] { workerLoop(); });
 }
@@ -60,7 +60,7 @@ void Communicator::Impl::prepare(OpDesc& desc, const void* in, const void* out) 
   algo::Choice choice = algo::chooseAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype),
                                               desc.dtype, size, placement_, options);
   desc.algo = choice.algo;
-  if (!options.debug.empty() && (rank == 0 || options.debug == "all")) {
+  if (options.debug == DebugLevel::kAll || (options.debug == DebugLevel::kRank0 && rank == 0)) {
     OpDesc shown = desc;
     {
       std::lock_guard<std::mutex> lock(mu_);

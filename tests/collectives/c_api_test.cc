@@ -111,8 +111,8 @@ TEST(CApiOptions, FieldsReachTheCommunicator) {
         const chorus::Options& got = chorus::communicatorOf(comm).options();
         EXPECT_EQ(got.timeout, milliseconds(1234));
         EXPECT_EQ(got.algorithm, "ring");
-        EXPECT_EQ(got.transport, "tcp");
-        EXPECT_EQ(got.debug, "");
+        EXPECT_EQ(got.transport, chorus::TransportKind::kTcp);
+        EXPECT_EQ(got.debug, chorus::DebugLevel::kOff);
         EXPECT_EQ(got.segmentBytes, 4096u);
         EXPECT_EQ(got.hostId, "host-a");
         EXPECT_EQ(chorus::communicatorOf(comm).transportTo(1 - r), "tcp");
