@@ -112,8 +112,9 @@ chorus_status chorus_barrier(chorus_comm* comm);
  * communicator has comm's settings; comm stays valid. */
 chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_comm** out);
 
-/* Non-blocking variants. Each returns a request that must be passed to chorus_wait (or, once
- * chorus_test reported completion, to chorus_request_free). Requests complete in issue order. */
+/* Non-blocking variants. Each returns a request that must be passed exactly once to chorus_wait
+ * or chorus_request_free, before its communicator is destroyed. Requests complete in issue
+ * order. */
 typedef struct chorus_request chorus_request; /* opaque */
 chorus_status chorus_iall_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                  size_t count, chorus_dtype dtype, chorus_op op,
@@ -125,6 +126,7 @@ chorus_status chorus_iall_gather(chorus_comm* comm, const void* sendbuf, void* r
                                  size_t sendcount, chorus_dtype dtype, chorus_request** request);
 chorus_status chorus_ibroadcast(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
                                 int root, chorus_request** request);
+/* Completes once every rank has called chorus_ibarrier or chorus_barrier at this point. */
 chorus_status chorus_ibarrier(chorus_comm* comm, chorus_request** request);
 /* Waits for completion and frees the request. */
 chorus_status chorus_wait(chorus_request* request);
