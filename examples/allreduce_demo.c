@@ -42,9 +42,9 @@ int main(void) {
       for (size_t i = 0; i < count; ++i) buf[i] = (float)(rank + 1) + (float)(i % 5);
       if ((s = chorus_barrier(comm)) != CHORUS_OK) return fail(comm, s, "chorus_barrier");
       double t0 = now_us();
-      s = chorus_allreduce(comm, buf, buf, count, CHORUS_F32, CHORUS_SUM);
+      s = chorus_all_reduce(comm, buf, buf, count, CHORUS_F32, CHORUS_SUM);
       double t = now_us() - t0;
-      if (s != CHORUS_OK) return fail(comm, s, "chorus_allreduce");
+      if (s != CHORUS_OK) return fail(comm, s, "chorus_all_reduce");
       if (it > 0 && t < best) best = t; /* the first call is a warm-up */
       /* sum over ranks of (r+1) + i%5 = n(n+1)/2 + n*(i%5): exact in f32 */
       for (size_t i = 0; i < count; ++i) {
@@ -53,12 +53,12 @@ int main(void) {
     }
     /* The slowest rank's time is what the job sees. */
     double worst = best;
-    if ((s = chorus_allreduce(comm, &best, &worst, 1, CHORUS_F64, CHORUS_MAX)) != CHORUS_OK) {
-      return fail(comm, s, "chorus_allreduce");
+    if ((s = chorus_all_reduce(comm, &best, &worst, 1, CHORUS_F64, CHORUS_MAX)) != CHORUS_OK) {
+      return fail(comm, s, "chorus_all_reduce");
     }
     int bad = !ok, anyBad = 0;
-    if ((s = chorus_allreduce(comm, &bad, &anyBad, 1, CHORUS_I32, CHORUS_MAX)) != CHORUS_OK) {
-      return fail(comm, s, "chorus_allreduce");
+    if ((s = chorus_all_reduce(comm, &bad, &anyBad, 1, CHORUS_I32, CHORUS_MAX)) != CHORUS_OK) {
+      return fail(comm, s, "chorus_all_reduce");
     }
     double algbw = (double)sizes[k] / worst / 1e3; /* bytes/us -> GB/s */
     double busbw = algbw * 2.0 * (n - 1) / n;

@@ -4,6 +4,12 @@
 
 #include <stddef.h>
 
+/* Version of these headers; chorus_get_version gives the library's (they differ when a program
+ * runs against another build of libchorus than it was compiled with). */
+#define CHORUS_VERSION_MAJOR 0
+#define CHORUS_VERSION_MINOR 1
+#define CHORUS_VERSION_PATCH 0
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,19 +40,62 @@ typedef enum {
 
 typedef enum { CHORUS_SUM, CHORUS_PROD, CHORUS_MIN, CHORUS_MAX, CHORUS_AVG } chorus_op;
 
+/* Version of the library this program runs with. Any pointer may be NULL (that part is skipped). */
+void chorus_get_version(int* major, int* minor, int* patch);
+
 /* Creates a communicator from CHORUS_RANK / CHORUS_WORLD_SIZE / CHORUS_STORE, or from the rank and
  * size that Open MPI, MPICH (PMI) or Slurm put in the environment. */
 chorus_status chorus_init_from_env(chorus_comm** comm);
 /* store_url: "tcp://host:port" or "file:///path". */
 chorus_status chorus_init(const char* store_url, int rank, int world_size, chorus_comm** comm);
+/* Settings for chorus_init_with_options. Every field left zero (or NULL) keeps the value of the
+ * matching CHORUS_* variable when it is set, else the built-in default (docs/config.md), so
+ *   chorus_options o = {sizeof(o)};  o.timeout_ms = 5000;
+ * changes only the timeout. struct_size must be sizeof(chorus_options) of the header the caller
+ * was compiled with: later versions only add fields at the end, and fields beyond struct_size
+ * count as zero. Strings are copied; the struct may be freed after the call. */
+typedef enum {
+  CHORUS_TRANSPORT_DEFAULT = 0, /* CHORUS_TRANSPORT, else AUTO */
+  CHORUS_TRANSPORT_AUTO,        /* shared memory to ranks on this host, TCP to the others */
+  CHORUS_TRANSPORT_TCP,         /* TCP to every peer */
+  CHORUS_TRANSPORT_SHM          /* shared memory to every peer (all on one host) */
+} chorus_transport;
+typedef enum {
+  CHORUS_DEBUG_DEFAULT = 0, /* CHORUS_DEBUG, else OFF */
+  CHORUS_DEBUG_OFF,
+  CHORUS_DEBUG_RANK0, /* one line per collective on rank 0's stderr */
+  CHORUS_DEBUG_ALL    /* the same on every rank */
+} chorus_debug;
+typedef struct chorus_options {
+  size_t struct_size;
+  long long timeout_ms;       /* longest wait for one step (a message, a store key) */
+  const char* algorithm;      /* as CHORUS_ALGO: "auto", "ring", "allreduce=tree,broadcast=chain" */
+  chorus_transport transport; /* see chorus_transport */
+  chorus_debug debug;         /* see chorus_debug */
+  size_t segment_bytes;       /* pipelining unit of the ring algorithms */
+  const char* ifname;         /* network interface to listen on */
+  const char* host_id;        /* which host this rank is on */
+  const char* tuning_file;    /* cost-model constants (chorus-bench --calibrate) */
+  int socket_buffer_bytes;    /* SO_SNDBUF/SO_RCVBUF of data connections */
+  size_t shm_ring_bytes;      /* capacity of each shared-memory ring */
+} chorus_options;
+
+/* chorus_init with settings (options may be NULL: the environment and defaults). A bad value
+ * (negative timeout, unknown enum or algorithm, struct_size too small) is
+ * CHORUS_ERR_INVALID_ARGUMENT. */
+chorus_status chorus_init_with_options(const char* store_url, int rank, int world_size,
+                                       const chorus_options* options, chorus_comm** comm);
+/* chorus_init_from_env with settings, as chorus_init_with_options. */
+chorus_status chorus_init_from_env_with_options(const chorus_options* options, chorus_comm** comm);
+
 /* Always returns promptly, also after a failure. Accepts NULL. */
 chorus_status chorus_destroy(chorus_comm* comm);
 
 int chorus_rank(const chorus_comm* comm);
 int chorus_world_size(const chorus_comm* comm);
 
-chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                               chorus_dtype dtype, chorus_op op);
+chorus_status chorus_all_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_dtype dtype, chorus_op op);
 chorus_status chorus_reduce_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                     size_t recvcount, chorus_dtype dtype, chorus_op op);
 chorus_status chorus_all_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
@@ -63,11 +112,13 @@ chorus_status chorus_barrier(chorus_comm* comm);
  * communicator has comm's settings; comm stays valid. */
 chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_comm** out);
 
-/* Non-blocking variants. Each returns a request that must be passed to chorus_wait (or, once
- * chorus_test reported completion, to chorus_request_free). Requests complete in issue order. */
+/* Non-blocking variants. Each returns a request that must be passed exactly once to chorus_wait
+ * or chorus_request_free, before its communicator is destroyed. Requests complete in issue
+ * order. */
 typedef struct chorus_request chorus_request; /* opaque */
-chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                                chorus_dtype dtype, chorus_op op, chorus_request** request);
+chorus_status chorus_iall_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                 size_t count, chorus_dtype dtype, chorus_op op,
+                                 chorus_request** request);
 chorus_status chorus_ireduce_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                      size_t recvcount, chorus_dtype dtype, chorus_op op,
                                      chorus_request** request);
@@ -75,16 +126,41 @@ chorus_status chorus_iall_gather(chorus_comm* comm, const void* sendbuf, void* r
                                  size_t sendcount, chorus_dtype dtype, chorus_request** request);
 chorus_status chorus_ibroadcast(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
                                 int root, chorus_request** request);
+/* Completes once every rank has called chorus_ibarrier or chorus_barrier at this point. */
+chorus_status chorus_ibarrier(chorus_comm* comm, chorus_request** request);
 /* Waits for completion and frees the request. */
 chorus_status chorus_wait(chorus_request* request);
 /* Sets *done to 1 when the request has completed (then chorus_wait returns at once). */
 chorus_status chorus_test(chorus_request* request, int* done);
+/* Frees a request without waiting. Completed: returns the operation's status, as chorus_wait
+ * would. Still pending: the operation goes on in the background (its buffers must stay valid
+ * until it is done: a later chorus_wait or blocking call on the same communicator returning means
+ * it is, as requests complete in issue order) and CHORUS_OK is returned; if it fails, the
+ * communicator is aborted and chorus_comm_get_async_error reports it. Accepts NULL. */
+chorus_status chorus_request_free(chorus_request* request);
+
+/* Aborts comm, from any thread (also while another thread is inside a call on comm): pending and
+ * later calls on it fail promptly with CHORUS_ERR_ABORTED, and the peers are told (their calls
+ * fail with an error naming this rank). comm must still be destroyed with chorus_destroy. */
+chorus_status chorus_abort(chorus_comm* comm);
+/* Sets *status to the failure that aborted comm (CHORUS_OK if none), also when it happened in
+ * background work (a request not waited on yet, a peer's abort noticed by it) or through
+ * chorus_abort; chorus_last_error(comm) then holds its message. Never blocks. */
+chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* status);
 
 /* Message of this communicator's last failure ("" if none). Valid until the next call on comm.
  * With comm == NULL: the last failure on this thread that had no communicator (chorus_init*,
  * a call with a null communicator or request). */
 const char* chorus_last_error(const chorus_comm* comm);
 const char* chorus_status_string(chorus_status status);
+
+/* Names of earlier versions, kept so that existing programs build and link unchanged. */
+/* Same as chorus_all_reduce. */
+chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                               chorus_dtype dtype, chorus_op op);
+/* Same as chorus_iall_reduce. */
+chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_dtype dtype, chorus_op op, chorus_request** request);
 
 #ifdef __cplusplus
 } /* extern "C" */

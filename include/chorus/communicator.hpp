@@ -18,8 +18,10 @@ namespace chorus {
 inline constexpr int kNoColor = -1;
 
 // Every rank must issue the same collectives in the same order. Each call returns at once with a
-// Work; the operation runs on the communicator's worker thread. A failure (lost peer, timeout,
-// mismatched calls) aborts the communicator: the failing and every later operation throw.
+// Work; the operation runs on the communicator's worker thread, or on the caller's own thread
+// when it waits on the Work before the worker has started it (a blocking call on an idle
+// communicator: `comm->allReduce(x).wait()` costs no thread handoff). A failure (lost peer,
+// timeout, mismatched calls) aborts the communicator: the failing and every later operation throw.
 class Communicator {
  public:
   // Connects to every other rank through the store. Throws Error on failure or timeout.
@@ -31,6 +33,8 @@ class Communicator {
   // set by mpirun (Open MPI, MPICH) and srun (Slurm). A program started on its own (none of
   // them set, no CHORUS_STORE) gets a world of one.
   static std::unique_ptr<Communicator> fromEnv();
+  // The same with these options (instead of Options::fromEnv()).
+  static std::unique_ptr<Communicator> fromEnv(Options options);
 
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -90,18 +94,21 @@ class Communicator {
   Work allGather(const void* in, void* out, size_t sendCount, DataType type);
   Work broadcast(void* buf, size_t count, DataType type, int root);
 
-  // Fails all pending operations with kAborted and closes every connection. Never blocks long.
+  // Callable from any thread, also while another is inside a call on this communicator: the
+  // operation in progress, every queued one and every later one fail promptly with kAborted, and
+  // the peers are told (their calls fail naming this rank). Closes every connection. Never
+  // blocks long.
   void abort();
-  // The error that aborted this communicator, or nullptr.
+  // The error that aborted this communicator, or nullptr: also a failure in background work that
+  // nobody waited on yet, and an abort() (kAborted) from the moment it is called. Never blocks.
   std::exception_ptr abortCause() const;
 
   struct Impl;
-  friend Impl& implOf(Communicator& c);
 
  private:
-  explicit Communicator(std::unique_ptr<Impl> impl);
+  explicit Communicator(std::shared_ptr<Impl> impl);
   static void checkSizes(const char* op, size_t expected, size_t got);
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with Work handles that may run a task inline
 };
 
 }  // namespace chorus

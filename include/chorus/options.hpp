@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace chorus {
 
@@ -40,6 +41,25 @@ struct Tuning {
   void writeFile(const std::string& path, const std::string& comment) const;
 };
 
+// How data travels between ranks (Options::transport, CHORUS_TRANSPORT).
+enum class TransportKind {
+  kAuto,  // "auto": shared memory to ranks on this host, TCP to the others
+  kTcp,   // "tcp": TCP to every peer
+  kShm,   // "shm": shared memory to every peer (an error if one is on another host)
+};
+// Which ranks print a line per collective (Options::debug, CHORUS_DEBUG).
+enum class DebugLevel {
+  kOff,    // "0" (or unset)
+  kRank0,  // "1": rank 0 only
+  kAll,    // "all": every rank
+};
+// The forms CHORUS_TRANSPORT and CHORUS_DEBUG take; parse* throw Error(kInvalidArgument) naming
+// the accepted forms.
+std::string_view toString(TransportKind kind);
+std::string_view toString(DebugLevel level);
+TransportKind parseTransportKind(std::string_view text);
+DebugLevel parseDebugLevel(std::string_view text);
+
 struct Options {
   // CHORUS_TIMEOUT (seconds, default 300): the longest any rank waits for one step of a
   // collective (a message from a peer, a store key, a connection) before failing.
@@ -59,9 +79,9 @@ struct Options {
   Tuning tuning;
   // The file `tuning` was read from (empty: built-in values).
   std::string tuningFile;
-  // CHORUS_DEBUG: "1" prints one line per collective on rank 0's stderr (the algorithm chosen
-  // and the cost model's prediction for every candidate), "all" on every rank.
-  std::string debug;
+  // CHORUS_DEBUG: "1" (kRank0) prints one line per collective on rank 0's stderr (the algorithm
+  // chosen and the cost model's prediction for every candidate), "all" (kAll) on every rank.
+  DebugLevel debug{DebugLevel::kOff};
   // CHORUS_SOCKET_BUFFER (bytes, default 4 MiB): SO_SNDBUF/SO_RCVBUF of data connections.
   int socketBufferBytes{4 * 1024 * 1024};
   // CHORUS_SPIN_US (default -1 = automatic): microseconds a wait polls before sleeping.
@@ -71,7 +91,7 @@ struct Options {
   // CHORUS_TRANSPORT: "auto" (default: shared memory to ranks on this host, TCP to the others),
   // "tcp" (TCP to every peer) or "shm" (shared memory to every peer; an error if one is on
   // another host).
-  std::string transport{"auto"};
+  TransportKind transport{TransportKind::kAuto};
   // CHORUS_HOST_ID: which host this rank is on, for the transport choice and the hierarchical
   // algorithms. Empty (default): hostname + boot id + network namespace, so emulated hosts in
   // separate namespaces count as separate hosts. Ranks with equal ids must share a machine.

@@ -18,7 +18,9 @@ class Work {
   Work() = default;
   explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
 
-  // Blocks until the operation completes; throws chorus::Error if it failed.
+  // Blocks until the operation completes; throws chorus::Error if it failed. When the operation
+  // is the next one due and nothing else is running on its communicator, it runs right here on
+  // the calling thread.
   void wait() const;
   // Waits at most timeout. Returns false if the operation is still running; throws if it failed.
   bool wait(std::chrono::milliseconds timeout) const;

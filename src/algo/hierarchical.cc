@@ -66,7 +66,7 @@ namespace {
 void runSub(const Hierarchy& h, const Group& sub, const void* in, void* out, size_t count,
             DataType dtype, ReduceOp op) {
   // The host's group is one host; the cross-host group has one rank per host.
-  const bool sharedLocal = h.subOptions.transport != "tcp";
+  const bool sharedLocal = h.subOptions.transport != TransportKind::kTcp;
   const Placement where = &sub == &h.local ? Placement{1, sub.size, true, sharedLocal}
                                            : Placement{sub.size, 1, true, sharedLocal};
   AlgorithmId algo = chooseAlgorithm(CollectiveKind::kAllReduce, count * reduce::elementSize(dtype),

@@ -2,7 +2,7 @@
 #include <chorus/chorus.h>
 #include <chorus/chorus.hpp>
 
-#include "core/communicator_impl.h"
+#include "core/c_options.h"
 
 #include <cstring>
 #include <string>
@@ -85,18 +85,6 @@ chorus::ReduceOp rop(const chorus_op& o) {
   return static_cast<chorus::ReduceOp>(v >= 0 && v < chorus::kNumReduceOps ? v : 255);
 }
 
-// Blocking C calls run on the caller's thread when the communicator is idle.
-void blocking(chorus_comm* c, chorus::CollectiveKind kind, const void* in, void* out, size_t count,
-              const chorus_dtype& t, const chorus_op& op, int root) {
-  chorus::OpDesc d;
-  d.kind = kind;
-  d.count = count;
-  d.dtype = dt(t);
-  d.op = rop(op);
-  d.root = root;
-  chorus::implOf(*c->comm).runBlocking(d, in, out);
-}
-
 template <class Issue>
 chorus_status startRequest(chorus_comm* c, chorus_request** req, Issue&& issue) {
   if (req == nullptr) {
@@ -110,6 +98,28 @@ chorus_status startRequest(chorus_comm* c, chorus_request** req, Issue&& issue) 
 }  // namespace
 
 extern "C" {
+
+void chorus_get_version(int* major, int* minor, int* patch) {
+  if (major) *major = CHORUS_VERSION_MAJOR;
+  if (minor) *minor = CHORUS_VERSION_MINOR;
+  if (patch) *patch = CHORUS_VERSION_PATCH;
+}
+
+chorus_status chorus_init_with_options(const char* store_url, int rank, int world_size,
+                                       const chorus_options* options, chorus_comm** comm) {
+  return initWith(comm, [&] {
+    if (store_url == nullptr) {
+      throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                          "chorus_init_with_options: store_url is null");
+    }
+    return chorus::Communicator::create(store_url, rank, world_size, chorus::optionsFromC(options));
+  });
+}
+
+chorus_status chorus_init_from_env_with_options(const chorus_options* options, chorus_comm** comm) {
+  return initWith(comm,
+                  [&] { return chorus::Communicator::fromEnv(chorus::optionsFromC(options)); });
+}
 
 chorus_status chorus_init_from_env(chorus_comm** comm) {
   return initWith(comm, [] { return chorus::Communicator::fromEnv(); });
@@ -132,40 +142,32 @@ chorus_status chorus_destroy(chorus_comm* comm) {
 int chorus_rank(const chorus_comm* comm) { return comm ? comm->comm->rank() : -1; }
 int chorus_world_size(const chorus_comm* comm) { return comm ? comm->comm->size() : -1; }
 
-chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                               chorus_dtype dtype, chorus_op op) {
-  return guarded(comm, [&] {
-    blocking(comm, chorus::CollectiveKind::kAllReduce, sendbuf, recvbuf, count, dtype, op, 0);
-  });
+chorus_status chorus_all_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_dtype dtype, chorus_op op) {
+  return guarded(
+      comm, [&] { comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op)).wait(); });
 }
 
 chorus_status chorus_reduce_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                     size_t recvcount, chorus_dtype dtype, chorus_op op) {
   return guarded(comm, [&] {
-    blocking(comm, chorus::CollectiveKind::kReduceScatter, sendbuf, recvbuf, recvcount, dtype, op,
-             0);
+    comm->comm->reduceScatter(sendbuf, recvbuf, recvcount, dt(dtype), rop(op)).wait();
   });
 }
 
 chorus_status chorus_all_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                 size_t sendcount, chorus_dtype dtype) {
-  return guarded(comm, [&] {
-    blocking(comm, chorus::CollectiveKind::kAllGather, sendbuf, recvbuf, sendcount, dtype,
-             CHORUS_SUM, 0);
-  });
+  return guarded(comm,
+                 [&] { comm->comm->allGather(sendbuf, recvbuf, sendcount, dt(dtype)).wait(); });
 }
 
 chorus_status chorus_broadcast(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
                                int root) {
-  return guarded(comm, [&] {
-    blocking(comm, chorus::CollectiveKind::kBroadcast, buf, buf, count, dtype, CHORUS_SUM, root);
-  });
+  return guarded(comm, [&] { comm->comm->broadcast(buf, count, dt(dtype), root).wait(); });
 }
 
 chorus_status chorus_barrier(chorus_comm* comm) {
-  return guarded(comm, [&] {
-    blocking(comm, chorus::CollectiveKind::kBarrier, nullptr, nullptr, 0, CHORUS_U8, CHORUS_SUM, 0);
-  });
+  return guarded(comm, [&] { comm->comm->barrier().wait(); });
 }
 
 chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_comm** out) {
@@ -184,8 +186,9 @@ chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_co
   });
 }
 
-chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                                chorus_dtype dtype, chorus_op op, chorus_request** request) {
+chorus_status chorus_iall_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                 size_t count, chorus_dtype dtype, chorus_op op,
+                                 chorus_request** request) {
   return startRequest(comm, request, [&] {
     return comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op));
   });
@@ -211,6 +214,10 @@ chorus_status chorus_ibroadcast(chorus_comm* comm, void* buf, size_t count, chor
                       [&] { return comm->comm->broadcast(buf, count, dt(dtype), root); });
 }
 
+chorus_status chorus_ibarrier(chorus_comm* comm, chorus_request** request) {
+  return startRequest(comm, request, [&] { return comm->comm->barrier(); });
+}
+
 chorus_status chorus_wait(chorus_request* request) {
   if (request == nullptr) {
     initError = "chorus_wait: request is null";
@@ -227,6 +234,35 @@ chorus_status chorus_test(chorus_request* request, int* done) {
     return CHORUS_ERR_INVALID_ARGUMENT;
   }
   *done = request->work.isCompleted() ? 1 : 0;
+  return CHORUS_OK;
+}
+
+chorus_status chorus_request_free(chorus_request* request) {
+  if (request == nullptr) return CHORUS_OK;
+  // The work's state is shared with the queue: a pending operation keeps running and finishes
+  // it; dropping this handle frees only the handle.
+  std::unique_ptr<chorus_request> owned(request);
+  if (!owned->work.isCompleted()) return CHORUS_OK;
+  return guarded(owned->comm, [&] { owned->work.wait(); });
+}
+
+chorus_status chorus_abort(chorus_comm* comm) {
+  return guarded(comm, [&] { comm->comm->abort(); });
+}
+
+chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* status) {
+  if (status == nullptr) {
+    initError = "chorus_comm_get_async_error: status is null";
+    if (comm) comm->lastError = initError;
+    return CHORUS_ERR_INVALID_ARGUMENT;
+  }
+  *status = CHORUS_OK;
+  if (comm == nullptr) {
+    initError = "chorus_comm_get_async_error: communicator is null";
+    return CHORUS_ERR_INVALID_ARGUMENT;
+  }
+  std::exception_ptr cause = comm->comm->abortCause();
+  if (cause) *status = guarded(comm, [&] { std::rethrow_exception(cause); });
   return CHORUS_OK;
 }
 
@@ -254,6 +290,17 @@ const char* chorus_status_string(chorus_status status) {
       return "CHORUS_ERR_INTERNAL";
   }
   return "CHORUS_ERR_UNKNOWN";
+}
+
+// Names of earlier versions: real exported functions, so that programs built against them link.
+chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                               chorus_dtype dtype, chorus_op op) {
+  return chorus_all_reduce(comm, sendbuf, recvbuf, count, dtype, op);
+}
+
+chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_dtype dtype, chorus_op op, chorus_request** request) {
+  return chorus_iall_reduce(comm, sendbuf, recvbuf, count, dtype, op, request);
 }
 
 }  // extern "C"

@@ -20,9 +20,7 @@
 
 namespace chorus {
 
-Communicator::Impl& implOf(Communicator& c);
-
-struct Communicator::Impl {
+struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   // store: the store scoped to this communicator (keys of its rendezvous), kept for split();
   // routeHost: the store's host, which chooses the listening address (see connectMesh).
   Impl(Options options, int rank, int size, std::unique_ptr<transport::Transport> tx,
@@ -31,9 +29,11 @@ struct Communicator::Impl {
 
   // Validates, numbers and queues one collective.
   Work issue(OpDesc desc, const void* in, void* out);
-  // Blocking form: runs on the calling thread when nothing else is queued (no thread handoff,
-  // which dominates small-message latency), else queues and waits. Throws on failure.
+  // Blocking form: issue() and wait. Throws on failure.
   void runBlocking(OpDesc desc, const void* in, void* out);
+  // Runs the task of `state` on the calling thread if it is the next one due and no thread is
+  // driving the transport (else does nothing: the worker runs it). Keeps issue order.
+  void runIfNext(detail::WorkState& state);
   void requestAbort();
   // Aborts with `cause` (which is sent to the peers) from a caller's thread, between calls;
   // requestAbort() when another thread is driving the transport.

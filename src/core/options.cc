@@ -51,6 +51,46 @@ double parseSeconds(const char* name, const std::string& text) {
 
 }  // namespace
 
+std::string_view toString(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kAuto:
+      return "auto";
+    case TransportKind::kTcp:
+      return "tcp";
+    case TransportKind::kShm:
+      return "shm";
+  }
+  return "?";
+}
+
+std::string_view toString(DebugLevel level) {
+  switch (level) {
+    case DebugLevel::kOff:
+      return "0";
+    case DebugLevel::kRank0:
+      return "1";
+    case DebugLevel::kAll:
+      return "all";
+  }
+  return "?";
+}
+
+TransportKind parseTransportKind(std::string_view text) {
+  for (TransportKind k : {TransportKind::kAuto, TransportKind::kTcp, TransportKind::kShm}) {
+    if (text == toString(k)) return k;
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              "CHORUS_TRANSPORT='" + std::string(text) + "': expected auto, tcp or shm");
+}
+
+DebugLevel parseDebugLevel(std::string_view text) {
+  for (DebugLevel d : {DebugLevel::kOff, DebugLevel::kRank0, DebugLevel::kAll}) {
+    if (text == toString(d)) return d;
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              "CHORUS_DEBUG='" + std::string(text) + "': expected 0, 1 or all");
+}
+
 Options Options::fromEnv() {
   Options o;
   if (auto v = env("CHORUS_TIMEOUT")) {
@@ -66,12 +106,7 @@ Options Options::fromEnv() {
     o.tuning = Tuning::fromFile(*v);
     o.tuningFile = *v;
   }
-  if (auto v = env("CHORUS_DEBUG")) {
-    if (*v != "0" && *v != "1" && *v != "all") {
-      throw Error(ErrorCode::kInvalidArgument, "CHORUS_DEBUG='" + *v + "': expected 0, 1 or all");
-    }
-    o.debug = *v == "0" ? "" : *v;
-  }
+  if (auto v = env("CHORUS_DEBUG")) o.debug = parseDebugLevel(*v);
   if (auto v = env("CHORUS_SEGMENT_BYTES")) {
     o.segmentBytes = static_cast<size_t>(parseNumber("CHORUS_SEGMENT_BYTES", *v, 64, 1LL << 30));
   }
@@ -85,13 +120,7 @@ Options Options::fromEnv() {
   if (auto v = env("CHORUS_SPIN_US")) {
     o.spinMicros = static_cast<int>(parseNumber("CHORUS_SPIN_US", *v, -1, 1000000));
   }
-  if (auto v = env("CHORUS_TRANSPORT")) {
-    if (*v != "auto" && *v != "tcp" && *v != "shm") {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "CHORUS_TRANSPORT='" + *v + "': expected auto, tcp or shm");
-    }
-    o.transport = *v;
-  }
+  if (auto v = env("CHORUS_TRANSPORT")) o.transport = parseTransportKind(*v);
   if (auto v = env("CHORUS_HOST_ID")) o.hostId = *v;
   if (auto v = env("CHORUS_SHM_RING_BYTES")) {
     o.shmRingBytes = static_cast<size_t>(parseNumber("CHORUS_SHM_RING_BYTES", *v, 4096, 1LL << 30));

@@ -1,12 +1,14 @@
 #include <chorus/error.hpp>
 #include <chorus/work.hpp>
 
+#include "core/communicator_impl.h"
 #include "core/work_state.h"
 
 namespace chorus {
 
 void Work::wait() const {
   if (!state_) throw Error(ErrorCode::kInvalidArgument, "wait() on an empty Work");
+  if (auto owner = state_->owner.lock()) owner->runIfNext(*state_);
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
   if (state_->error) std::rethrow_exception(state_->error);

@@ -15,7 +15,7 @@ namespace {
 
 TEST(Choice, DebugLinePerCollectiveOnRankZero) {
   Options o = testOptions();
-  o.debug = "1";
+  o.debug = DebugLevel::kRank0;
   ::testing::internal::CaptureStderr();
   expectRanksOn(
       {"A", "A", "B", "B"},

@@ -63,7 +63,7 @@ class Collectives : public ::testing::TestWithParam<Param> {
     Options o = testOptions();
     o.algorithm = GetParam().algo;
     o.segmentBytes = GetParam().segmentBytes;
-    o.transport = GetParam().transport;
+    o.transport = parseTransportKind(GetParam().transport);
     return o;
   }
   int size() const { return GetParam().size; }
@@ -119,7 +119,7 @@ TEST(CollectivesBidirectionalRing, AllReduceEveryTypeAndOp) {
     SCOPED_TRACE(transport);
     Options o = testOptions();
     o.algorithm = "ring";
-    o.transport = transport;
+    o.transport = parseTransportKind(transport);
     o.segmentBytes = 4096;
     o.tuning.ringBidirectionalBytes = 1;
     testing::expectRanks(

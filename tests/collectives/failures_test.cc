@@ -192,7 +192,7 @@ TEST(Failures, StalledRankInTheBidirectionalRingNamesTheSilentOne) {
   for (const char* transport : {"auto", "tcp"}) {
     SCOPED_TRACE(transport);
     Options world = testOptions(seconds(5));
-    world.transport = transport;
+    world.transport = parseTransportKind(transport);
     auto res = outcomes(
         3,
         [](Communicator& parent) {

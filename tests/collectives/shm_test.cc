@@ -55,7 +55,7 @@ TEST(SharedMemory, SameHostPairsUseSharedMemoryOthersTcp) {
 
 TEST(SharedMemory, ForcedTcpOnOneHost) {
   Options o = testOptions();
-  o.transport = "tcp";
+  o.transport = TransportKind::kTcp;
   expectRanks(
       3,
       [&](Communicator& c) {
@@ -69,7 +69,7 @@ TEST(SharedMemory, ForcedTcpOnOneHost) {
 
 TEST(SharedMemory, ForcedSharedMemoryAcrossHostsIsAClearError) {
   Options o = testOptions(std::chrono::milliseconds(3000));
-  o.transport = "shm";
+  o.transport = TransportKind::kShm;
   auto errors = runRanksOn(
       hostsOf("AB"), [](Communicator&) {}, o);
   ASSERT_EQ(errors.size(), 2u);

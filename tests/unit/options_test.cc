@@ -84,7 +84,7 @@ TEST(Options, TransportAndHostSettings) {
     env.set(v, nullptr);
   }
   Options d = Options::fromEnv();
-  EXPECT_EQ(d.transport, "auto");
+  EXPECT_EQ(d.transport, TransportKind::kAuto);
   EXPECT_EQ(d.hostId, "");
   EXPECT_EQ(d.shmRingBytes, 1024u * 1024);
   EXPECT_EQ(d.shmSingleCopyBytes, 0u);
@@ -94,7 +94,7 @@ TEST(Options, TransportAndHostSettings) {
   env.set("CHORUS_SHM_SINGLE_COPY_BYTES", "1048576");
   env.set("CHORUS_ALGO", "hier");
   Options o = Options::fromEnv();
-  EXPECT_EQ(o.transport, "tcp");
+  EXPECT_EQ(o.transport, TransportKind::kTcp);
   EXPECT_EQ(o.hostId, "rack1-node7");
   EXPECT_EQ(o.shmRingBytes, 65536u);
   EXPECT_EQ(o.shmSingleCopyBytes, 1048576u);
@@ -119,6 +119,32 @@ TEST(Options, MalformedValuesAreClearErrors) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(Options, TransportAndDebugNamesRoundTrip) {
+  for (TransportKind k : {TransportKind::kAuto, TransportKind::kTcp, TransportKind::kShm}) {
+    EXPECT_EQ(parseTransportKind(toString(k)), k) << toString(k);
+  }
+  for (DebugLevel d : {DebugLevel::kOff, DebugLevel::kRank0, DebugLevel::kAll}) {
+    EXPECT_EQ(parseDebugLevel(toString(d)), d) << toString(d);
+  }
+  EXPECT_EQ(parseTransportKind("shm"), TransportKind::kShm);
+  EXPECT_EQ(parseDebugLevel("1"), DebugLevel::kRank0);
+  EXPECT_EQ(parseDebugLevel("all"), DebugLevel::kAll);
+  for (const char* bad : {"", "TCP", "tcp ", "ib"}) {
+    EXPECT_THROW(parseTransportKind(bad), Error) << "'" << bad << "'";
+  }
+  for (const char* bad : {"", "2", "ALL", "yes"}) {
+    EXPECT_THROW(parseDebugLevel(bad), Error) << "'" << bad << "'";
+  }
+  ScopedEnv env;
+  env.set("CHORUS_DEBUG", "all");
+  env.set("CHORUS_TRANSPORT", "shm");
+  Options o = Options::fromEnv();
+  EXPECT_EQ(o.debug, DebugLevel::kAll);
+  EXPECT_EQ(o.transport, TransportKind::kShm);
+  env.set("CHORUS_DEBUG", "0");
+  EXPECT_EQ(Options::fromEnv().debug, DebugLevel::kOff);
 }
 
 TEST(LaunchEnv, ReadsChorusThenMpiThenSlurm) {

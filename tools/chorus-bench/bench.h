@@ -21,9 +21,9 @@ struct Config {
   int warmup = 5;
   bool check = true;
   std::string jsonPath;
-  bool nonBlocking = false;  // time issue + wait of the C++ API instead of the blocking C call
-  bool bound = false;        // --bound: measure memory rates, print bound and %bound per row
-  int boundReps = 5;         // samples per size and kernel (median)
+  std::string api = "c";  // "c": the blocking C call; "cpp": the C++ API's issue + wait
+  bool bound = false;     // --bound: measure memory rates, print bound and %bound per row
+  int boundReps = 5;      // samples per size and kernel (median)
 };
 
 struct Row {
@@ -65,7 +65,7 @@ double boundBusbw(const BoundInfo& info, size_t bytes);  // 0 when the size was 
 std::vector<size_t> sweepBytes(const Config& cfg, int worldSize);
 
 // Runs the sweep collectively; every rank gets the same rows. Timed calls go through the C API
-// (what MPI-style callers use) unless cfg.nonBlocking.
+// (what MPI-style callers use) unless cfg.api is "cpp".
 std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg);
 
 // nccl-tests bus bandwidth factor.

@@ -179,7 +179,7 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
   const auto ct = static_cast<chorus_dtype>(cfg.dtype);
   const auto co = static_cast<chorus_op>(cfg.redop);
   auto issue = [&](size_t count) {
-    if (cfg.nonBlocking) {
+    if (cfg.api == "cpp") {
       Work w;
       if (cfg.op == "allreduce")
         w = comm.allReduce(in.data(), out.data(), count, cfg.dtype, cfg.redop);
@@ -192,7 +192,7 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
       return;
     }
     if (cfg.op == "allreduce")
-      return checkStatus(chorus_allreduce(c, in.data(), out.data(), count, ct, co), c);
+      return checkStatus(chorus_all_reduce(c, in.data(), out.data(), count, ct, co), c);
     if (cfg.op == "reduce_scatter") {
       return checkStatus(chorus_reduce_scatter(c, in.data(), out.data(), count, ct, co), c);
     }
@@ -219,7 +219,7 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
     row.algo = comm.lastAlgorithm();  // read before the max-over-ranks call below replaces it
     // Slowest rank per iteration, then the median iteration.
     checkStatus(
-        chorus_allreduce(c, times.data(), times.data(), times.size(), CHORUS_F64, CHORUS_MAX), c);
+        chorus_all_reduce(c, times.data(), times.data(), times.size(), CHORUS_F64, CHORUS_MAX), c);
     std::sort(times.begin(), times.end());
     row.timeUs = times[times.size() / 2];
     row.algbw = static_cast<double>(row.bytes) / (row.timeUs * 1e-6) / 1e9;
@@ -260,7 +260,7 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
         }
       }
       int64_t w = wrong;
-      checkStatus(chorus_allreduce(c, &w, &w, 1, CHORUS_I64, CHORUS_SUM), c);
+      checkStatus(chorus_all_reduce(c, &w, &w, 1, CHORUS_I64, CHORUS_SUM), c);
       row.wrong = static_cast<long>(w);
     }
     rows.push_back(row);

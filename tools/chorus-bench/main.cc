@@ -7,7 +7,6 @@
 #include "common/parse_bytes.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 
 using chorus::tools::parseBytes;
@@ -39,8 +38,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-check", noCheck, "skip the correctness check (#wrong)");
   app.add_flag("-c,--check", cfg.check, "check results (default on)");
   app.add_option("--json", cfg.jsonPath, "also write the rows as JSON to this file");
-  app.add_flag("--nonblocking", cfg.nonBlocking,
-               "time the C++ API's issue + wait (worker thread) instead of the blocking C call");
+  app.add_option("--api", cfg.api,
+                 "c: time the blocking C call (default); cpp: the C++ API's issue + wait")
+      ->check(CLI::IsMember({"c", "cpp"}));
+  bool cppApi = false;
+  app.add_flag("--nonblocking", cppApi, "the same as --api cpp (older name)");
   app.add_flag("--bound", cfg.bound,
                "all-reduce only: before the sweep, rank 0 measures single-core memcpy (R_copy) "
                "and f32 a[i] += b[i] (R_reduce) rates at every size of the sweep (bytes per "
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
   cfg.check = !noCheck;
+  if (cppApi) cfg.api = "cpp";
 
   const std::map<std::string, DataType> dtypes = {
       {"f32", DataType::kF32},   {"f64", DataType::kF64}, {"f16", DataType::kF16},
@@ -76,9 +79,13 @@ int main(int argc, char** argv) {
     if (cfg.bound && cfg.op != "allreduce") {
       throw std::invalid_argument("--bound is defined for --op allreduce only");
     }
-    if (!algo.empty()) setenv("CHORUS_ALGO", algo.c_str(), 1);
+    chorus_options options{};
+    options.struct_size = sizeof(options);
+    if (!algo.empty()) options.algorithm = algo.c_str();
     chorus_comm* c = nullptr;
-    if (chorus_init_from_env(&c) != CHORUS_OK) throw std::runtime_error(chorus_last_error(nullptr));
+    if (chorus_init_from_env_with_options(&options, &c) != CHORUS_OK) {
+      throw std::runtime_error(chorus_last_error(nullptr));
+    }
     std::unique_ptr<chorus_comm, decltype(&chorus_destroy)> owned(c, &chorus_destroy);
     Communicator& comm = communicatorOf(c);
     if (!calibrateTo.empty()) {

@@ -203,12 +203,12 @@ struct SharedSetup {
 std::vector<int> sharedPeersOf(int rank, const std::vector<std::string>& hosts,
                                const Options& options) {
   std::vector<int> peers;
-  if (options.transport == "tcp") return peers;
+  if (options.transport == TransportKind::kTcp) return peers;
   for (int p = 0; p < static_cast<int>(hosts.size()); ++p) {
     if (p == rank) continue;
     if (hosts[static_cast<size_t>(p)] == hosts[static_cast<size_t>(rank)]) {
       peers.push_back(p);
-    } else if (options.transport == "shm") {
+    } else if (options.transport == TransportKind::kShm) {
       throw Error(ErrorCode::kInvalidArgument,
                   "CHORUS_TRANSPORT=shm, but rank " + std::to_string(p) + " is on host '" +
                       hosts[static_cast<size_t>(p)] + "' and this rank on '" +
@@ -277,7 +277,7 @@ SharedSetup setUpSharedMemory(Store& store, int rank, const std::vector<std::str
                   "shared-memory setup with rank " + std::to_string(p) + ": " + why);
     }
     if (!(mine & 1) || !(theirs & 1)) {
-      if (options.transport == "shm") {
+      if (options.transport == TransportKind::kShm) {
         throw Error(ErrorCode::kSystem,
                     "CHORUS_TRANSPORT=shm, but shared memory with rank " + std::to_string(p) +
                         " failed: " + (failure.empty() ? "the peer could not map ours" : failure));
@@ -296,9 +296,11 @@ SharedSetup setUpSharedMemory(Store& store, int rank, const std::vector<std::str
     shm::ChannelConfig& c = link.config;
     c.peer = p;
     c.peerPid = static_cast<int>(pid);
-    uint32_t outSlot = options.transport == "shm" ? static_cast<uint32_t>(i) : slotOf(p, rank);
-    uint32_t inSlot = options.transport == "shm" ? static_cast<uint32_t>(rank < p ? rank : rank - 1)
-                                                 : slotOf(rank, p);
+    uint32_t outSlot =
+        options.transport == TransportKind::kShm ? static_cast<uint32_t>(i) : slotOf(p, rank);
+    uint32_t inSlot = options.transport == TransportKind::kShm
+                          ? static_cast<uint32_t>(rank < p ? rank : rank - 1)
+                          : slotOf(rank, p);
     c.out = &out.self.control(outSlot);
     c.outData = out.self.data(outSlot);
     c.in = &link.peerSegment.control(inSlot);

@@ -1,0 +1,98 @@
+#include "core/c_options.h"
+
+#include <chorus/error.hpp>
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+namespace chorus {
+
+namespace {
+
+// The first version of chorus_options ended after shm_ring_bytes; a caller compiled against it
+// passes that size forever, a newer caller a larger one.
+constexpr size_t kFirstVersionSize = offsetof(chorus_options, shm_ring_bytes) + sizeof(size_t);
+
+[[noreturn]] void bad(const std::string& what) {
+  throw Error(ErrorCode::kInvalidArgument, "chorus_options: " + what);
+}
+
+// The caller may hold any int in an enum field; read it as an int before range-checking.
+template <class E>
+int rawEnum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
+
+}  // namespace
+
+Options optionsFromC(const chorus_options* c) {
+  Options o = Options::fromEnv();
+  if (c == nullptr) return o;
+  if (c->struct_size < kFirstVersionSize) {
+    bad("struct_size " + std::to_string(c->struct_size) + " is smaller than any version (" +
+        std::to_string(kFirstVersionSize) + "): set it to sizeof(chorus_options)");
+  }
+  // Fields past the caller's struct_size are zero ("not set"); bytes past ours are ignored.
+  chorus_options v{};
+  std::memcpy(&v, c, c->struct_size < sizeof(v) ? c->struct_size : sizeof(v));
+
+  if (v.timeout_ms < 0) bad("timeout_ms " + std::to_string(v.timeout_ms) + " is negative");
+  if (v.timeout_ms > 0) o.timeout = std::chrono::milliseconds(v.timeout_ms);
+  if (v.algorithm != nullptr) o.algorithm = v.algorithm;  // checked by creation, as CHORUS_ALGO
+  switch (rawEnum(v.transport)) {
+    case CHORUS_TRANSPORT_DEFAULT:
+      break;
+    case CHORUS_TRANSPORT_AUTO:
+      o.transport = TransportKind::kAuto;
+      break;
+    case CHORUS_TRANSPORT_TCP:
+      o.transport = TransportKind::kTcp;
+      break;
+    case CHORUS_TRANSPORT_SHM:
+      o.transport = TransportKind::kShm;
+      break;
+    default:
+      bad("transport " + std::to_string(rawEnum(v.transport)) + " is not a chorus_transport");
+  }
+  switch (rawEnum(v.debug)) {
+    case CHORUS_DEBUG_DEFAULT:
+      break;
+    case CHORUS_DEBUG_OFF:
+      o.debug = DebugLevel::kOff;
+      break;
+    case CHORUS_DEBUG_RANK0:
+      o.debug = DebugLevel::kRank0;
+      break;
+    case CHORUS_DEBUG_ALL:
+      o.debug = DebugLevel::kAll;
+      break;
+    default:
+      bad("debug " + std::to_string(rawEnum(v.debug)) + " is not a chorus_debug");
+  }
+  if (v.segment_bytes != 0) {
+    if (v.segment_bytes < 64) bad("segment_bytes " + std::to_string(v.segment_bytes) + " < 64");
+    o.segmentBytes = v.segment_bytes;
+  }
+  if (v.ifname != nullptr) o.ifname = v.ifname;
+  if (v.host_id != nullptr) o.hostId = v.host_id;
+  if (v.tuning_file != nullptr) {
+    o.tuning = Tuning::fromFile(v.tuning_file);
+    o.tuningFile = v.tuning_file;
+  }
+  if (v.socket_buffer_bytes < 0) {
+    bad("socket_buffer_bytes " + std::to_string(v.socket_buffer_bytes) + " is negative");
+  }
+  if (v.socket_buffer_bytes > 0) o.socketBufferBytes = v.socket_buffer_bytes;
+  if (v.shm_ring_bytes != 0) {
+    if (v.shm_ring_bytes < 4096)
+      bad("shm_ring_bytes " + std::to_string(v.shm_ring_bytes) + " < 4096");
+    o.shmRingBytes = v.shm_ring_bytes;
+  }
+  return o;
+}
+
+}  // namespace chorus

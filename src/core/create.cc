@@ -1,0 +1,99 @@
+// Creation: rank 0 hosts the store when none runs yet, and the ranks of a new communicator meet
+// through it (rendezvous) and connect to each other.
+#include "core/connect.h"
+
+#include "core/launch_env.h"
+#include "transport/tcp/mesh.h"
+
+#include <chorus/error.hpp>
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace chorus {
+
+namespace {
+
+// Rank 0 hosts the TCP store itself when nothing listens at the URL's address yet (runs under
+// mpirun or srun need no separate server). Servers live as long as the process.
+void maybeHostStore(const std::string& host, int port) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<TcpStoreServer>> servers;
+  std::lock_guard<std::mutex> lock(mu);
+  std::string key = host + ":" + std::to_string(port);
+  if (servers.count(key)) return;
+  try {
+    servers[key] = std::make_unique<TcpStoreServer>(host, port);
+  } catch (const Error&) {
+    // Already served (by chorus-run, chorus-store or another communicator), or not our address.
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator::Impl> connectScoped(std::shared_ptr<Store> scoped,
+                                                  const std::string& route, int rank, int size,
+                                                  Options options) {
+  std::unique_ptr<transport::Transport> tx;
+  if (size > 1) tx = transport::tcp::connectMesh(*scoped, rank, size, options, route);
+  return std::make_unique<Communicator::Impl>(std::move(options), rank, size, std::move(tx),
+                                              std::move(scoped), route);
+}
+
+namespace {
+
+std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const std::string& route,
+                                            int rank, int size, Options options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        "rank " + std::to_string(rank) + " is not in [0, world size " + std::to_string(size) + ")");
+  }
+  if (!store) throw Error(ErrorCode::kInvalidArgument, "store is null");
+  algo::validateAlgorithmSetting(options.algorithm);  // before any rank waits on this one
+  // Each communicator created on the same store gets fresh keys: the n-th creation by a rank
+  // pairs with the n-th creation by every other rank.
+  int64_t generation = store->add("chorus/created/" + std::to_string(rank), 1);
+  return connectScoped(makePrefixStore("chorus/" + std::to_string(generation), store), route, rank,
+                       size, std::move(options));
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank, int size,
+                                                   Options options) {
+  return std::unique_ptr<Communicator>(
+      new Communicator(connect(std::move(store), "", rank, size, std::move(options))));
+}
+
+std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, int rank, int size,
+                                                   Options options) {
+  std::string route;
+  if (storeUrl.rfind("tcp://", 0) == 0) {
+    std::string hostPort = storeUrl.substr(6);
+    auto colon = hostPort.rfind(':');
+    if (colon != std::string::npos) {
+      route = hostPort.substr(0, colon);
+      int port = 0;
+      try {
+        port = std::stoi(hostPort.substr(colon + 1));
+      } catch (...) {
+      }
+      if (rank == 0 && port > 0) maybeHostStore(route, port);
+    }
+  }
+  auto store = openStore(storeUrl, options.timeout);
+  return std::unique_ptr<Communicator>(
+      new Communicator(connect(std::move(store), route, rank, size, std::move(options))));
+}
+
+std::unique_ptr<Communicator> Communicator::fromEnv() { return fromEnv(Options::fromEnv()); }
+
+std::unique_ptr<Communicator> Communicator::fromEnv(Options options) {
+  if (launchedAlone()) return create(makeHashStore(), 0, 1, std::move(options));
+  LaunchEnv env = readLaunchEnv();
+  return create(env.store, env.rank, env.size, std::move(options));
+}
+
+}  // namespace chorus

@@ -1,0 +1,241 @@
+// The worker thread and its queue: collectives run in issue order, on the worker or (blocking
+// calls on an idle communicator) on the caller's thread; a failure aborts the communicator.
+#include "core/communicator_impl.h"
+
+#include "algo/hierarchy.h"
+#include "algo/select.h"
+#include "algo/topology.h"
+
+#include "core/validate.h"
+
+#include <chorus/error.hpp>
+
+#include <cstdio>
+#include <utility>
+
+namespace chorus {
+
+Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::Transport> tx,
+                         std::shared_ptr<Store> scopedStore, std::string route)
+    : options(std::move(opts)),
+      rank(r),
+      size(n),
+      store(std::move(scopedStore)),
+      routeHost(std::move(route)),
+      tx_(std::move(tx)) {
+  group_.rank = rank;
+  group_.size = size;
+  group_.tx = tx_.get();
+  group_.scratch = &scratch_;
+  group_.timeout = options.timeout;
+  group_.segmentBytes = options.segmentBytes;
+  group_.ringBidirectionalBytes = static_cast<size_t>(options.tuning.ringBidirectionalBytes);
+  if (tx_) {
+    hier_ = algo::makeHierarchy(group_, tx_->hosts(), options);
+    group_.hier = hier_.get();
+    const algo::Topology topo = algo::topologyOf(tx_->hosts());
+    placement_.hosts = topo.hostCount();
+    placement_.perHost = topo.maxLocal();
+    placement_.even = topo.even;
+    placement_.sharedLocal = options.transport != TransportKind::kTcp;
+  }
+  worker_ = std::thread([this] { workerLoop(); });
+}
+
+Communicator::Impl::~Impl() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    // Work still queued at destruction cannot finish: abort it rather than wait for peers.
+    if (!queue_.empty()) abortRequested_ = true;
+  }
+  if (abortRequested_ && tx_) tx_->interrupt();
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  if (tx_) tx_->close();
+}
+
+void Communicator::Impl::prepare(OpDesc& desc, const void* in, const void* out) {
+  validateCall(desc, in, out, rank, size);
+  algo::Choice choice = algo::chooseAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype),
+                                              desc.dtype, size, placement_, options);
+  desc.algo = choice.algo;
+  if (options.debug == DebugLevel::kAll || (options.debug == DebugLevel::kRank0 && rank == 0)) {
+    OpDesc shown = desc;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      shown.seq = nextSeq_;  // the number issue() is about to give it
+    }
+    std::fprintf(stderr, "chorus[%d]: %s\n", rank,
+                 algo::explain(shown, size, placement_, choice).c_str());
+  }
+  lastAlgo.store(static_cast<int>(desc.algo), std::memory_order_relaxed);
+}
+
+Work Communicator::Impl::issue(OpDesc desc, const void* in, void* out) {
+  prepare(desc, in, out);
+  auto state = std::make_shared<detail::WorkState>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    desc.seq = nextSeq_++;
+    if (abortCause_ || abortRequested_) {
+      state->done = true;
+      state->error = abortedError(desc);
+      return Work(state);
+    }
+    state->owner = weak_from_this();
+    queue_.push_back(Task{algo::Args{desc, in, out}, state});
+  }
+  cv_.notify_one();
+  return Work(state);
+}
+
+void Communicator::Impl::runBlocking(OpDesc desc, const void* in, void* out) {
+  issue(desc, in, out).wait();
+}
+
+void Communicator::Impl::runIfNext(detail::WorkState& state) {
+  Task task;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Anything else (the worker or another waiter on the transport, earlier work queued, an abort
+    // to carry out) is the worker's job; the caller then just waits.
+    if (busy_ || stop_ || abortRequested_ || abortCause_ || queue_.empty() ||
+        queue_.front().state.get() != &state) {
+      return;
+    }
+    task = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+  }
+  // The caller waits for this call anyway: polling before sleeping costs it nothing.
+  if (tx_) tx_->allowSpinning(true);
+  execute(task);
+  bool wakeWorker;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+    // Only work queued meanwhile needs the worker; waking it for nothing costs two context
+    // switches per call, more than a small all-reduce itself.
+    wakeWorker = !queue_.empty() || stop_ || abortRequested_;
+  }
+  if (wakeWorker) cv_.notify_one();
+}
+
+std::exception_ptr Communicator::Impl::abortedError(const OpDesc& d) const {
+  std::string why = "aborted by the application";
+  if (abortCause_) {
+    try {
+      std::rethrow_exception(abortCause_);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+  }
+  return std::make_exception_ptr(Error(
+      ErrorCode::kAborted,
+      d.name() + " (rank " + std::to_string(rank) + "): communicator was aborted earlier: " + why));
+}
+
+void Communicator::Impl::requestAbort() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    abortRequested_ = true;
+  }
+  if (tx_) tx_->interrupt();
+  cv_.notify_all();
+}
+
+void Communicator::Impl::failWith(const Error& cause) {
+  bool driving;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (abortCause_) return;
+    driving = busy_ || !queue_.empty();
+    if (!driving) busy_ = true;  // keeps the worker off the transport while abortWith runs
+  }
+  if (driving) {
+    requestAbort();
+    return;
+  }
+  abortWith(cause);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+  cv_.notify_all();
+}
+
+std::exception_ptr Communicator::Impl::cause() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // An abort the worker has not carried out yet already counts.
+  if (!abortCause_ && abortRequested_) {
+    return std::make_exception_ptr(Error(
+        ErrorCode::kAborted, "rank " + std::to_string(rank) + ": aborted by the application"));
+  }
+  return abortCause_;
+}
+
+void Communicator::Impl::workerLoop() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        return !busy_ && (stop_ || !queue_.empty() || (abortRequested_ && !abortCause_));
+      });
+      if (abortRequested_ && !abortCause_ && queue_.empty()) {
+        busy_ = true;
+        lock.unlock();
+        abortWith(Error(ErrorCode::kAborted, "aborted by the application"));
+        lock.lock();
+        busy_ = false;
+        continue;
+      }
+      if (queue_.empty()) return;  // stop_ and nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      if (abortCause_) {
+        task.state->finish(abortedError(task.args.desc));
+        continue;
+      }
+      busy_ = true;
+    }
+    // Work issued without waiting overlaps the application's computation: the worker sleeps
+    // while it waits instead of polling on a core the application needs.
+    if (tx_) tx_->allowSpinning(false);
+    execute(task);
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+  }
+}
+
+void Communicator::Impl::execute(Task& task) {
+  const OpDesc& d = task.args.desc;
+  try {
+    if (tx_) tx_->beginOp(d);
+    algo::run(group_, task.args);
+    task.state->finish(nullptr);
+    return;
+  } catch (const Error& e) {
+    Error err(e.code(), d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
+    abortWith(err);
+    task.state->finish(std::make_exception_ptr(err));
+  } catch (const std::exception& e) {
+    Error err(ErrorCode::kInternal, d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
+    abortWith(err);
+    task.state->finish(std::make_exception_ptr(err));
+  }
+}
+
+void Communicator::Impl::abortWith(const Error& cause) {
+  if (tx_) tx_->abort(cause);
+  std::deque<Task> failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!abortCause_) abortCause_ = std::make_exception_ptr(cause);
+    failed.swap(queue_);
+    for (auto& t : failed) t.state->finish(abortedError(t.args.desc));
+  }
+}
+
+}  // namespace chorus
