@@ -105,9 +105,18 @@ struct Group {
 
 // One collective call at byte level. in/out follow the C API's rules for desc.kind.
 struct Args {
+  Args() = default;
+  Args(const OpDesc& d, const void* i, void* o) : desc(d), in(i), out(o) {}
+
   OpDesc desc;
   const void* in = nullptr;
   void* out = nullptr;
+  // Per-rank element counts, one per rank (copied: a queued call does not depend on the
+  // caller's array). all-gather-v / reduce-scatter-v: block r's size, in both lists' place
+  // `counts`; all-to-all-v: what this rank sends to (counts) and receives from (recvCounts)
+  // each rank. Empty for the other collectives.
+  std::vector<size_t> counts;
+  std::vector<size_t> recvCounts;
 };
 
 }  // namespace chorus::algo

@@ -4,6 +4,7 @@
 
 #include <chorus/types.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -14,8 +15,17 @@ enum class CollectiveKind : uint8_t {
   kReduceScatter,
   kAllGather,
   kBroadcast,
-  kBarrier
+  kBarrier,
+  kReduce,          // to a root
+  kGather,          // to a root, the same count from every rank
+  kScatter,         // from a root, the same count to every rank
+  kAllGatherV,      // per-rank counts: count is their total, root a fingerprint of them
+  kReduceScatterV,  // per-rank counts: count is their total, root a fingerprint of them
+  kAllToAll,        // count: elements each rank sends to each rank
+  kAllToAllV        // per-pair counts known to the two ranks only: count and root are 0
 };
+// The last value of each enum, for range checks of decoded frames.
+inline constexpr CollectiveKind kLastCollectiveKind = CollectiveKind::kAllToAllV;
 // Values travel in frames: append new ones, never renumber.
 enum class AlgorithmId : uint8_t {
   kNone,
@@ -31,8 +41,11 @@ enum class AlgorithmId : uint8_t {
   kBinomial,          // broadcast
   kScatterAllGather,  // broadcast
   kHalving,           // reduce-scatter
-  kDoubling           // all-gather
+  kDoubling,          // all-gather
+  kDirect,            // gather, scatter: the root talks to every rank
+  kPairwise           // all-to-all(v): rank r sends to r + s and receives from r - s
 };
+inline constexpr AlgorithmId kLastAlgorithmId = AlgorithmId::kPairwise;
 
 const char* toString(CollectiveKind kind);
 const char* toString(AlgorithmId algo);
@@ -57,6 +70,10 @@ struct OpDesc {
     d.root = root;
     return d;
   }
+  // A call with per-rank counts (all-gather-v, reduce-scatter-v): count is their total and root a
+  // 31-bit fingerprint of the whole list, so ranks that pass different lists see a mismatch.
+  static OpDesc ofCounts(CollectiveKind kind, const size_t* counts, int size, DataType dtype,
+                         ReduceOp op);
   // Same call on both sides (sequence number included).
   bool sameCall(const OpDesc& o) const {
     return seq == o.seq && kind == o.kind && dtype == o.dtype && op == o.op && algo == o.algo &&

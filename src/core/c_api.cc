@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 struct chorus_comm {
   std::unique_ptr<chorus::Communicator> comm;
@@ -95,6 +96,32 @@ void blocking(chorus_comm* c, chorus::CollectiveKind kind, const void* in, void*
   d.op = rop(op);
   d.root = root;
   chorus::implOf(*c->comm).runBlocking(d, in, out);
+}
+
+// A call with per-rank counts (one list: all-gather-v, reduce-scatter-v, whose description
+// fingerprints it; two: all-to-all-v, whose counts are this rank's own).
+chorus::algo::Args countedArgs(chorus_comm* c, chorus::CollectiveKind kind, const void* in,
+                               void* out, const size_t* counts, const size_t* recvCounts,
+                               const chorus_dtype& t, const chorus_op& op) {
+  const int n = c->comm->size();
+  auto copy = [&](const size_t* p) {
+    if (p == nullptr) {
+      throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                          std::string(chorus::toString(kind)) + ": counts is null");
+    }
+    return std::vector<size_t>(p, p + n);
+  };
+  chorus::algo::Args a;
+  a.in = in;
+  a.out = out;
+  a.counts = copy(counts);
+  if (kind == chorus::CollectiveKind::kAllToAllV) {
+    a.recvCounts = copy(recvCounts);
+    a.desc = chorus::OpDesc::of(kind, 0, dt(t), rop(op), 0);
+  } else {
+    a.desc = chorus::OpDesc::ofCounts(kind, counts, n, dt(t), rop(op));
+  }
+  return a;
 }
 
 template <class Issue>
@@ -254,6 +281,121 @@ const char* chorus_status_string(chorus_status status) {
       return "CHORUS_ERR_INTERNAL";
   }
   return "CHORUS_ERR_UNKNOWN";
+}
+
+// ---- Reduce, gather, scatter, the per-rank-count variants and all-to-all ----
+// Blocking forms run on the caller's thread when the communicator is idle, like blocking();
+// the i-forms go through the Communicator methods.
+
+chorus_status chorus_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                            chorus_dtype dtype, chorus_op op, int root) {
+  return guarded(comm, [&] {
+    blocking(comm, chorus::CollectiveKind::kReduce, sendbuf, recvbuf, count, dtype, op, root);
+  });
+}
+
+chorus_status chorus_ireduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                             chorus_dtype dtype, chorus_op op, int root, chorus_request** request) {
+  return startRequest(comm, request, [&] {
+    return comm->comm->reduce(sendbuf, recvbuf, count, dt(dtype), rop(op), root);
+  });
+}
+
+chorus_status chorus_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                            chorus_dtype dtype, int root) {
+  return guarded(comm, [&] {
+    blocking(comm, chorus::CollectiveKind::kGather, sendbuf, recvbuf, sendcount, dtype, CHORUS_SUM,
+             root);
+  });
+}
+
+chorus_status chorus_igather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                             size_t sendcount, chorus_dtype dtype, int root,
+                             chorus_request** request) {
+  return startRequest(comm, request, [&] {
+    return comm->comm->gather(sendbuf, recvbuf, sendcount, dt(dtype), root);
+  });
+}
+
+chorus_status chorus_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                             size_t recvcount, chorus_dtype dtype, int root) {
+  return guarded(comm, [&] {
+    blocking(comm, chorus::CollectiveKind::kScatter, sendbuf, recvbuf, recvcount, dtype, CHORUS_SUM,
+             root);
+  });
+}
+
+chorus_status chorus_iscatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                              size_t recvcount, chorus_dtype dtype, int root,
+                              chorus_request** request) {
+  return startRequest(comm, request, [&] {
+    return comm->comm->scatter(sendbuf, recvbuf, recvcount, dt(dtype), root);
+  });
+}
+
+chorus_status chorus_all_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                  const size_t* recvcounts, chorus_dtype dtype) {
+  return guarded(comm, [&] {
+    chorus::implOf(*comm->comm)
+        .runBlocking(countedArgs(comm, chorus::CollectiveKind::kAllGatherV, sendbuf, recvbuf,
+                                 recvcounts, nullptr, dtype, CHORUS_SUM));
+  });
+}
+
+chorus_status chorus_iall_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                   const size_t* recvcounts, chorus_dtype dtype,
+                                   chorus_request** request) {
+  return startRequest(comm, request, [&] {
+    return comm->comm->allGatherV(sendbuf, recvbuf, recvcounts, dt(dtype));
+  });
+}
+
+chorus_status chorus_reduce_scatter_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                      const size_t* recvcounts, chorus_dtype dtype, chorus_op op) {
+  return guarded(comm, [&] {
+    chorus::implOf(*comm->comm)
+        .runBlocking(countedArgs(comm, chorus::CollectiveKind::kReduceScatterV, sendbuf, recvbuf,
+                                 recvcounts, nullptr, dtype, op));
+  });
+}
+
+chorus_status chorus_ireduce_scatter_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                       const size_t* recvcounts, chorus_dtype dtype, chorus_op op,
+                                       chorus_request** request) {
+  return startRequest(comm, request, [&] {
+    return comm->comm->reduceScatterV(sendbuf, recvbuf, recvcounts, dt(dtype), rop(op));
+  });
+}
+
+chorus_status chorus_all_to_all(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_dtype dtype) {
+  return guarded(comm, [&] {
+    blocking(comm, chorus::CollectiveKind::kAllToAll, sendbuf, recvbuf, count, dtype, CHORUS_SUM,
+             0);
+  });
+}
+
+chorus_status chorus_iall_to_all(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                 size_t count, chorus_dtype dtype, chorus_request** request) {
+  return startRequest(comm, request,
+                      [&] { return comm->comm->allToAll(sendbuf, recvbuf, count, dt(dtype)); });
+}
+
+chorus_status chorus_all_to_all_v(chorus_comm* comm, const void* sendbuf, const size_t* sendcounts,
+                                  void* recvbuf, const size_t* recvcounts, chorus_dtype dtype) {
+  return guarded(comm, [&] {
+    chorus::implOf(*comm->comm)
+        .runBlocking(countedArgs(comm, chorus::CollectiveKind::kAllToAllV, sendbuf, recvbuf,
+                                 sendcounts, recvcounts, dtype, CHORUS_SUM));
+  });
+}
+
+chorus_status chorus_iall_to_all_v(chorus_comm* comm, const void* sendbuf, const size_t* sendcounts,
+                                   void* recvbuf, const size_t* recvcounts, chorus_dtype dtype,
+                                   chorus_request** request) {
+  return startRequest(comm, request, [&] {
+    return comm->comm->allToAllV(sendbuf, sendcounts, recvbuf, recvcounts, dt(dtype));
+  });
 }
 
 }  // extern "C"

@@ -58,8 +58,9 @@ Communicator::Impl::~Impl() {
   if (tx_) tx_->close();
 }
 
-void Communicator::Impl::prepare(OpDesc& desc, const void* in, const void* out) {
-  validateCall(desc, in, out, rank, size);
+void Communicator::Impl::prepare(algo::Args& args) {
+  OpDesc& desc = args.desc;
+  validateArgs(args, rank, size);
   algo::Choice choice = algo::chooseAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype),
                                               desc.dtype, size, placement_, options);
   desc.algo = choice.algo;
@@ -76,25 +77,33 @@ void Communicator::Impl::prepare(OpDesc& desc, const void* in, const void* out) 
 }
 
 Work Communicator::Impl::issue(OpDesc desc, const void* in, void* out) {
-  prepare(desc, in, out);
+  return issue(algo::Args{desc, in, out});
+}
+
+Work Communicator::Impl::issue(algo::Args args) {
+  prepare(args);
   auto state = std::make_shared<detail::WorkState>();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    desc.seq = nextSeq_++;
+    args.desc.seq = nextSeq_++;
     if (abortCause_ || abortRequested_) {
       state->done = true;
-      state->error = abortedError(desc);
+      state->error = abortedError(args.desc);
       return Work(state);
     }
-    queue_.push_back(Task{algo::Args{desc, in, out}, state});
+    queue_.push_back(Task{std::move(args), state});
   }
   cv_.notify_one();
   return Work(state);
 }
 
 void Communicator::Impl::runBlocking(OpDesc desc, const void* in, void* out) {
-  prepare(desc, in, out);
-  Task task{algo::Args{desc, in, out}, std::make_shared<detail::WorkState>()};
+  runBlocking(algo::Args{desc, in, out});
+}
+
+void Communicator::Impl::runBlocking(algo::Args args) {
+  prepare(args);
+  Task task{std::move(args), std::make_shared<detail::WorkState>()};
   {
     std::unique_lock<std::mutex> lock(mu_);
     task.args.desc.seq = nextSeq_++;

@@ -31,9 +31,11 @@ struct Communicator::Impl {
 
   // Validates, numbers and queues one collective.
   Work issue(OpDesc desc, const void* in, void* out);
+  Work issue(algo::Args args);  // the same, for calls with per-rank counts
   // Blocking form: runs on the calling thread when nothing else is queued (no thread handoff,
   // which dominates small-message latency), else queues and waits. Throws on failure.
   void runBlocking(OpDesc desc, const void* in, void* out);
+  void runBlocking(algo::Args args);
   void requestAbort();
   // Aborts with `cause` (which is sent to the peers) from a caller's thread, between calls;
   // requestAbort() when another thread is driving the transport.
@@ -57,7 +59,7 @@ struct Communicator::Impl {
   };
   void workerLoop();
   void execute(Task& task);
-  void prepare(OpDesc& desc, const void* in, const void* out);
+  void prepare(algo::Args& args);
   void abortWith(const Error& cause);
   std::exception_ptr abortedError(const OpDesc& d) const;  // needs mu_ held
 

@@ -69,7 +69,7 @@ TEST(Frame, RejectsCorruptHeaders) {
 }
 
 TEST(Frame, EveryAlgorithmTravelsAndNoneBeyond) {
-  const auto last = static_cast<uint8_t>(AlgorithmId::kDoubling);
+  const auto last = static_cast<uint8_t>(kLastAlgorithmId);
   for (uint8_t v = 0; v <= last; ++v) {
     FrameHeader h = sample();
     h.op.algo = static_cast<AlgorithmId>(v);
