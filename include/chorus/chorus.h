@@ -90,6 +90,18 @@ chorus_status chorus_all_gather_v(chorus_comm* comm, const void* sendbuf, void* 
 chorus_status chorus_iall_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                    const size_t* recvcounts, chorus_dtype dtype,
                                    struct chorus_request** request);
+/* A message to / from one other rank (peer). Only the two ranks take part, each at the same point
+ * among its collectives; a pair's messages arrive in the order they were sent, and the receiver's
+ * count must match (else CHORUS_ERR_MISMATCH). A send may return before the matching recv starts,
+ * except for messages larger than the transport buffers, which wait for it: two ranks that
+ * exchange large messages call send-then-recv on one and recv-then-send on the other. */
+chorus_status chorus_send(chorus_comm* comm, const void* buf, size_t count, chorus_dtype dtype,
+                          int peer);
+chorus_status chorus_isend(chorus_comm* comm, const void* buf, size_t count, chorus_dtype dtype,
+                           int peer, struct chorus_request** request);
+chorus_status chorus_recv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype, int peer);
+chorus_status chorus_irecv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype, int peer,
+                           struct chorus_request** request);
 /* sendbuf holds blocks of recvcounts[0], recvcounts[1], ... elements (the same recvcounts on
  * every rank); rank r receives the reduction of block r. In place: recvbuf == sendbuf + the
  * counts of the ranks before. */

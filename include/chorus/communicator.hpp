@@ -142,6 +142,23 @@ class Communicator {
     checkSizes("all_to_all_v", sum(recvCounts), out.size());
     return allToAllV(in.data(), sendCounts.data(), out.data(), recvCounts.data(), dataTypeOf<T>);
   }
+  // A message to / from one other rank. Only the two ranks take part; each places the call at
+  // the same point among its collectives (between the same two collectives), and a pair's
+  // messages arrive in the order they were sent. A send may finish before the matching recv
+  // starts, except for messages larger than the transport buffers (shared-memory ring, socket
+  // buffers): those wait for it, so two ranks that exchange large messages order their calls
+  // send-then-recv on one and recv-then-send on the other. The sizes must match (kMismatch).
+  template <class T>
+  Work send(std::span<const T> buf, int peer) {
+    return send(buf.data(), buf.size(), dataTypeOf<T>, peer);
+  }
+  template <class T>
+  Work recv(std::span<T> buf, int peer) {
+    return recv(buf.data(), buf.size(), dataTypeOf<T>, peer);
+  }
+  Work send(const void* buf, size_t count, DataType type, int peer);
+  Work recv(void* buf, size_t count, DataType type, int peer);
+
   // Untyped forms, with the argument rules of the C API (counts: size() entries).
   Work reduce(const void* in, void* out, size_t count, DataType type, ReduceOp op, int root);
   Work gather(const void* in, void* out, size_t sendCount, DataType type, int root);

@@ -206,6 +206,9 @@ double predictSeconds(CollectiveKind kind, AlgorithmId algo, size_t bytes, DataT
       if (algo != AlgorithmId::kBinomial) return kInf;
       return ceilLog2(size) * (l.alpha + n * l.beta + n * gamma);
     // n: one rank's block; the root's link carries p - 1 of them.
+    case CollectiveKind::kSendRecv:
+      if (algo != AlgorithmId::kDirect) return kInf;
+      return l.alpha + n * l.beta;
     case CollectiveKind::kGather:
     case CollectiveKind::kScatter:
       if (algo != AlgorithmId::kDirect) return kInf;

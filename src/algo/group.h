@@ -117,6 +117,11 @@ struct Args {
   // each rank. Empty for the other collectives.
   std::vector<size_t> counts;
   std::vector<size_t> recvCounts;
+  // Send and receive (kSendRecv, whose description is the same for every message): the other
+  // rank, the direction and the size in bytes.
+  int peer = -1;
+  bool sending = false;
+  size_t bytes = 0;
 };
 
 }  // namespace chorus::algo

@@ -158,6 +158,17 @@ void allToAllV(const Group& g, const Args& a) {
   pairwiseAllToAllV(g, a.in, a.counts.data(), a.out, a.recvCounts.data(), d.dtype);
 }
 
+// One message to or from a.peer, empty ones included (the receiver checks the size).
+void pointToPoint(const Group& g, const Args& a) {
+  transport::Request r;
+  if (a.sending) {
+    g.tx->postSend(r, a.peer, a.in, a.bytes, 0);
+  } else {
+    g.tx->postRecv(r, a.peer, a.out, a.bytes, 0);
+  }
+  g.wait(r);
+}
+
 }  // namespace
 
 void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, size_t count,
@@ -207,6 +218,7 @@ void run(const Group& g, const Args& a) {
   }
   // Per-pair counts are this rank's own: nobody may skip the exchange on a count of its own.
   if (d.kind == CollectiveKind::kAllToAllV) return allToAllV(g, a);
+  if (d.kind == CollectiveKind::kSendRecv) return pointToPoint(g, a);
   if (d.count == 0) return;
   switch (d.kind) {
     case CollectiveKind::kAllReduce:
@@ -233,6 +245,8 @@ void run(const Group& g, const Args& a) {
       return allToAll(g, a);
     case CollectiveKind::kAllToAllV:
       return allToAllV(g, a);
+    case CollectiveKind::kSendRecv:
+      return pointToPoint(g, a);
   }
   throw Error(ErrorCode::kInternal, "unknown collective");
 }

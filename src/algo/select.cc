@@ -20,7 +20,8 @@ constexpr CollectiveKind kKinds[] = {
     CollectiveKind::kAllReduce,      CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
     CollectiveKind::kBroadcast,      CollectiveKind::kBarrier,       CollectiveKind::kReduce,
     CollectiveKind::kGather,         CollectiveKind::kScatter,       CollectiveKind::kAllGatherV,
-    CollectiveKind::kReduceScatterV, CollectiveKind::kAllToAll,      CollectiveKind::kAllToAllV};
+    CollectiveKind::kReduceScatterV, CollectiveKind::kAllToAll,      CollectiveKind::kAllToAllV,
+    CollectiveKind::kSendRecv};
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
@@ -81,7 +82,7 @@ void forEachEntry(const std::string& setting, Fn fn) {
                       std::string(trim(entry.substr(0, eq))) +
                       "' (allreduce, reduce_scatter, all_gather, broadcast, barrier, reduce, "
                       "gather, scatter, all_gather_v, reduce_scatter_v, all_to_all, "
-                      "all_to_all_v)");
+                      "all_to_all_v, send_recv)");
     }
     fn(*kind, trim(entry.substr(eq + 1)));
   }
@@ -125,6 +126,7 @@ const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind) {
       return binomial;
     case CollectiveKind::kGather:
     case CollectiveKind::kScatter:
+    case CollectiveKind::kSendRecv:
       return direct;
     case CollectiveKind::kAllGatherV:
     case CollectiveKind::kReduceScatterV:

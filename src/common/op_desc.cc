@@ -28,6 +28,8 @@ const char* toString(CollectiveKind kind) {
       return "all_to_all";
     case CollectiveKind::kAllToAllV:
       return "all_to_all_v";
+    case CollectiveKind::kSendRecv:
+      return "send_recv";
   }
   return "unknown-collective";
 }
@@ -87,7 +89,9 @@ OpDesc OpDesc::ofCounts(CollectiveKind kind, const size_t* counts, int size, Dat
 }
 
 std::string OpDesc::name() const {
-  return std::string(toString(kind)) + " #" + std::to_string(seq);
+  const std::string number = std::to_string(seq / 2);
+  if (kind == CollectiveKind::kSendRecv) return "send_recv before #" + number;
+  return std::string(toString(kind)) + " #" + number;
 }
 
 std::string OpDesc::describe() const {
@@ -120,6 +124,7 @@ std::string OpDesc::describe() const {
            std::string(chorus::toString(dtype)) + ", " + std::string(chorus::toString(op));
       break;
     case CollectiveKind::kAllToAllV:
+    case CollectiveKind::kSendRecv:
       s += std::string(chorus::toString(dtype));
       break;
     case CollectiveKind::kAllReduce:

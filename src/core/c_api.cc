@@ -124,6 +124,17 @@ chorus::algo::Args countedArgs(chorus_comm* c, chorus::CollectiveKind kind, cons
   return a;
 }
 
+// A send or a receive of count elements at buf.
+chorus::algo::Args pointToPointArgs(bool sending, const void* buf, size_t count,
+                                    const chorus_dtype& t, int peer) {
+  chorus::algo::Args a{chorus::OpDesc::of(chorus::CollectiveKind::kSendRecv, count, dt(t),
+                                          chorus::ReduceOp::kSum, 0),
+                       sending ? buf : nullptr, sending ? nullptr : const_cast<void*>(buf)};
+  a.peer = peer;
+  a.sending = sending;
+  return a;
+}
+
 template <class Issue>
 chorus_status startRequest(chorus_comm* c, chorus_request** req, Issue&& issue) {
   if (req == nullptr) {
@@ -396,6 +407,30 @@ chorus_status chorus_iall_to_all_v(chorus_comm* comm, const void* sendbuf, const
   return startRequest(comm, request, [&] {
     return comm->comm->allToAllV(sendbuf, sendcounts, recvbuf, recvcounts, dt(dtype));
   });
+}
+
+chorus_status chorus_send(chorus_comm* comm, const void* buf, size_t count, chorus_dtype dtype,
+                          int peer) {
+  return guarded(comm, [&] {
+    chorus::implOf(*comm->comm).runBlocking(pointToPointArgs(true, buf, count, dtype, peer));
+  });
+}
+
+chorus_status chorus_isend(chorus_comm* comm, const void* buf, size_t count, chorus_dtype dtype,
+                           int peer, chorus_request** request) {
+  return startRequest(comm, request, [&] { return comm->comm->send(buf, count, dt(dtype), peer); });
+}
+
+chorus_status chorus_recv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
+                          int peer) {
+  return guarded(comm, [&] {
+    chorus::implOf(*comm->comm).runBlocking(pointToPointArgs(false, buf, count, dtype, peer));
+  });
+}
+
+chorus_status chorus_irecv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype, int peer,
+                           chorus_request** request) {
+  return startRequest(comm, request, [&] { return comm->comm->recv(buf, count, dt(dtype), peer); });
 }
 
 }  // extern "C"

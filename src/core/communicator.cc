@@ -68,12 +68,25 @@ void Communicator::Impl::prepare(algo::Args& args) {
     OpDesc shown = desc;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      shown.seq = nextSeq_;  // the number issue() is about to give it
+      shown.seq = OpDesc::collectiveSeq(collectives_);  // what issue() is about to give it
     }
     std::fprintf(stderr, "chorus[%d]: %s\n", rank,
                  algo::explain(shown, size, placement_, choice).c_str());
   }
   lastAlgo.store(static_cast<int>(desc.algo), std::memory_order_relaxed);
+  if (desc.kind == CollectiveKind::kSendRecv) {
+    // Every message between two collectives travels under one description, so that one that
+    // arrives while the receiver still waits for an earlier one is not taken for another call;
+    // the transport checks each message's size instead.
+    args.bytes = desc.count * sizeOf(desc.dtype);
+    desc.count = 0;
+    desc.dtype = DataType::kU8;
+  }
+}
+
+uint64_t Communicator::Impl::takeSeq(CollectiveKind kind) {
+  if (kind == CollectiveKind::kSendRecv) return OpDesc::pointToPointSeq(collectives_);
+  return OpDesc::collectiveSeq(collectives_++);
 }
 
 Work Communicator::Impl::issue(OpDesc desc, const void* in, void* out) {
@@ -85,7 +98,7 @@ Work Communicator::Impl::issue(algo::Args args) {
   auto state = std::make_shared<detail::WorkState>();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    args.desc.seq = nextSeq_++;
+    args.desc.seq = takeSeq(args.desc.kind);
     if (abortCause_ || abortRequested_) {
       state->done = true;
       state->error = abortedError(args.desc);
@@ -106,7 +119,7 @@ void Communicator::Impl::runBlocking(algo::Args args) {
   Task task{std::move(args), std::make_shared<detail::WorkState>()};
   {
     std::unique_lock<std::mutex> lock(mu_);
-    task.args.desc.seq = nextSeq_++;
+    task.args.desc.seq = takeSeq(task.args.desc.kind);
     if (abortCause_ || abortRequested_) std::rethrow_exception(abortedError(task.args.desc));
     if (!queue_.empty() || busy_) {
       queue_.push_back(task);

@@ -1,6 +1,6 @@
-// Communicator methods of reduce, gather, scatter, all-gather-v, reduce-scatter-v and
-// all-to-all(v): each builds the call's description (and copies its per-rank counts, so a queued
-// call does not depend on the caller's array) and hands it to Impl::issue.
+// Communicator methods of reduce, gather, scatter, all-gather-v, reduce-scatter-v,
+// all-to-all(v), send and recv: each builds the call's description (and copies its per-rank counts,
+// so a queued call does not depend on the caller's array) and hands it to Impl::issue.
 #include "core/communicator_impl.h"
 
 #include <chorus/error.hpp>
@@ -76,6 +76,19 @@ Work Communicator::allToAllV(const void* in, const size_t* sendCounts, void* out
   algo::Args a{OpDesc::of(CollectiveKind::kAllToAllV, 0, t, ReduceOp::kSum, 0), in, out};
   a.counts = countsOf("all_to_all_v", sendCounts, n);
   a.recvCounts = countsOf("all_to_all_v", recvCounts, n);
+  return impl_->issue(std::move(a));
+}
+
+Work Communicator::send(const void* buf, size_t count, DataType t, int peer) {
+  algo::Args a{OpDesc::of(CollectiveKind::kSendRecv, count, t, ReduceOp::kSum, 0), buf, nullptr};
+  a.peer = peer;
+  a.sending = true;
+  return impl_->issue(std::move(a));
+}
+
+Work Communicator::recv(void* buf, size_t count, DataType t, int peer) {
+  algo::Args a{OpDesc::of(CollectiveKind::kSendRecv, count, t, ReduceOp::kSum, 0), nullptr, buf};
+  a.peer = peer;
   return impl_->issue(std::move(a));
 }
 

@@ -61,6 +61,7 @@ struct Communicator::Impl {
   void execute(Task& task);
   void prepare(algo::Args& args);
   void abortWith(const Error& cause);
+  uint64_t takeSeq(CollectiveKind kind);                   // needs mu_ held
   std::exception_ptr abortedError(const OpDesc& d) const;  // needs mu_ held
 
   std::unique_ptr<transport::Transport> tx_;
@@ -72,7 +73,7 @@ struct Communicator::Impl {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
-  uint64_t nextSeq_ = 0;
+  uint64_t collectives_ = 0;  // issued so far: the next one is collective number collectives_
   bool stop_ = false;
   bool busy_ = false;  // a thread (worker or blocking caller) is driving the transport
   bool abortRequested_ = false;

@@ -213,6 +213,14 @@ void validateArgs(const algo::Args& a, int rank, int size) {
       }
       return;
     }
+    case CollectiveKind::kSendRecv: {
+      if (a.peer < 0 || a.peer >= size || a.peer == rank) {
+        invalid(d, "peer " + std::to_string(a.peer) + " is not another rank of this communicator " +
+                       "(rank " + std::to_string(rank) + " of " + std::to_string(size) + ")");
+      }
+      needBuffer(d.kind, a.sending ? in : out, fits(1), "buffer");
+      return;
+    }
     default:
       invalid(d, "unknown collective");
   }
