@@ -134,7 +134,8 @@ struct SweepPoint {
 std::vector<SweepPoint> sweepPoints(const Config& cfg, int n) {
   const size_t es = sizeOf(cfg.dtype);
   // Every collective but these splits the buffer into one block per rank.
-  const bool perRankBlocks = cfg.op != "allreduce" && cfg.op != "broadcast" && cfg.op != "reduce";
+  const bool perRankBlocks =
+      cfg.op != "allreduce" && cfg.op != "broadcast" && cfg.op != "reduce" && cfg.op != "send_recv";
   std::vector<SweepPoint> points;
   for (double b = static_cast<double>(cfg.minBytes);
        b <= static_cast<double>(cfg.maxBytes) * 1.0000001; b *= cfg.stepFactor) {
@@ -206,8 +207,23 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
   const auto ct = static_cast<chorus_dtype>(cfg.dtype);
   const auto co = static_cast<chorus_op>(cfg.redop);
   std::vector<size_t> counts, sendCounts;  // v-variants: per rank; all_to_all_v: per pair
-  // reduce, gather, scatter, all-to-all and the v-variants (root 0).
+  // send_recv: even ranks send to the next rank, which receives (the last of an odd world idles).
+  const int partner = r % 2 == 0 ? (r + 1 < n ? r + 1 : -1) : r - 1;
+  // reduce, gather, scatter, all-to-all, the v-variants (root 0) and send_recv.
   auto issueMore = [&](size_t count) {
+    if (cfg.op == "send_recv") {
+      if (partner < 0) return;
+      const bool sends = r % 2 == 0;
+      if (cfg.nonBlocking) {
+        (sends ? comm.send(in.data(), count, cfg.dtype, partner)
+               : comm.recv(out.data(), count, cfg.dtype, partner))
+            .wait();
+        return;
+      }
+      return checkStatus(sends ? chorus_send(c, in.data(), count, ct, partner)
+                               : chorus_recv(c, out.data(), count, ct, partner),
+                         c);
+    }
     if (cfg.nonBlocking) {
       Work w;
       if (cfg.op == "reduce")
@@ -300,7 +316,13 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
       long wrong = 0;
       auto at = [&](size_t i) { return valueAt(out.data() + i * es, cfg.dtype); };
       const auto me = static_cast<size_t>(r);
-      if (cfg.op == "gather" || cfg.op == "all_gather_v") {
+      if (cfg.op == "send_recv") {
+        fillInput(in, row.count, cfg.dtype, r);
+        issue(row.count);
+        for (size_t j = 0; partner >= 0 && r % 2 == 1 && j < row.count; ++j) {
+          wrong += at(j) != filled(j, partner);
+        }
+      } else if (cfg.op == "gather" || cfg.op == "all_gather_v") {
         // Block q (count or counts[q] elements) comes from rank q, which filled it as its own.
         const bool v = cfg.op == "all_gather_v";
         fillInput(in, v ? counts[me] : row.count, cfg.dtype, r);
