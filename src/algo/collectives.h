@@ -53,6 +53,10 @@ void disseminationBarrier(const Group& g);
 // Reduce to `root` over a binomial tree (reduce_to_root.cc); out is written on the root only.
 void binomialReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
                     ReduceOp op, int root);
+// Reduce for large buffers: ring reduce-scatter over balanced blocks, then each rank sends its
+// reduced block to the root (reduce_to_root.cc).
+void ringGatherReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
+                      ReduceOp op, int root);
 // Root <-> every rank, one message each (gather_scatter.cc). bytes: one rank's block.
 void directGather(const Group& g, const void* in, void* out, size_t bytes, DataType dtype,
                   int root);

@@ -200,11 +200,14 @@ double predictSeconds(CollectiveKind kind, AlgorithmId algo, size_t bytes, DataT
     case CollectiveKind::kBarrier:
       if (algo != AlgorithmId::kDissemination) return kInf;
       return ceilLog2(size) * l.alpha;
-    // One algorithm each (the choice is trivial); the estimate is for CHORUS_DEBUG and the
-    // bench's bound. reduce: the whole buffer up ceil(log2 p) levels, reduced at each.
+    // reduce: binomial moves the whole buffer up ceil(log2 p) levels, reduced at each;
+    // ring_gather reduces p blocks round the ring, then the root takes p - 1 of them.
     case CollectiveKind::kReduce:
-      if (algo != AlgorithmId::kBinomial) return kInf;
-      return ceilLog2(size) * (l.alpha + n * l.beta + n * gamma);
+      if (algo == AlgorithmId::kBinomial)
+        return ceilLog2(size) * (l.alpha + n * l.beta + n * gamma);
+      if (algo != AlgorithmId::kRingGather) return kInf;
+      return (p - 1) * (l.alpha + n / p * (l.beta + gamma)) + (p - 1) * (l.alpha + n / p * l.beta);
+    // One algorithm each below (the choice is trivial); the estimate is for CHORUS_DEBUG.
     // n: one rank's block; the root's link carries p - 1 of them.
     case CollectiveKind::kSendRecv:
       if (algo != AlgorithmId::kDirect) return kInf;

@@ -1,12 +1,18 @@
-// Reduce to a root over a binomial tree (algo/binomial_pattern.h), the broadcast's tree run
-// backwards: each rank receives its children's partial results, smallest subtree first (they
-// are ready first), combines them with its own input and sends the result to its parent.
+// Reduce to a root. Small buffers: over a binomial tree (algo/binomial_pattern.h), the broadcast's
+// tree run backwards: each rank receives its children's partial results, smallest subtree first
+// (they are ready first), combines them with its own input and sends the result to its parent.
 // ceil(log2 N) levels; the root divides an average once, at the end. Only the root's output is
 // written; the others combine in scratch memory (or send their input as it is, for a leaf).
+// Large buffers (ring_gather): every rank reduces one balanced block round the ring
+// (variable_ring.cc), then sends it to the root; each element is reduced once, every link
+// carries about 2 (N-1)/N of the buffer instead of the tree's ceil(log2 N) whole buffers.
 #include "algo/binomial_pattern.h"
 #include "algo/collectives.h"
 #include "algo/neighbour_token.h"
+#include "algo/ring_pattern.h"
 #include "reduce/reduce.h"
+
+#include <vector>
 
 namespace chorus::algo {
 
@@ -47,6 +53,34 @@ void binomialReduce(const Group& g, const void* in, void* out, size_t count, Dat
     g.wait(up);
   }
   token.finish(g);
+}
+
+void ringGatherReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
+                      ReduceOp op, int root) {
+  const int n = g.size;
+  const size_t es = sizeOf(dtype);
+  static thread_local std::vector<size_t> counts;
+  counts.resize(static_cast<size_t>(n));
+  for (int q = 0; q < n; ++q) counts[static_cast<size_t>(q)] = balancedBlock(count, n, q).count;
+  auto at = [&](int q) { return balancedBlock(count, n, q).offset * es; };
+  const size_t mine = counts[static_cast<size_t>(g.rank)] * es;
+  // The root's block lands in place in its output; the others' in scratch (the ring's own
+  // scratch is g.scratch->bytes).
+  uint8_t* block = g.rank == root ? static_cast<uint8_t*>(out) + at(root) : g.scratch->second(mine);
+  ringReduceScatterV(g, in, block, counts.data(), dtype, op);  // averages divided per block
+  if (g.rank != root) {
+    transport::Request up;
+    g.tx->postSend(up, root, block, mine, static_cast<uint32_t>(n));
+    g.wait(up);
+    return;
+  }
+  auto& recvs = g.scratch->recvs(static_cast<size_t>(n));
+  for (int q = 0; q < n; ++q) {
+    if (q == root) continue;
+    g.tx->postRecv(recvs[static_cast<size_t>(q)], q, static_cast<uint8_t*>(out) + at(q),
+                   counts[static_cast<size_t>(q)] * es, static_cast<uint32_t>(n));
+  }
+  for (auto& r : recvs) g.wait(r);
 }
 
 }  // namespace chorus::algo

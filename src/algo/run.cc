@@ -94,6 +94,9 @@ void reduceToRoot(const Group& g, const Args& a) {
   const OpDesc& d = a.desc;
   if (d.algo == AlgorithmId::kNone)
     return copyIfApart(d.dtype, a.out, a.in, d.count * sizeOf(d.dtype));
+  if (d.algo == AlgorithmId::kRingGather) {
+    return ringGatherReduce(g, a.in, a.out, d.count, d.dtype, d.op, d.root);
+  }
   if (d.algo != AlgorithmId::kBinomial) unsupported(d);
   binomialReduce(g, a.in, a.out, d.count, d.dtype, d.op, d.root);
 }

@@ -107,7 +107,7 @@ const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind) {
   static const std::vector<AlgorithmId> broadcast{AlgorithmId::kChain, AlgorithmId::kBinomial,
                                                   AlgorithmId::kScatterAllGather};
   static const std::vector<AlgorithmId> barrier{AlgorithmId::kDissemination};
-  static const std::vector<AlgorithmId> binomial{AlgorithmId::kBinomial};
+  static const std::vector<AlgorithmId> reduce{AlgorithmId::kBinomial, AlgorithmId::kRingGather};
   static const std::vector<AlgorithmId> direct{AlgorithmId::kDirect};
   static const std::vector<AlgorithmId> ring{AlgorithmId::kRing};
   static const std::vector<AlgorithmId> pairwise{AlgorithmId::kPairwise};
@@ -123,7 +123,7 @@ const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind) {
     case CollectiveKind::kBarrier:
       return barrier;
     case CollectiveKind::kReduce:
-      return binomial;
+      return reduce;
     case CollectiveKind::kGather:
     case CollectiveKind::kScatter:
     case CollectiveKind::kSendRecv:

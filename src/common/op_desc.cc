@@ -68,6 +68,8 @@ const char* toString(AlgorithmId algo) {
       return "direct";
     case AlgorithmId::kPairwise:
       return "pairwise";
+    case AlgorithmId::kRingGather:
+      return "ring_gather";
   }
   return "unknown-algorithm";
 }

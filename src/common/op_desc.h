@@ -44,9 +44,10 @@ enum class AlgorithmId : uint8_t {
   kHalving,           // reduce-scatter
   kDoubling,          // all-gather
   kDirect,            // gather, scatter: the root talks to every rank
-  kPairwise           // all-to-all(v): rank r sends to r + s and receives from r - s
+  kPairwise,          // all-to-all(v): rank r sends to r + s and receives from r - s
+  kRingGather         // reduce: ring reduce-scatter, then every block to the root
 };
-inline constexpr AlgorithmId kLastAlgorithmId = AlgorithmId::kPairwise;
+inline constexpr AlgorithmId kLastAlgorithmId = AlgorithmId::kRingGather;
 
 const char* toString(CollectiveKind kind);
 const char* toString(AlgorithmId algo);

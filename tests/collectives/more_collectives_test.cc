@@ -65,41 +65,50 @@ size_t sum(const std::vector<size_t>& v) { return std::accumulate(v.begin(), v.e
 
 class MoreCollectives : public ::testing::TestWithParam<int> {};
 
+// Under each reduce algorithm, forced (automatic choice takes ring_gather only for large buffers).
 TEST_P(MoreCollectives, ReduceToEveryKindOfRoot) {
   const int n = GetParam();
-  expectRanks(n, [n](Communicator& c) {
-    const int me = c.rank();
-    int turn = 0;
-    for (DataType t : kTypes) {
-      const size_t es = sizeOf(t);
-      for (ReduceOp op : kOps) {
-        for (size_t count : smallCounts(n)) {
-          const int root = static_cast<int>((count + static_cast<size_t>(turn)) % n);
-          const bool inPlace = ++turn % 2 == 0;
-          const std::string what =
-              label("reduce " + std::string(toString(op)) + " root=" + std::to_string(root), t,
-                    count, inPlace);
-          std::vector<Buffer> inputs;
-          for (int r = 0; r < n; ++r) inputs.push_back(makeInput(t, op, r, count));
-          Buffer in = inputs[static_cast<size_t>(me)];
-          if (me != root) {
-            c.reduce(in.data(), nullptr, count, t, op, root).wait();
-            check(what + " (input kept)", me, in.data(), inputs[static_cast<size_t>(me)], es);
-            continue;
+  for (const char* algo : {"reduce=binomial", "reduce=ring_gather"}) {
+    SCOPED_TRACE(algo);
+    Options o = testOptions();
+    o.algorithm = algo;
+    expectRanks(
+        n,
+        [n](Communicator& c) {
+          const int me = c.rank();
+          int turn = 0;
+          for (DataType t : kTypes) {
+            const size_t es = sizeOf(t);
+            for (ReduceOp op : kOps) {
+              for (size_t count : smallCounts(n)) {
+                const int root = static_cast<int>((count + static_cast<size_t>(turn)) % n);
+                const bool inPlace = ++turn % 2 == 0;
+                const std::string what =
+                    label("reduce " + std::string(toString(op)) + " root=" + std::to_string(root),
+                          t, count, inPlace);
+                std::vector<Buffer> inputs;
+                for (int r = 0; r < n; ++r) inputs.push_back(makeInput(t, op, r, count));
+                Buffer in = inputs[static_cast<size_t>(me)];
+                if (me != root) {
+                  c.reduce(in.data(), nullptr, count, t, op, root).wait();
+                  check(what + " (input kept)", me, in.data(), inputs[static_cast<size_t>(me)], es);
+                  continue;
+                }
+                const Buffer want = reduceReference(t, op, inputs, count);
+                if (inPlace) {
+                  c.reduce(in.data(), in.data(), count, t, op, root).wait();
+                  check(what, me, in.data(), want, es);
+                } else {
+                  Buffer out(in.size(), 0xAB);
+                  c.reduce(in.data(), out.data(), count, t, op, root).wait();
+                  check(what, me, out.data(), want, es);
+                }
+              }
+            }
           }
-          const Buffer want = reduceReference(t, op, inputs, count);
-          if (inPlace) {
-            c.reduce(in.data(), in.data(), count, t, op, root).wait();
-            check(what, me, in.data(), want, es);
-          } else {
-            Buffer out(in.size(), 0xAB);
-            c.reduce(in.data(), out.data(), count, t, op, root).wait();
-            check(what, me, out.data(), want, es);
-          }
-        }
-      }
-    }
-  });
+        },
+        o);
+  }
 }
 
 TEST_P(MoreCollectives, GatherAndScatterEveryTypeAndCount) {

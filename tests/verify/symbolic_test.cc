@@ -78,6 +78,7 @@ bool mustAccept(AlgorithmId id) {
     case AlgorithmId::kScatterAllGather:
     case AlgorithmId::kDirect:
     case AlgorithmId::kPairwise:
+    case AlgorithmId::kRingGather:
       return true;
     default:
       return false;
@@ -490,7 +491,8 @@ RunResult runEach(VirtualWorld& w, const OpDesc& d, std::vector<Elements>& in,
 }
 
 // Reduce to `root`: the root holds every element reduced from all ranks; the others' inputs stay.
-Outcome reduceTo(VirtualWorld& w, size_t count, ReduceOp op, int root, bool inPlace) {
+Outcome reduceTo(VirtualWorld& w, AlgorithmId algo, size_t count, ReduceOp op, int root,
+                 bool inPlace) {
   const int n = w.size();
   const auto un = static_cast<size_t>(n);
   std::vector<Elements> in(un), out(un), want(un), inWant(un);
@@ -506,8 +508,8 @@ Outcome reduceTo(VirtualWorld& w, size_t count, ReduceOp op, int root, bool inPl
       }
     }
   }
-  const OpDesc d = desc(CollectiveKind::kReduce, count, op,
-                        n == 1 ? AlgorithmId::kNone : AlgorithmId::kBinomial, root);
+  const OpDesc d =
+      desc(CollectiveKind::kReduce, count, op, n == 1 ? AlgorithmId::kNone : algo, root);
   setSymbolicDivisor(n);
   RunResult res = runEach(w, d, in, out, [&](int r, algo::Args& a) {
     if (inPlace && r == root) a.out = const_cast<void*>(a.in);
@@ -676,17 +678,19 @@ TEST_F(Symbolic, ReduceGatherScatterVariantsAndAllToAllEveryWorldSize) {
   for (int n = 1; n <= 64; ++n) {
     VirtualWorld w(configFor(n));
     const auto un = static_cast<size_t>(n);
-    const AlgorithmId tree = n == 1 ? AlgorithmId::kNone : AlgorithmId::kBinomial;
     const AlgorithmId direct = n == 1 ? AlgorithmId::kNone : AlgorithmId::kDirect;
     const AlgorithmId ring = n == 1 ? AlgorithmId::kNone : AlgorithmId::kRing;
     const AlgorithmId pairwise = n == 1 ? AlgorithmId::kNone : AlgorithmId::kPairwise;
     for (size_t count : blockCountsFor(n)) {
       for (int root : std::set<int>{0, n / 2, n - 1}) {
         const std::string at = " root=" + std::to_string(root);
-        rep.check(label("reduce", tree, n, count, at),
-                  reduceTo(w, count, ReduceOp::kSum, root, false), tree, n);
-        rep.check(label("reduce", tree, n, count, at + " avg in place"),
-                  reduceTo(w, count, ReduceOp::kAvg, root, true), tree, n);
+        for (AlgorithmId listed : algo::algorithmsFor(CollectiveKind::kReduce)) {
+          const AlgorithmId a = n == 1 ? AlgorithmId::kNone : listed;
+          rep.check(label("reduce", a, n, count, at),
+                    reduceTo(w, a, count, ReduceOp::kSum, root, false), a, n);
+          rep.check(label("reduce", a, n, count, at + " avg in place"),
+                    reduceTo(w, a, count, ReduceOp::kAvg, root, true), a, n);
+        }
         rep.check(label("gather", direct, n, count, at), gatherTo(w, count, root), direct, n);
         rep.check(label("scatter", direct, n, count, at), scatterFrom(w, count, root), direct, n);
       }
