@@ -61,6 +61,16 @@ class Scratch {
     }
     return *sibling_;
   }
+  // Block sizes or offsets (elements) of the collectives with per-rank counts; kept apart from
+  // sizes2 so that an algorithm built on another (ring_gather on the variable ring) has its own.
+  std::vector<size_t>& sizes(size_t n) {
+    sizes_.resize(n);
+    return sizes_;
+  }
+  std::vector<size_t>& sizes2(size_t n) {
+    sizes2_.resize(n);
+    return sizes2_;
+  }
   std::vector<RingUnit>& ringUnits(size_t n) {
     ringUnits_.assign(n, RingUnit{});
     return ringUnits_;
@@ -79,6 +89,8 @@ class Scratch {
   std::vector<transport::Request> sends_;
   std::vector<transport::Request> recvs_;
   std::vector<RingUnit> ringUnits_;
+  std::vector<size_t> sizes_;
+  std::vector<size_t> sizes2_;
   std::unique_ptr<Scratch> sibling_;
 };
 

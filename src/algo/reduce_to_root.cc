@@ -59,8 +59,7 @@ void ringGatherReduce(const Group& g, const void* in, void* out, size_t count, D
                       ReduceOp op, int root) {
   const int n = g.size;
   const size_t es = sizeOf(dtype);
-  static thread_local std::vector<size_t> counts;
-  counts.resize(static_cast<size_t>(n));
+  std::vector<size_t>& counts = g.scratch->sizes2(static_cast<size_t>(n));
   for (int q = 0; q < n; ++q) counts[static_cast<size_t>(q)] = balancedBlock(count, n, q).count;
   auto at = [&](int q) { return balancedBlock(count, n, q).offset * es; };
   const size_t mine = counts[static_cast<size_t>(g.rank)] * es;

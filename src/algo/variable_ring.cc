@@ -17,10 +17,9 @@
 namespace chorus::algo {
 namespace {
 
-// Offsets of the blocks in elements (prefix sums of counts), reused from call to call.
-const std::vector<size_t>& offsetsOf(const size_t* counts, int n) {
-  static thread_local std::vector<size_t> offsets;
-  offsets.resize(static_cast<size_t>(n) + 1);
+// Offsets of the blocks in elements (prefix sums of counts), in memory reused from call to call.
+const std::vector<size_t>& offsetsOf(const Group& g, const size_t* counts, int n) {
+  std::vector<size_t>& offsets = g.scratch->sizes(static_cast<size_t>(n) + 1);
   offsets[0] = 0;
   for (int q = 0; q < n; ++q) {
     offsets[static_cast<size_t>(q) + 1] = offsets[static_cast<size_t>(q)] + counts[q];
@@ -33,7 +32,7 @@ const std::vector<size_t>& offsetsOf(const size_t* counts, int n) {
 void ringAllGatherV(const Group& g, void* out, const size_t* counts, DataType dtype) {
   const int n = g.size, r = g.rank;
   const size_t es = sizeOf(dtype);
-  const std::vector<size_t>& off = offsetsOf(counts, n);
+  const std::vector<size_t>& off = offsetsOf(g, counts, n);
   auto* base = static_cast<uint8_t*>(out);
   auto at = [&](int b) { return base + off[static_cast<size_t>(b)] * es; };
   auto bytesOf = [&](int b) { return counts[b] * es; };
@@ -58,7 +57,7 @@ void ringReduceScatterV(const Group& g, const void* in, void* out, const size_t*
                         DataType dtype, ReduceOp op) {
   const int n = g.size, r = g.rank;
   const size_t es = sizeOf(dtype);
-  const std::vector<size_t>& off = offsetsOf(counts, n);
+  const std::vector<size_t>& off = offsetsOf(g, counts, n);
   const auto* src = static_cast<const uint8_t*>(in);
   // Block b's partial result lands at its own offset: each block but r - 1 arrives once.
   uint8_t* slots = g.scratch->bytes(off[static_cast<size_t>(n)] * es);
