@@ -40,7 +40,8 @@ class Communicator {
   int size() const;
   const Options& options() const;
   // Algorithm chosen for the most recently issued collective ("ring", "rd", "rhd", "chain",
-  // "dissemination", or "none" for a group of one); "" before the first.
+  // "dissemination", "binomial", "ring_gather", "direct", "pairwise", ..., or "none" for a group
+  // of one); "" before the first.
   std::string lastAlgorithm() const;
   // How data to `peer` travels: "shm" (shared memory, same host), "tcp", or "self".
   std::string transportTo(int peer) const;
