@@ -155,6 +155,31 @@ TEST(SendRecv, MismatchedSizesAndDepartedPeers) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
 }
 
+// Rank 1 forgets the recv and runs the next collective: the message it gets first is rank 0's,
+// which belongs to a send, and it reports a mismatch naming it; the others fail too, no hang.
+TEST(SendRecv, AForgottenRecvIsAMismatch) {
+  std::vector<std::string> messages(3);
+  std::vector<ErrorCode> codes(3, ErrorCode::kOk);
+  auto errors = runRanks(
+      3,
+      [&](Communicator& c) {
+        std::vector<float> v(64, 1.0f);
+        try {
+          if (c.rank() == 0) c.send(std::span<const float>(v), 1).wait();
+          c.allReduce(std::span<float>(v)).wait();
+        } catch (const Error& e) {
+          codes[static_cast<size_t>(c.rank())] = e.code();
+          messages[static_cast<size_t>(c.rank())] = e.what();
+        }
+      },
+      testOptions(std::chrono::seconds(5)));
+  for (const auto& e : errors) ADD_FAILURE() << e;
+  EXPECT_EQ(codes[1], ErrorCode::kMismatch) << messages[1];
+  EXPECT_NE(messages[1].find("send_recv before #0"), std::string::npos) << messages[1];
+  EXPECT_NE(codes[0], ErrorCode::kOk);
+  EXPECT_NE(codes[2], ErrorCode::kOk);
+}
+
 TEST(SendRecv, BadPeersAreRefusedBeforeAnythingIsSent) {
   expectRanks(2, [](Communicator& c) {
     float x = 1;
