@@ -104,6 +104,75 @@ chorus_status chorus_broadcast(chorus_comm* comm, void* buf, size_t count, choru
                                int root);
 chorus_status chorus_barrier(chorus_comm* comm);
 
+/* Reduce, gather, scatter, the per-rank-count variants and all-to-all, blocking and (i-prefix)
+ * non-blocking; requests as for chorus_iallreduce below. Every rank calls them in the same order
+ * as the other collectives; calls that differ (collective, count, counts, root) fail with
+ * CHORUS_ERR_MISMATCH on the ranks involved. Buffers used only on the root may be NULL on other
+ * ranks. In place (as MPI_IN_PLACE) means passing the same memory where noted below; any other
+ * overlap of send and receive buffers is CHORUS_ERR_INVALID_ARGUMENT. Count arrays hold one
+ * entry per rank and are copied by the call. Displacements are the prefix sums of the counts. */
+struct chorus_request;
+/* The root gets the reduction of every rank's sendbuf. In place on the root: sendbuf == recvbuf. */
+chorus_status chorus_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                            chorus_dtype dtype, chorus_op op, int root);
+chorus_status chorus_ireduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                             chorus_dtype dtype, chorus_op op, int root,
+                             struct chorus_request** request);
+/* The root's recvbuf holds world_size * sendcount elements, block r from rank r. In place on the
+ * root: sendbuf == recvbuf + root * sendcount. */
+chorus_status chorus_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount,
+                            chorus_dtype dtype, int root);
+chorus_status chorus_igather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                             size_t sendcount, chorus_dtype dtype, int root,
+                             struct chorus_request** request);
+/* The root's sendbuf holds world_size * recvcount elements; rank r receives block r. In place on
+ * the root: recvbuf == sendbuf + root * recvcount. */
+chorus_status chorus_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                             size_t recvcount, chorus_dtype dtype, int root);
+chorus_status chorus_iscatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                              size_t recvcount, chorus_dtype dtype, int root,
+                              struct chorus_request** request);
+/* Rank r contributes recvcounts[r] elements (every rank passes the same recvcounts); recvbuf
+ * receives them in rank order. In place: sendbuf == recvbuf + the counts of the ranks before. */
+chorus_status chorus_all_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                  const size_t* recvcounts, chorus_dtype dtype);
+chorus_status chorus_iall_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                   const size_t* recvcounts, chorus_dtype dtype,
+                                   struct chorus_request** request);
+/* A message to / from one other rank (peer). Only the two ranks take part, each at the same point
+ * among its collectives; a pair's messages arrive in the order they were sent, and the receiver's
+ * count must match (else CHORUS_ERR_MISMATCH). A send may return before the matching recv starts,
+ * except for messages larger than the transport buffers, which wait for it: two ranks that
+ * exchange large messages call send-then-recv on one and recv-then-send on the other. */
+chorus_status chorus_send(chorus_comm* comm, const void* buf, size_t count, chorus_dtype dtype,
+                          int peer);
+chorus_status chorus_isend(chorus_comm* comm, const void* buf, size_t count, chorus_dtype dtype,
+                           int peer, struct chorus_request** request);
+chorus_status chorus_recv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype, int peer);
+chorus_status chorus_irecv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype, int peer,
+                           struct chorus_request** request);
+/* sendbuf holds blocks of recvcounts[0], recvcounts[1], ... elements (the same recvcounts on
+ * every rank); rank r receives the reduction of block r. In place: recvbuf == sendbuf + the
+ * counts of the ranks before. */
+chorus_status chorus_reduce_scatter_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                      const size_t* recvcounts, chorus_dtype dtype, chorus_op op);
+chorus_status chorus_ireduce_scatter_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                       const size_t* recvcounts, chorus_dtype dtype, chorus_op op,
+                                       struct chorus_request** request);
+/* Block r (count elements) of sendbuf goes to rank r; block r of recvbuf comes from rank r. In
+ * place: sendbuf == recvbuf. */
+chorus_status chorus_all_to_all(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
+                                chorus_dtype dtype);
+chorus_status chorus_iall_to_all(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                 size_t count, chorus_dtype dtype, struct chorus_request** request);
+/* sendcounts[r] elements to rank r, recvcounts[r] from it (rank q's recvcounts[r] must equal rank
+ * r's sendcounts[q], else CHORUS_ERR_MISMATCH). No in-place form. */
+chorus_status chorus_all_to_all_v(chorus_comm* comm, const void* sendbuf, const size_t* sendcounts,
+                                  void* recvbuf, const size_t* recvcounts, chorus_dtype dtype);
+chorus_status chorus_iall_to_all_v(chorus_comm* comm, const void* sendbuf, const size_t* sendcounts,
+                                   void* recvbuf, const size_t* recvcounts, chorus_dtype dtype,
+                                   struct chorus_request** request);
+
 /* Color for chorus_comm_split (any negative value works): the rank joins no new communicator. */
 #define CHORUS_NO_COLOR (-1)
 /* Collective over comm (every rank calls it, in the same order as other collectives): ranks with

@@ -44,7 +44,8 @@ class Communicator {
   int size() const;
   const Options& options() const;
   // Algorithm chosen for the most recently issued collective ("ring", "rd", "rhd", "chain",
-  // "dissemination", or "none" for a group of one); "" before the first.
+  // "dissemination", "binomial", "ring_gather", "direct", "pairwise", ..., or "none" for a group
+  // of one); "" before the first.
   std::string lastAlgorithm() const;
   // How data to `peer` travels: "shm" (shared memory, same host), "tcp", or "self".
   std::string transportTo(int peer) const;
@@ -78,6 +79,101 @@ class Communicator {
   }
   Work barrier();
 
+  // ---- Reduce, gather, scatter, the per-rank-count variants and all-to-all ----
+  // Ordered and checked like the collectives above. Buffers that matter only on the root may be
+  // empty (null) elsewhere. In place, as with MPI_IN_PLACE, means passing the same memory where
+  // noted; any other overlap of send and receive buffers is an error (kInvalidArgument).
+
+  // The root receives the reduction of every rank's `in`. In place on the root: in == out.
+  template <class T>
+  Work reduce(std::span<const T> in, std::span<T> out, int root, ReduceOp op = ReduceOp::kSum) {
+    if (rank() == root) checkSizes("reduce", in.size(), out.size());
+    return reduce(in.data(), out.data(), in.size(), dataTypeOf<T>, op, root);
+  }
+  template <class T>
+  Work reduce(std::span<T> inout, int root, ReduceOp op = ReduceOp::kSum) {
+    return reduce(inout.data(), inout.data(), inout.size(), dataTypeOf<T>, op, root);
+  }
+  // The root's out holds size() * in.size() elements; block r comes from rank r. In place on the
+  // root: in is block root of out.
+  template <class T>
+  Work gather(std::span<const T> in, std::span<T> out, int root) {
+    if (rank() == root) checkSizes("gather", in.size() * static_cast<size_t>(size()), out.size());
+    return gather(in.data(), out.data(), in.size(), dataTypeOf<T>, root);
+  }
+  // The root's in holds size() * out.size() elements; rank r receives block r. In place on the
+  // root: out is block root of in.
+  template <class T>
+  Work scatter(std::span<const T> in, std::span<T> out, int root) {
+    if (rank() == root) checkSizes("scatter", out.size() * static_cast<size_t>(size()), in.size());
+    return scatter(in.data(), out.data(), out.size(), dataTypeOf<T>, root);
+  }
+  // counts[r] elements from rank r (every rank passes the same counts; in holds counts[rank()]),
+  // laid out one after another in out in rank order. In place: in is this rank's block of out.
+  template <class T>
+  Work allGatherV(std::span<const T> in, std::span<T> out, std::span<const size_t> counts) {
+    checkCounts("all_gather_v", counts);
+    checkSizes("all_gather_v", counts[static_cast<size_t>(rank())], in.size());
+    checkSizes("all_gather_v", sum(counts), out.size());
+    return allGatherV(in.data(), out.data(), counts.data(), dataTypeOf<T>);
+  }
+  // in holds the blocks of counts[0], counts[1], ... elements; rank r receives the reduction of
+  // block r (counts[r] elements). In place: out is this rank's block of in.
+  template <class T>
+  Work reduceScatterV(std::span<const T> in, std::span<T> out, std::span<const size_t> counts,
+                      ReduceOp op = ReduceOp::kSum) {
+    checkCounts("reduce_scatter_v", counts);
+    checkSizes("reduce_scatter_v", sum(counts), in.size());
+    checkSizes("reduce_scatter_v", counts[static_cast<size_t>(rank())], out.size());
+    return reduceScatterV(in.data(), out.data(), counts.data(), dataTypeOf<T>, op);
+  }
+  // in and out hold size() blocks of the same size: block r of in goes to rank r, block r of out
+  // comes from rank r. In place: in == out.
+  template <class T>
+  Work allToAll(std::span<const T> in, std::span<T> out) {
+    checkSizes("all_to_all", in.size(), out.size());
+    const auto n = static_cast<size_t>(size());
+    if (in.size() % n != 0) checkSizes("all_to_all", in.size() / n * n, in.size());
+    return allToAll(in.data(), out.data(), in.size() / n, dataTypeOf<T>);
+  }
+  // sendCounts[r] elements to rank r, recvCounts[r] from it, blocks in rank order (rank r's
+  // recvCounts[q] must equal rank q's sendCounts[r]). No in-place form.
+  template <class T>
+  Work allToAllV(std::span<const T> in, std::span<const size_t> sendCounts, std::span<T> out,
+                 std::span<const size_t> recvCounts) {
+    checkCounts("all_to_all_v", sendCounts);
+    checkCounts("all_to_all_v", recvCounts);
+    checkSizes("all_to_all_v", sum(sendCounts), in.size());
+    checkSizes("all_to_all_v", sum(recvCounts), out.size());
+    return allToAllV(in.data(), sendCounts.data(), out.data(), recvCounts.data(), dataTypeOf<T>);
+  }
+  // A message to / from one other rank. Only the two ranks take part; each places the call at
+  // the same point among its collectives (between the same two collectives), and a pair's
+  // messages arrive in the order they were sent. A send may finish before the matching recv
+  // starts, except for messages larger than the transport buffers (shared-memory ring, socket
+  // buffers): those wait for it, so two ranks that exchange large messages order their calls
+  // send-then-recv on one and recv-then-send on the other. The sizes must match (kMismatch).
+  template <class T>
+  Work send(std::span<const T> buf, int peer) {
+    return send(buf.data(), buf.size(), dataTypeOf<T>, peer);
+  }
+  template <class T>
+  Work recv(std::span<T> buf, int peer) {
+    return recv(buf.data(), buf.size(), dataTypeOf<T>, peer);
+  }
+  Work send(const void* buf, size_t count, DataType type, int peer);
+  Work recv(void* buf, size_t count, DataType type, int peer);
+
+  // Untyped forms, with the argument rules of the C API (counts: size() entries).
+  Work reduce(const void* in, void* out, size_t count, DataType type, ReduceOp op, int root);
+  Work gather(const void* in, void* out, size_t sendCount, DataType type, int root);
+  Work scatter(const void* in, void* out, size_t recvCount, DataType type, int root);
+  Work allGatherV(const void* in, void* out, const size_t* counts, DataType type);
+  Work reduceScatterV(const void* in, void* out, const size_t* counts, DataType type, ReduceOp op);
+  Work allToAll(const void* in, void* out, size_t count, DataType type);
+  Work allToAllV(const void* in, const size_t* sendCounts, void* out, const size_t* recvCounts,
+                 DataType type);
+
   // Collective over this communicator, ordered like any other collective on it, and blocking:
   // ranks that pass the same color form a new communicator, ranked by (key, rank here). A
   // negative color (kNoColor) joins none and returns nullptr, but the call must still be made.
@@ -108,6 +204,8 @@ class Communicator {
  private:
   explicit Communicator(std::shared_ptr<Impl> impl);
   static void checkSizes(const char* op, size_t expected, size_t got);
+  void checkCounts(const char* op, std::span<const size_t> counts) const;
+  static size_t sum(std::span<const size_t> counts);
   std::shared_ptr<Impl> impl_;  // shared with Work handles that may run a task inline
 };
 

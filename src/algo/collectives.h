@@ -50,4 +50,27 @@ void halvingReduceScatter(const Group& g, const void* in, void* out, size_t bloc
 void doublingAllGather(const Group& g, void* out, size_t blockCount, DataType dtype);
 void disseminationBarrier(const Group& g);
 
+// Reduce to `root` over a binomial tree (reduce_to_root.cc); out is written on the root only.
+void binomialReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
+                    ReduceOp op, int root);
+// Reduce for large buffers: ring reduce-scatter over balanced blocks, then each rank sends its
+// reduced block to the root (reduce_to_root.cc).
+void ringGatherReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
+                      ReduceOp op, int root);
+// Root <-> every rank, one message each (gather_scatter.cc). bytes: one rank's block.
+void directGather(const Group& g, const void* in, void* out, size_t bytes, DataType dtype,
+                  int root);
+void directScatter(const Group& g, const void* in, void* out, size_t bytes, DataType dtype,
+                   int root);
+// Rings over blocks of counts[q] elements (variable_ring.cc). All-gather-v: out holds every
+// block, this rank's already in place. Reduce-scatter-v: in holds every block, out this rank's.
+void ringAllGatherV(const Group& g, void* out, const size_t* counts, DataType dtype);
+void ringReduceScatterV(const Group& g, const void* in, void* out, const size_t* counts,
+                        DataType dtype, ReduceOp op);
+// Every rank to every rank in shifted order (all_to_all.cc). in == out is allowed for the
+// fixed-size form.
+void pairwiseAllToAll(const Group& g, const void* in, void* out, size_t blockBytes, DataType dtype);
+void pairwiseAllToAllV(const Group& g, const void* in, const size_t* sendCounts, void* out,
+                       const size_t* recvCounts, DataType dtype);
+
 }  // namespace chorus::algo

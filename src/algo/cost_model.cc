@@ -200,6 +200,34 @@ double predictSeconds(CollectiveKind kind, AlgorithmId algo, size_t bytes, DataT
     case CollectiveKind::kBarrier:
       if (algo != AlgorithmId::kDissemination) return kInf;
       return ceilLog2(size) * l.alpha;
+    // reduce: binomial moves the whole buffer up ceil(log2 p) levels, reduced at each;
+    // ring_gather reduces p blocks round the ring, then the root takes p - 1 of them.
+    case CollectiveKind::kReduce:
+      if (algo == AlgorithmId::kBinomial)
+        return ceilLog2(size) * (l.alpha + n * l.beta + n * gamma);
+      if (algo != AlgorithmId::kRingGather) return kInf;
+      return (p - 1) * (l.alpha + n / p * (l.beta + gamma)) + (p - 1) * (l.alpha + n / p * l.beta);
+    // One algorithm each below (the choice is trivial); the estimate is for CHORUS_DEBUG.
+    // n: one rank's block; the root's link carries p - 1 of them.
+    case CollectiveKind::kSendRecv:
+      if (algo != AlgorithmId::kDirect) return kInf;
+      return l.alpha + n * l.beta;
+    case CollectiveKind::kGather:
+    case CollectiveKind::kScatter:
+      if (algo != AlgorithmId::kDirect) return kInf;
+      return (p - 1) * (l.alpha + n * l.beta);
+    // n: the total; p - 1 ring steps of an average block.
+    case CollectiveKind::kAllGatherV:
+      if (algo != AlgorithmId::kRing) return kInf;
+      return (p - 1) * (l.alpha + n / p * l.beta);
+    case CollectiveKind::kReduceScatterV:
+      if (algo != AlgorithmId::kRing) return kInf;
+      return (p - 1) * (l.alpha + n / p * (l.beta + gamma));
+    // n: one block (all-to-all-v: unknown, 0); p - 1 blocks out and in over shared links.
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kAllToAllV:
+      if (algo != AlgorithmId::kPairwise) return kInf;
+      return (p - 1) * (l.alpha + n * l.beta * sharing(where));
   }
   return kInf;
 }

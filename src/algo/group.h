@@ -61,6 +61,16 @@ class Scratch {
     }
     return *sibling_;
   }
+  // Block sizes or offsets (elements) of the collectives with per-rank counts; kept apart from
+  // sizes2 so that an algorithm built on another (ring_gather on the variable ring) has its own.
+  std::vector<size_t>& sizes(size_t n) {
+    sizes_.resize(n);
+    return sizes_;
+  }
+  std::vector<size_t>& sizes2(size_t n) {
+    sizes2_.resize(n);
+    return sizes2_;
+  }
   std::vector<RingUnit>& ringUnits(size_t n) {
     ringUnits_.assign(n, RingUnit{});
     return ringUnits_;
@@ -79,6 +89,8 @@ class Scratch {
   std::vector<transport::Request> sends_;
   std::vector<transport::Request> recvs_;
   std::vector<RingUnit> ringUnits_;
+  std::vector<size_t> sizes_;
+  std::vector<size_t> sizes2_;
   std::unique_ptr<Scratch> sibling_;
 };
 
@@ -105,9 +117,23 @@ struct Group {
 
 // One collective call at byte level. in/out follow the C API's rules for desc.kind.
 struct Args {
+  Args() = default;
+  Args(const OpDesc& d, const void* i, void* o) : desc(d), in(i), out(o) {}
+
   OpDesc desc;
   const void* in = nullptr;
   void* out = nullptr;
+  // Per-rank element counts, one per rank (copied: a queued call does not depend on the
+  // caller's array). all-gather-v / reduce-scatter-v: block r's size, in both lists' place
+  // `counts`; all-to-all-v: what this rank sends to (counts) and receives from (recvCounts)
+  // each rank. Empty for the other collectives.
+  std::vector<size_t> counts;
+  std::vector<size_t> recvCounts;
+  // Send and receive (kSendRecv, whose description is the same for every message): the other
+  // rank, the direction and the size in bytes.
+  int peer = -1;
+  bool sending = false;
+  size_t bytes = 0;
 };
 
 }  // namespace chorus::algo

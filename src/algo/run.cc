@@ -21,6 +21,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace chorus::algo {
 
@@ -85,6 +86,90 @@ void allGather(const Group& g, const Args& a) {
   ringRun(g, RingSpec::allGatherBlocks(g, out, d.count, d.dtype));
 }
 
+// The collectives of collectives.h's second half: reduce, gather, scatter, the v-variants and
+// all-to-all. A group of one (kNone) only copies its own block.
+void reduceToRoot(const Group& g, const Args& a) {
+  const OpDesc& d = a.desc;
+  if (d.algo == AlgorithmId::kNone)
+    return copyIfApart(d.dtype, a.out, a.in, d.count * reduce::elementSize(d.dtype));
+  if (d.algo == AlgorithmId::kRingGather) {
+    return ringGatherReduce(g, a.in, a.out, d.count, d.dtype, d.op, d.root);
+  }
+  if (d.algo != AlgorithmId::kBinomial) unsupported(d);
+  binomialReduce(g, a.in, a.out, d.count, d.dtype, d.op, d.root);
+}
+
+void gather(const Group& g, const Args& a) {
+  const OpDesc& d = a.desc;
+  const size_t bytes = d.count * reduce::elementSize(d.dtype);
+  if (d.algo == AlgorithmId::kNone) return copyIfApart(d.dtype, a.out, a.in, bytes);
+  if (d.algo != AlgorithmId::kDirect) unsupported(d);
+  directGather(g, a.in, a.out, bytes, d.dtype, d.root);
+}
+
+void scatter(const Group& g, const Args& a) {
+  const OpDesc& d = a.desc;
+  const size_t bytes = d.count * reduce::elementSize(d.dtype);
+  if (d.algo == AlgorithmId::kNone) return copyIfApart(d.dtype, a.out, a.in, bytes);
+  if (d.algo != AlgorithmId::kDirect) unsupported(d);
+  directScatter(g, a.in, a.out, bytes, d.dtype, d.root);
+}
+
+size_t elementsBefore(const std::vector<size_t>& counts, int rank) {
+  size_t at = 0;
+  for (int q = 0; q < rank; ++q) at += counts[static_cast<size_t>(q)];
+  return at;
+}
+
+void allGatherV(const Group& g, const Args& a) {
+  const OpDesc& d = a.desc;
+  const size_t es = reduce::elementSize(d.dtype);
+  uint8_t* own = static_cast<uint8_t*>(a.out) + elementsBefore(a.counts, g.rank) * es;
+  copyIfApart(d.dtype, own, a.in, a.counts[static_cast<size_t>(g.rank)] * es);
+  if (d.algo == AlgorithmId::kNone) return;
+  if (d.algo != AlgorithmId::kRing) unsupported(d);
+  ringAllGatherV(g, a.out, a.counts.data(), d.dtype);
+}
+
+void reduceScatterV(const Group& g, const Args& a) {
+  const OpDesc& d = a.desc;
+  const size_t es = reduce::elementSize(d.dtype);
+  if (d.algo == AlgorithmId::kNone) {
+    // avg over one rank is the identity.
+    return copyIfApart(d.dtype, a.out, a.in, a.counts[0] * es);
+  }
+  if (d.algo != AlgorithmId::kRing) unsupported(d);
+  ringReduceScatterV(g, a.in, a.out, a.counts.data(), d.dtype, d.op);
+}
+
+void allToAll(const Group& g, const Args& a) {
+  const OpDesc& d = a.desc;
+  const size_t bytes = d.count * reduce::elementSize(d.dtype);
+  if (d.algo == AlgorithmId::kNone) return copyIfApart(d.dtype, a.out, a.in, bytes);
+  if (d.algo != AlgorithmId::kPairwise) unsupported(d);
+  pairwiseAllToAll(g, a.in, a.out, bytes, d.dtype);
+}
+
+void allToAllV(const Group& g, const Args& a) {
+  const OpDesc& d = a.desc;
+  if (d.algo == AlgorithmId::kNone) {
+    return copyIfApart(d.dtype, a.out, a.in, a.counts[0] * reduce::elementSize(d.dtype));
+  }
+  if (d.algo != AlgorithmId::kPairwise) unsupported(d);
+  pairwiseAllToAllV(g, a.in, a.counts.data(), a.out, a.recvCounts.data(), d.dtype);
+}
+
+// One message to or from a.peer, empty ones included (the receiver checks the size).
+void pointToPoint(const Group& g, const Args& a) {
+  transport::Request r;
+  if (a.sending) {
+    g.tx->postSend(r, a.peer, a.in, a.bytes, 0);
+  } else {
+    g.tx->postRecv(r, a.peer, a.out, a.bytes, 0);
+  }
+  g.wait(r);
+}
+
 }  // namespace
 
 void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, size_t count,
@@ -125,6 +210,9 @@ void run(const Group& g, const Args& a) {
     if (g.size > 1) disseminationBarrier(g);
     return;
   }
+  // Per-pair counts are this rank's own: nobody may skip the exchange on a count of its own.
+  if (d.kind == CollectiveKind::kAllToAllV) return allToAllV(g, a);
+  if (d.kind == CollectiveKind::kSendRecv) return pointToPoint(g, a);
   if (d.count == 0) return;
   switch (d.kind) {
     case CollectiveKind::kAllReduce:
@@ -137,6 +225,22 @@ void run(const Group& g, const Args& a) {
       return broadcast(g, a);
     case CollectiveKind::kBarrier:
       return;
+    case CollectiveKind::kReduce:
+      return reduceToRoot(g, a);
+    case CollectiveKind::kGather:
+      return gather(g, a);
+    case CollectiveKind::kScatter:
+      return scatter(g, a);
+    case CollectiveKind::kAllGatherV:
+      return allGatherV(g, a);
+    case CollectiveKind::kReduceScatterV:
+      return reduceScatterV(g, a);
+    case CollectiveKind::kAllToAll:
+      return allToAll(g, a);
+    case CollectiveKind::kAllToAllV:
+      return allToAllV(g, a);
+    case CollectiveKind::kSendRecv:
+      return pointToPoint(g, a);
   }
   throw Error(ErrorCode::kInternal, "unknown collective");
 }

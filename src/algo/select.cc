@@ -17,9 +17,12 @@ namespace {
 // The ring is chosen unless another algorithm is predicted faster by more than this factor.
 constexpr double kRingMargin = 1.10;
 
-constexpr CollectiveKind kKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
-                                     CollectiveKind::kAllGather, CollectiveKind::kBroadcast,
-                                     CollectiveKind::kBarrier};
+constexpr CollectiveKind kKinds[] = {
+    CollectiveKind::kAllReduce,      CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
+    CollectiveKind::kBroadcast,      CollectiveKind::kBarrier,       CollectiveKind::kReduce,
+    CollectiveKind::kGather,         CollectiveKind::kScatter,       CollectiveKind::kAllGatherV,
+    CollectiveKind::kReduceScatterV, CollectiveKind::kAllToAll,      CollectiveKind::kAllToAllV,
+    CollectiveKind::kSendRecv};
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
@@ -78,7 +81,9 @@ void forEachEntry(const std::string& setting, Fn fn) {
       throw Error(ErrorCode::kInvalidArgument,
                   "CHORUS_ALGO='" + setting + "': unknown collective '" +
                       std::string(trim(entry.substr(0, eq))) +
-                      "' (allreduce, reduce_scatter, all_gather, broadcast, barrier)");
+                      "' (allreduce, reduce_scatter, all_gather, broadcast, barrier, reduce, "
+                      "gather, scatter, all_gather_v, reduce_scatter_v, all_to_all, "
+                      "all_to_all_v, send_recv)");
     }
     fn(*kind, trim(entry.substr(eq + 1)));
   }
@@ -103,6 +108,10 @@ const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind) {
   static const std::vector<AlgorithmId> broadcast{AlgorithmId::kChain, AlgorithmId::kBinomial,
                                                   AlgorithmId::kScatterAllGather};
   static const std::vector<AlgorithmId> barrier{AlgorithmId::kDissemination};
+  static const std::vector<AlgorithmId> reduce{AlgorithmId::kBinomial, AlgorithmId::kRingGather};
+  static const std::vector<AlgorithmId> direct{AlgorithmId::kDirect};
+  static const std::vector<AlgorithmId> ring{AlgorithmId::kRing};
+  static const std::vector<AlgorithmId> pairwise{AlgorithmId::kPairwise};
   switch (kind) {
     case CollectiveKind::kAllReduce:
       return allReduce;
@@ -114,6 +123,18 @@ const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind) {
       return broadcast;
     case CollectiveKind::kBarrier:
       return barrier;
+    case CollectiveKind::kReduce:
+      return reduce;
+    case CollectiveKind::kGather:
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kSendRecv:
+      return direct;
+    case CollectiveKind::kAllGatherV:
+    case CollectiveKind::kReduceScatterV:
+      return ring;
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kAllToAllV:
+      return pairwise;
   }
   return barrier;
 }
@@ -198,7 +219,8 @@ Choice chooseAlgorithm(CollectiveKind kind, size_t bytes, DataType dtype, int si
 std::string explain(const OpDesc& desc, int size, const Placement& where, const Choice& c) {
   std::string s = desc.name() + " " + std::to_string(desc.count * reduce::elementSize(desc.dtype)) +
                   " B " + std::string(chorus::toString(desc.dtype));
-  if (desc.kind == CollectiveKind::kAllReduce || desc.kind == CollectiveKind::kReduceScatter) {
+  if (desc.kind == CollectiveKind::kAllReduce || desc.kind == CollectiveKind::kReduceScatter ||
+      desc.kind == CollectiveKind::kReduce || desc.kind == CollectiveKind::kReduceScatterV) {
     s += " " + std::string(chorus::toString(desc.op));
   }
   s += " on " + std::to_string(size) + " ranks";

@@ -14,6 +14,22 @@ const char* toString(CollectiveKind kind) {
       return "broadcast";
     case CollectiveKind::kBarrier:
       return "barrier";
+    case CollectiveKind::kReduce:
+      return "reduce";
+    case CollectiveKind::kGather:
+      return "gather";
+    case CollectiveKind::kScatter:
+      return "scatter";
+    case CollectiveKind::kAllGatherV:
+      return "all_gather_v";
+    case CollectiveKind::kReduceScatterV:
+      return "reduce_scatter_v";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
+    case CollectiveKind::kAllToAllV:
+      return "all_to_all_v";
+    case CollectiveKind::kSendRecv:
+      return "send_recv";
   }
   return "unknown-collective";
 }
@@ -48,12 +64,36 @@ const char* toString(AlgorithmId algo) {
       return "halving";
     case AlgorithmId::kDoubling:
       return "doubling";
+    case AlgorithmId::kDirect:
+      return "direct";
+    case AlgorithmId::kPairwise:
+      return "pairwise";
+    case AlgorithmId::kRingGather:
+      return "ring_gather";
   }
   return "unknown-algorithm";
 }
 
+OpDesc OpDesc::ofCounts(CollectiveKind kind, const size_t* counts, int size, DataType dtype,
+                        ReduceOp op) {
+  uint64_t total = 0;
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the counts, in rank order
+  for (int r = 0; r < size; ++r) {
+    const uint64_t c = counts == nullptr ? 0 : counts[r];
+    total += c;
+    for (int b = 0; b < 8; ++b) {
+      hash ^= (c >> (8 * b)) & 0xff;
+      hash *= 0x100000001b3ull;
+    }
+  }
+  const auto folded = static_cast<uint32_t>(hash ^ (hash >> 32)) & 0x7fffffffu;
+  return of(kind, total, dtype, op, static_cast<int32_t>(folded));
+}
+
 std::string OpDesc::name() const {
-  return std::string(toString(kind)) + " #" + std::to_string(seq);
+  const std::string number = std::to_string(seq / 2);
+  if (kind == CollectiveKind::kSendRecv) return "send_recv before #" + number;
+  return std::string(toString(kind)) + " #" + number;
 }
 
 std::string OpDesc::describe() const {
@@ -65,8 +105,29 @@ std::string OpDesc::describe() const {
       s += "count=" + std::to_string(count) + ", " + std::string(chorus::toString(dtype));
       break;
     case CollectiveKind::kBroadcast:
+    case CollectiveKind::kGather:
+    case CollectiveKind::kScatter:
       s += "count=" + std::to_string(count) + ", " + std::string(chorus::toString(dtype)) +
            ", root=" + std::to_string(root);
+      break;
+    case CollectiveKind::kReduce:
+      s += "count=" + std::to_string(count) + ", " + std::string(chorus::toString(dtype)) + ", " +
+           std::string(chorus::toString(op)) + ", root=" + std::to_string(root);
+      break;
+    case CollectiveKind::kAllToAll:
+      s += "count=" + std::to_string(count) + ", " + std::string(chorus::toString(dtype));
+      break;
+    case CollectiveKind::kAllGatherV:
+      s += "total=" + std::to_string(count) + ", counts#" + std::to_string(root) + ", " +
+           std::string(chorus::toString(dtype));
+      break;
+    case CollectiveKind::kReduceScatterV:
+      s += "total=" + std::to_string(count) + ", counts#" + std::to_string(root) + ", " +
+           std::string(chorus::toString(dtype)) + ", " + std::string(chorus::toString(op));
+      break;
+    case CollectiveKind::kAllToAllV:
+    case CollectiveKind::kSendRecv:
+      s += std::string(chorus::toString(dtype));
       break;
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kReduceScatter:

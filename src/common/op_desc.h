@@ -4,6 +4,7 @@
 
 #include <chorus/types.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -14,8 +15,18 @@ enum class CollectiveKind : uint8_t {
   kReduceScatter,
   kAllGather,
   kBroadcast,
-  kBarrier
+  kBarrier,
+  kReduce,          // to a root
+  kGather,          // to a root, the same count from every rank
+  kScatter,         // from a root, the same count to every rank
+  kAllGatherV,      // per-rank counts: count is their total, root a fingerprint of them
+  kReduceScatterV,  // per-rank counts: count is their total, root a fingerprint of them
+  kAllToAll,        // count: elements each rank sends to each rank
+  kAllToAllV,       // per-pair counts known to the two ranks only: count and root are 0
+  kSendRecv         // a message between two ranks (seq: see OpDesc); count 0, dtype u8
 };
+// The last value of each enum, for range checks of decoded frames.
+inline constexpr CollectiveKind kLastCollectiveKind = CollectiveKind::kSendRecv;
 // Values travel in frames: append new ones, never renumber.
 enum class AlgorithmId : uint8_t {
   kNone,
@@ -31,14 +42,22 @@ enum class AlgorithmId : uint8_t {
   kBinomial,          // broadcast
   kScatterAllGather,  // broadcast
   kHalving,           // reduce-scatter
-  kDoubling           // all-gather
+  kDoubling,          // all-gather
+  kDirect,            // gather, scatter: the root talks to every rank
+  kPairwise,          // all-to-all(v): rank r sends to r + s and receives from r - s
+  kRingGather         // reduce: ring reduce-scatter, then every block to the root
 };
+inline constexpr AlgorithmId kLastAlgorithmId = AlgorithmId::kRingGather;
 
 const char* toString(CollectiveKind kind);
 const char* toString(AlgorithmId algo);
 
 struct OpDesc {
-  uint64_t seq = 0;  // operation sequence number on this communicator, from 0
+  // Position in this communicator's order of calls. Collective j (from 0) has seq 2j + 1; sends
+  // and receives issued after collective j - 1 and before collective j have seq 2j: the two ranks
+  // of a pair agree on it, and the ranks not involved, which never see those frames, stay in
+  // step. name() shows j.
+  uint64_t seq = 0;
   CollectiveKind kind = CollectiveKind::kBarrier;
   DataType dtype = DataType::kU8;
   ReduceOp op = ReduceOp::kSum;
@@ -57,6 +76,10 @@ struct OpDesc {
     d.root = root;
     return d;
   }
+  // A call with per-rank counts (all-gather-v, reduce-scatter-v): count is their total and root a
+  // 31-bit fingerprint of the whole list, so ranks that pass different lists see a mismatch.
+  static OpDesc ofCounts(CollectiveKind kind, const size_t* counts, int size, DataType dtype,
+                         ReduceOp op);
   // Same call on both sides (sequence number included).
   bool sameCall(const OpDesc& o) const {
     return seq == o.seq && kind == o.kind && dtype == o.dtype && op == o.op && algo == o.algo &&
@@ -64,8 +87,11 @@ struct OpDesc {
   }
   // "allreduce(count=100, f32, sum, ring)".
   std::string describe() const;
-  // "allreduce #12".
+  // "allreduce #12"; "send_recv before #12".
   std::string name() const;
+  // The seq of collective j, and of the sends and receives just before it.
+  static constexpr uint64_t collectiveSeq(uint64_t j) { return 2 * j + 1; }
+  static constexpr uint64_t pointToPointSeq(uint64_t j) { return 2 * j; }
 };
 
 }  // namespace chorus

@@ -29,8 +29,10 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
 
   // Validates, numbers and queues one collective.
   Work issue(OpDesc desc, const void* in, void* out);
+  Work issue(algo::Args args);  // the same, for calls with per-rank counts
   // Blocking form: issue() and wait. Throws on failure.
   void runBlocking(OpDesc desc, const void* in, void* out);
+  void runBlocking(algo::Args args);
   // Runs the task of `state` on the calling thread if it is the next one due and no thread is
   // driving the transport (else does nothing: the worker runs it). Keeps issue order.
   void runIfNext(detail::WorkState& state);
@@ -57,8 +59,9 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   };
   void workerLoop();
   void execute(Task& task);
-  void prepare(OpDesc& desc, const void* in, const void* out);
+  void prepare(algo::Args& args);
   void abortWith(const Error& cause);
+  uint64_t takeSeq(CollectiveKind kind);                   // needs mu_ held
   std::exception_ptr abortedError(const OpDesc& d) const;  // needs mu_ held
 
   std::unique_ptr<transport::Transport> tx_;
@@ -70,7 +73,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
-  uint64_t nextSeq_ = 0;
+  uint64_t collectives_ = 0;  // issued so far: the next one is collective number collectives_
   bool stop_ = false;
   bool busy_ = false;  // a thread (worker or blocking caller) is driving the transport
   bool abortRequested_ = false;

@@ -10,3 +10,15 @@ namespace chorus {
 void validateCall(const OpDesc& d, const void* in, const void* out, int rank, int size);
 
 }  // namespace chorus
+
+namespace chorus::algo {
+struct Args;
+}
+
+namespace chorus {
+
+// validateCall for every collective, including those with per-rank counts (a.counts and
+// a.recvCounts must hold `size` entries where the collective has them).
+void validateArgs(const algo::Args& a, int rank, int size);
+
+}  // namespace chorus

@@ -55,8 +55,9 @@ Communicator::Impl::~Impl() {
   if (tx_) tx_->close();
 }
 
-void Communicator::Impl::prepare(OpDesc& desc, const void* in, const void* out) {
-  validateCall(desc, in, out, rank, size);
+void Communicator::Impl::prepare(algo::Args& args) {
+  OpDesc& desc = args.desc;
+  validateArgs(args, rank, size);
   algo::Choice choice = algo::chooseAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype),
                                               desc.dtype, size, placement_, options);
   desc.algo = choice.algo;
@@ -64,27 +65,44 @@ void Communicator::Impl::prepare(OpDesc& desc, const void* in, const void* out) 
     OpDesc shown = desc;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      shown.seq = nextSeq_;  // the number issue() is about to give it
+      shown.seq = OpDesc::collectiveSeq(collectives_);  // what issue() is about to give it
     }
     std::fprintf(stderr, "chorus[%d]: %s\n", rank,
                  algo::explain(shown, size, placement_, choice).c_str());
   }
   lastAlgo.store(static_cast<int>(desc.algo), std::memory_order_relaxed);
+  if (desc.kind == CollectiveKind::kSendRecv) {
+    // Every message between two collectives travels under one description, so that one that
+    // arrives while the receiver still waits for an earlier one is not taken for another call;
+    // the transport checks each message's size instead.
+    args.bytes = desc.count * sizeOf(desc.dtype);
+    desc.count = 0;
+    desc.dtype = DataType::kU8;
+  }
+}
+
+uint64_t Communicator::Impl::takeSeq(CollectiveKind kind) {
+  if (kind == CollectiveKind::kSendRecv) return OpDesc::pointToPointSeq(collectives_);
+  return OpDesc::collectiveSeq(collectives_++);
 }
 
 Work Communicator::Impl::issue(OpDesc desc, const void* in, void* out) {
-  prepare(desc, in, out);
+  return issue(algo::Args{desc, in, out});
+}
+
+Work Communicator::Impl::issue(algo::Args args) {
+  prepare(args);
   auto state = std::make_shared<detail::WorkState>();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    desc.seq = nextSeq_++;
+    args.desc.seq = takeSeq(args.desc.kind);
     if (abortCause_ || abortRequested_) {
       state->done = true;
-      state->error = abortedError(desc);
+      state->error = abortedError(args.desc);
       return Work(state);
     }
     state->owner = weak_from_this();
-    queue_.push_back(Task{algo::Args{desc, in, out}, state});
+    queue_.push_back(Task{std::move(args), state});
   }
   cv_.notify_one();
   return Work(state);
@@ -93,6 +111,8 @@ Work Communicator::Impl::issue(OpDesc desc, const void* in, void* out) {
 void Communicator::Impl::runBlocking(OpDesc desc, const void* in, void* out) {
   issue(desc, in, out).wait();
 }
+
+void Communicator::Impl::runBlocking(algo::Args args) { issue(std::move(args)).wait(); }
 
 void Communicator::Impl::runIfNext(detail::WorkState& state) {
   Task task;

@@ -50,8 +50,8 @@ std::optional<FrameHeader> decodeFrame(const uint8_t in[kFrameHeaderBytes], std:
   uint8_t kind = in[5];
   if (kind < 1 || kind > 4) return fail("unknown frame kind " + std::to_string(kind));
   h.kind = static_cast<FrameKind>(kind);
-  if (in[6] > static_cast<uint8_t>(CollectiveKind::kBarrier) || !isValid(DataType(in[7])) ||
-      !isValid(ReduceOp(in[8])) || in[9] > static_cast<uint8_t>(AlgorithmId::kDoubling)) {
+  if (in[6] > static_cast<uint8_t>(kLastCollectiveKind) || !isValid(DataType(in[7])) ||
+      !isValid(ReduceOp(in[8])) || in[9] > static_cast<uint8_t>(kLastAlgorithmId)) {
     return fail("frame header has out-of-range fields");
   }
   h.op.kind = static_cast<CollectiveKind>(in[6]);

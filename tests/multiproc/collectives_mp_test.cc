@@ -160,6 +160,40 @@ INSTANTIATE_TEST_SUITE_P(Transports, KillTest, ::testing::Values("tcp", "shm"),
                            return std::string(i.param);
                          });
 
+// The same for reduce, all-to-all and all-gather-v, over shared memory: ranks that do not talk
+// to the killed one directly learn it from those that do.
+class KillOtherCollectiveTest : public MultiProcessTest,
+                                public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(KillOtherCollectiveTest, RankKilledMidCallFailsEveryOtherRankPromptly) {
+  const int n = 4, victim = 2;
+  const std::string op = GetParam();
+  auto r = runWorker(n, {"kill", std::to_string(victim), "16", "300", "1000", op}, 40s);
+  ASSERT_FALSE(r.overran);
+  EXPECT_EQ(r.exitCode, 128 + SIGKILL) << show(r);
+  auto kills = records(r.out, "KILL");
+  ASSERT_EQ(kills.size(), 1u) << show(r);
+  const long long killedAt = kills[0].number("mono_ms");
+  auto first = resultsOf(r.out, "first");
+  for (int rank = 0; rank < n; ++rank) {
+    if (rank == victim) continue;
+    ASSERT_TRUE(first.count(rank)) << "no result from rank " << rank << "\n" << show(r);
+    const Record& rec = first.at(rank);
+    EXPECT_EQ(rec["status"], "CHORUS_ERR_PEER_FAILURE") << rec.line;
+    EXPECT_TRUE(startsWithOp(rec.msg, op, rank)) << rec.line;
+    EXPECT_TRUE(namesPeer(rec.msg, victim)) << "the message must name the killed rank:\n"
+                                            << show(r);
+    EXPECT_LE(rec.number("detect_mono_ms") - killedAt, 3000) << rec.line;
+    expectAbortedAfter(r, rank, rec.msg);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, KillOtherCollectiveTest,
+                         ::testing::Values("reduce", "all_to_all", "all_gather_v"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
+
 TEST_F(MultiProcessTest, RankThatLeavesEarlyFailsTheOthersPromptly) {
   const int n = 4, leaver = 2;
   auto r = runWorker(n, {"exit-early", std::to_string(leaver)});

@@ -158,7 +158,7 @@ TEST(Select, ExplainsItsChoice) {
   d.kind = CollectiveKind::kAllReduce;
   d.dtype = DataType::kF32;
   d.count = 256;
-  d.seq = 7;
+  d.seq = OpDesc::collectiveSeq(7);
   const Placement w{2, 2, true, true};
   Choice c = chooseAlgorithm(d.kind, 1024, d.dtype, 4, w, kDefaultOptions);
   std::string line = explain(d, 4, w, c);

@@ -11,7 +11,9 @@
 namespace chorus::bench {
 
 struct Config {
-  std::string op = "allreduce";  // allreduce | reduce_scatter | all_gather | broadcast
+  // allreduce | reduce_scatter | all_gather | broadcast | reduce | gather | scatter | all_to_all
+  // | all_gather_v | reduce_scatter_v | all_to_all_v | send_recv
+  std::string op = "allreduce";
   DataType dtype = DataType::kF32;
   ReduceOp redop = ReduceOp::kSum;
   size_t minBytes = 8;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -132,7 +133,9 @@ struct SweepPoint {
 
 std::vector<SweepPoint> sweepPoints(const Config& cfg, int n) {
   const size_t es = sizeOf(cfg.dtype);
-  const bool perRankBlocks = cfg.op == "reduce_scatter" || cfg.op == "all_gather";
+  // Every collective but these splits the buffer into one block per rank.
+  const bool perRankBlocks =
+      cfg.op != "allreduce" && cfg.op != "broadcast" && cfg.op != "reduce" && cfg.op != "send_recv";
   std::vector<SweepPoint> points;
   for (double b = static_cast<double>(cfg.minBytes);
        b <= static_cast<double>(cfg.maxBytes) * 1.0000001; b *= cfg.stepFactor) {
@@ -148,6 +151,26 @@ std::vector<SweepPoint> sweepPoints(const Config& cfg, int n) {
   return points;
 }
 
+// The v-variants' per-rank counts: `total` split unevenly (ranks alternately half a block more
+// and less; the last rank takes what is left), so that the bench sees blocks of different sizes.
+std::vector<size_t> unevenCounts(size_t total, int n) {
+  const auto nn = static_cast<size_t>(n);
+  const size_t block = total / nn;
+  std::vector<size_t> counts(nn);
+  size_t used = 0;
+  for (size_t r = 0; r + 1 < nn; ++r) {
+    counts[r] = r % 2 == 0 ? block + block / 2 : block - block / 2;
+    used += counts[r];
+  }
+  counts[nn - 1] = total - used;
+  return counts;
+}
+
+// What rank `from`'s element i of the v-variants' and all-to-all's inputs is (fillInput's value).
+double filled(size_t i, int from) {
+  return static_cast<double>((i + static_cast<size_t>(from)) % 3) + 1;
+}
+
 }  // namespace
 
 std::vector<size_t> sweepBytes(const Config& cfg, int worldSize) {
@@ -159,6 +182,11 @@ std::vector<size_t> sweepBytes(const Config& cfg, int worldSize) {
 double busFactor(const std::string& op, int n) {
   if (op == "allreduce") return 2.0 * (n - 1) / n;
   if (op == "reduce_scatter" || op == "all_gather") return static_cast<double>(n - 1) / n;
+  // As nccl-tests: the data each rank (or the root) must move, over the time.
+  if (op == "gather" || op == "scatter" || op == "all_to_all" || op == "all_to_all_v" ||
+      op == "all_gather_v" || op == "reduce_scatter_v") {
+    return static_cast<double>(n - 1) / n;
+  }
   return 1.0;
 }
 
@@ -178,7 +206,64 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
 
   const auto ct = static_cast<chorus_dtype>(cfg.dtype);
   const auto co = static_cast<chorus_op>(cfg.redop);
+  std::vector<size_t> counts, sendCounts;  // v-variants: per rank; all_to_all_v: per pair
+  // send_recv: even ranks send to the next rank, which receives (the last of an odd world idles).
+  const int partner = r % 2 == 0 ? (r + 1 < n ? r + 1 : -1) : r - 1;
+  // reduce, gather, scatter, all-to-all, the v-variants (root 0) and send_recv.
+  auto issueMore = [&](size_t count) {
+    if (cfg.op == "send_recv") {
+      if (partner < 0) return;
+      const bool sends = r % 2 == 0;
+      if (cfg.api == "cpp") {
+        (sends ? comm.send(in.data(), count, cfg.dtype, partner)
+               : comm.recv(out.data(), count, cfg.dtype, partner))
+            .wait();
+        return;
+      }
+      return checkStatus(sends ? chorus_send(c, in.data(), count, ct, partner)
+                               : chorus_recv(c, out.data(), count, ct, partner),
+                         c);
+    }
+    if (cfg.api == "cpp") {
+      Work w;
+      if (cfg.op == "reduce")
+        w = comm.reduce(in.data(), out.data(), count, cfg.dtype, cfg.redop, 0);
+      if (cfg.op == "gather") w = comm.gather(in.data(), out.data(), count, cfg.dtype, 0);
+      if (cfg.op == "scatter") w = comm.scatter(in.data(), out.data(), count, cfg.dtype, 0);
+      if (cfg.op == "all_to_all") w = comm.allToAll(in.data(), out.data(), count, cfg.dtype);
+      if (cfg.op == "all_gather_v") {
+        w = comm.allGatherV(in.data(), out.data(), counts.data(), cfg.dtype);
+      }
+      if (cfg.op == "reduce_scatter_v") {
+        w = comm.reduceScatterV(in.data(), out.data(), counts.data(), cfg.dtype, cfg.redop);
+      }
+      if (cfg.op == "all_to_all_v") {
+        w = comm.allToAllV(in.data(), sendCounts.data(), out.data(), sendCounts.data(), cfg.dtype);
+      }
+      w.wait();
+      return;
+    }
+    if (cfg.op == "reduce")
+      return checkStatus(chorus_reduce(c, in.data(), out.data(), count, ct, co, 0), c);
+    if (cfg.op == "gather")
+      return checkStatus(chorus_gather(c, in.data(), out.data(), count, ct, 0), c);
+    if (cfg.op == "scatter")
+      return checkStatus(chorus_scatter(c, in.data(), out.data(), count, ct, 0), c);
+    if (cfg.op == "all_to_all")
+      return checkStatus(chorus_all_to_all(c, in.data(), out.data(), count, ct), c);
+    if (cfg.op == "all_gather_v")
+      return checkStatus(chorus_all_gather_v(c, in.data(), out.data(), counts.data(), ct), c);
+    if (cfg.op == "reduce_scatter_v") {
+      return checkStatus(chorus_reduce_scatter_v(c, in.data(), out.data(), counts.data(), ct, co),
+                         c);
+    }
+    checkStatus(
+        chorus_all_to_all_v(c, in.data(), sendCounts.data(), out.data(), sendCounts.data(), ct), c);
+  };
+  const bool more = cfg.op != "allreduce" && cfg.op != "reduce_scatter" && cfg.op != "all_gather" &&
+                    cfg.op != "broadcast";
   auto issue = [&](size_t count) {
+    if (more) return issueMore(count);
     if (cfg.api == "cpp") {
       Work w;
       if (cfg.op == "allreduce")
@@ -207,6 +292,8 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
     const size_t total = p.total;  // elements in the whole (largest) buffer
     row.count = p.count;
     row.bytes = p.bytes;
+    counts = unevenCounts(total, n);
+    sendCounts.assign(static_cast<size_t>(n), row.count);
 
     for (int i = 0; i < cfg.warmup; ++i) issue(row.count);
     std::vector<double> times(static_cast<size_t>(cfg.iters));
@@ -227,7 +314,66 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
 
     if (cfg.check) {
       long wrong = 0;
-      if (cfg.op == "broadcast") {
+      auto at = [&](size_t i) { return valueAt(out.data() + i * es, cfg.dtype); };
+      const auto me = static_cast<size_t>(r);
+      if (cfg.op == "send_recv") {
+        fillInput(in, row.count, cfg.dtype, r);
+        issue(row.count);
+        for (size_t j = 0; partner >= 0 && r % 2 == 1 && j < row.count; ++j) {
+          wrong += at(j) != filled(j, partner);
+        }
+      } else if (cfg.op == "gather" || cfg.op == "all_gather_v") {
+        // Block q (count or counts[q] elements) comes from rank q, which filled it as its own.
+        const bool v = cfg.op == "all_gather_v";
+        fillInput(in, v ? counts[me] : row.count, cfg.dtype, r);
+        issue(row.count);
+        if (v || r == 0) {
+          size_t i = 0;
+          for (int q = 0; q < n; ++q) {
+            const size_t len = v ? counts[static_cast<size_t>(q)] : row.count;
+            for (size_t j = 0; j < len; ++j, ++i) wrong += at(i) != filled(j, q);
+          }
+        }
+      } else if (cfg.op == "scatter") {
+        // The root's block q holds what rank q checks: q's own fill.
+        if (r == 0) {
+          std::vector<uint8_t> block(row.count * es);
+          for (int q = 0; q < n; ++q) {
+            fillInput(block, row.count, cfg.dtype, q);
+            std::memcpy(in.data() + static_cast<size_t>(q) * block.size(), block.data(),
+                        block.size());
+          }
+        }
+        issue(row.count);
+        for (size_t j = 0; j < row.count; ++j) wrong += at(j) != filled(j, r);
+      } else if (cfg.op == "all_to_all" || cfg.op == "all_to_all_v") {
+        // Rank q's send buffer is its fill over the whole buffer; its block r comes here.
+        fillInput(in, total, cfg.dtype, r);
+        issue(row.count);
+        for (int q = 0; q < n; ++q) {
+          for (size_t j = 0; j < row.count; ++j) {
+            wrong += at(static_cast<size_t>(q) * row.count + j) != filled(me * row.count + j, q);
+          }
+        }
+      } else if (cfg.op == "reduce" || cfg.op == "reduce_scatter_v") {
+        const bool v = cfg.op == "reduce_scatter_v";
+        fillInput(in, total, cfg.dtype, r);
+        issue(row.count);
+        size_t first = 0;
+        for (size_t q = 0; v && q < me; ++q) first += counts[q];
+        const size_t len = v ? counts[me] : (r == 0 ? row.count : 0);
+        for (size_t i = 0; i < len; ++i) {
+          double want = expectedReduced(first + i, n, cfg.redop);
+          if (cfg.redop == ReduceOp::kAvg) {
+            const bool integer = cfg.dtype == DataType::kI8 || cfg.dtype == DataType::kU8 ||
+                                 cfg.dtype == DataType::kI32 || cfg.dtype == DataType::kI64;
+            want = integer ? static_cast<double>(static_cast<long long>(want) / n) : want / n;
+            wrong += std::abs(at(i) - want) > 1e-2 * std::abs(want) + 1e-3;  // rounds in the type
+            continue;
+          }
+          wrong += at(i) != want;
+        }
+      } else if (cfg.op == "broadcast") {
         if (r == 0) fillInput(out, row.count, cfg.dtype, 0);
         issue(row.count);
         for (size_t i = 0; i < row.count; ++i) {

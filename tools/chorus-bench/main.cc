@@ -17,8 +17,14 @@ int main(int argc, char** argv) {
   std::string dtype = "f32", redop = "sum", minBytes = "8", maxBytes = "64M", algo, calibrateTo;
   bool noCheck = false;
   CLI::App app{"chorus-bench: collective bandwidth and latency, nccl-tests conventions"};
-  app.add_option("--op", cfg.op, "allreduce | reduce_scatter | all_gather | broadcast")
-      ->check(CLI::IsMember({"allreduce", "reduce_scatter", "all_gather", "broadcast"}));
+  app.add_option("--op", cfg.op,
+                 "allreduce | reduce_scatter | all_gather | broadcast | reduce | gather | "
+                 "scatter | all_to_all | all_gather_v | reduce_scatter_v | all_to_all_v | "
+                 "send_recv (roots: 0; v-variants: uneven counts; all_to_all_v: equal counts; "
+                 "send_recv: rank 2i streams messages to 2i + 1)")
+      ->check(CLI::IsMember({"allreduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
+                             "gather", "scatter", "all_to_all", "all_gather_v", "reduce_scatter_v",
+                             "all_to_all_v", "send_recv"}));
   app.add_option("--dtype", dtype, "f32 f64 f16 bf16 i8 u8 i32 i64");
   app.add_option("--redop", redop, "sum prod min max avg");
   app.add_option("-b,--min-bytes", minBytes, "smallest size (suffixes K, M, G)");

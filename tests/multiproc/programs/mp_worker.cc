@@ -473,9 +473,13 @@ int finishAfterFailure(Ctx& c, chorus_status first, int lingerMs = 0) {
   return first == CHORUS_OK ? 0 : 1;
 }
 
-int runKill(Ctx& c, int victim, int mib, int delayMs, int lingerMs) {
+// op: allreduce, or one of reduce (to rank 0), all_to_all, all_gather_v (equal counts).
+int runKill(Ctx& c, int victim, int mib, int delayMs, int lingerMs, const std::string& op) {
   const size_t count = static_cast<size_t>(mib) * (1u << 20) / 4;
-  std::vector<float> buf(count);
+  const int n = chorus_world_size(c.comm);
+  const size_t block = count / static_cast<size_t>(n);
+  const std::vector<size_t> counts(static_cast<size_t>(n), block);
+  std::vector<float> buf(count), out(count);
   for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>((i + c.rank) % 17);
   chorus_status st = chorus_barrier(c.comm);
   if (st != CHORUS_OK) {
@@ -493,7 +497,15 @@ int runKill(Ctx& c, int victim, int mib, int delayMs, int lingerMs) {
   int64_t callStart = 0, end = 0;
   for (; iter < 1000; ++iter) {
     callStart = monoMs();
-    st = chorus_allreduce(c.comm, buf.data(), buf.data(), count, CHORUS_F32, CHORUS_MAX);
+    if (op == "reduce") {
+      st = chorus_reduce(c.comm, buf.data(), out.data(), count, CHORUS_F32, CHORUS_MAX, 0);
+    } else if (op == "all_to_all") {
+      st = chorus_all_to_all(c.comm, buf.data(), out.data(), block, CHORUS_F32);
+    } else if (op == "all_gather_v") {
+      st = chorus_all_gather_v(c.comm, buf.data(), out.data(), counts.data(), CHORUS_F32);
+    } else {
+      st = chorus_allreduce(c.comm, buf.data(), buf.data(), count, CHORUS_F32, CHORUS_MAX);
+    }
     end = monoMs();
     if (st != CHORUS_OK) break;
   }
@@ -908,7 +920,10 @@ int main(int argc, char** argv) {
   }
   Ctx c = init();
   if (mode == "correct") return runCorrect(c);
-  if (mode == "kill") return runKill(c, arg(2, 1), arg(3, 16), arg(4, 300), arg(5, 1000));
+  if (mode == "kill") {
+    return runKill(c, arg(2, 1), arg(3, 16), arg(4, 300), arg(5, 1000),
+                   argc > 6 ? argv[6] : "allreduce");
+  }
   if (mode == "exit-early") return runExitEarly(c, arg(2, 1), arg(3, 300));
   if (mode == "invalid") return runInvalid(c);
   return runMismatch(c, mode.substr(9), argc > 2 && std::string(argv[2]) == "odd",
