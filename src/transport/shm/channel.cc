@@ -1,8 +1,8 @@
 #include "transport/shm/channel.h"
 
+#include "common/errno_text.h"
 #include "transport/frame.h"
 #include "transport/request_queue.h"
-#include "transport/tcp/socket.h"
 
 #include <chorus/error.hpp>
 
@@ -217,7 +217,7 @@ bool Channel::pumpRecvs(const OpDesc& current) {
           throw Error(ErrorCode::kPeerFailure,
                       "single-copy read of " + std::to_string(r.bytes) + " bytes from rank " +
                           std::to_string(c_.peer) + " (pid " + std::to_string(c_.peerPid) +
-                          ") failed: " + (k < 0 ? tcp::errnoText(errno) : "short read"));
+                          ") failed: " + (k < 0 ? errnoText(errno) : "short read"));
         }
         c_.in->tail.store(tail_, std::memory_order_release);
         c_.in->acked.store(++acksGiven_, std::memory_order_release);

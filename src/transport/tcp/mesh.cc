@@ -3,6 +3,10 @@
 #include "transport/shm/segment.h"
 #include "transport/tcp/hello.h"
 
+#include "common/errno_text.h"
+#include "common/socket_io.h"
+#include "transport/tcp/endpoint.h"
+
 #include <chorus/error.hpp>
 
 #include <poll.h>
@@ -89,12 +93,13 @@ Connection dial(Store& store, int rank, int size, int peer, const JobId& job, co
   Fd fd = connectTo(parseAddress(address), opt.socketBufferBytes, deadline);
   uint8_t buf[kHelloBytes];
   encodeHello(Hello{1, job, rank, peer, size}, buf);
-  std::string why;
-  if (!sendAll(fd.get(), buf, kHelloBytes, deadline, &why) ||
-      !recvAll(fd.get(), buf, kHelloBytes, deadline, &why)) {
+  IoResult io = sendAll(fd.get(), buf, kHelloBytes, deadline);
+  if (io.ok()) io = recvAll(fd.get(), buf, kHelloBytes, deadline);
+  if (!io.ok()) {
     throw Error(ErrorCode::kPeerFailure,
-                "connecting to rank " + std::to_string(peer) + " (" + address + "): " + why);
+                "connecting to rank " + std::to_string(peer) + " (" + address + "): " + io.text());
   }
+  std::string why;
   auto reply = decodeHello(buf, &why);
   if (!reply || reply->kind != 2 || reply->job != job || reply->from != peer || reply->to != rank) {
     throw Error(ErrorCode::kPeerFailure,
@@ -158,7 +163,7 @@ std::vector<Connection> acceptHigher(int listener, int rank, int size, const Job
       }
       uint8_t reply[kHelloBytes];
       encodeHello(Hello{2, job, rank, h->from, size}, reply);
-      if (!sendAll(p.fd.get(), reply, kHelloBytes, deadline, &why)) {
+      if (!sendAll(p.fd.get(), reply, kHelloBytes, deadline).ok()) {
         p.fd.reset();
         continue;
       }
@@ -270,11 +275,12 @@ SharedSetup setUpSharedMemory(Store& store, int rank, const std::vector<std::str
                 "' (different CHORUS_SHM_RING_BYTES?)";
     }
     uint8_t theirs = 0;
-    std::string why;
     int sock = fds[static_cast<size_t>(p)];
-    if (!sendAll(sock, &mine, 1, deadline, &why) || !recvAll(sock, &theirs, 1, deadline, &why)) {
+    IoResult io = sendAll(sock, &mine, 1, deadline);
+    if (io.ok()) io = recvAll(sock, &theirs, 1, deadline);
+    if (!io.ok()) {
       throw Error(ErrorCode::kPeerFailure,
-                  "shared-memory setup with rank " + std::to_string(p) + ": " + why);
+                  "shared-memory setup with rank " + std::to_string(p) + ": " + io.text());
     }
     if (!(mine & 1) || !(theirs & 1)) {
       if (options.transport == "shm") {

@@ -1,5 +1,7 @@
 #include "transport/tcp/tcp_transport.h"
 
+#include "common/errno_text.h"
+#include "common/socket_io.h"
 #include "transport/request_queue.h"
 
 #include <chorus/error.hpp>
@@ -130,8 +132,7 @@ void TcpTransport::sendWake(Link& l) noexcept {
   encodeFrame(h, header);
   // Control frames are never interleaved with data on this socket, so a frame is only cut short
   // by a full socket buffer; finish it (a sleeping peer drains the socket as soon as it wakes).
-  std::string why;
-  sendAll(l.fd.get(), header, kFrameHeaderBytes, Deadline::after(std::chrono::seconds(1)), &why);
+  sendAll(l.fd.get(), header, kFrameHeaderBytes, Deadline::after(std::chrono::seconds(1)));
 }
 
 std::string TcpTransport::peerAddress(int peer) const {

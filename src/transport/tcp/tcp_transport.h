@@ -5,10 +5,10 @@
 // the end-of-file the kernel delivers when the peer's process dies.
 #pragma once
 
+#include "common/fd.h"
 #include "transport/frame.h"
 #include "transport/shm/channel.h"
 #include "transport/shm/segment.h"
-#include "transport/tcp/socket.h"
 #include "transport/transport.h"
 
 #include <chorus/error.hpp>
