@@ -2,6 +2,7 @@
 
 #include "common/errno_text.h"
 #include "transport/frame.h"
+#include "transport/mismatch.h"
 #include "transport/request_queue.h"
 
 #include <chorus/error.hpp>
@@ -160,25 +161,7 @@ void Channel::checkFrame(const uint8_t* slot, const Request& r, const OpDesc& cu
                                              std::to_string(c_.peer) + ": " +
                                              (h ? "not a data frame" : why));
   }
-  const OpDesc& theirs = h->op;
-  if (theirs.seq != current.seq) {
-    throw Error(ErrorCode::kMismatch, "rank " + std::to_string(c_.peer) + " is at " +
-                                          theirs.name() + " while this rank waits in " +
-                                          current.name());
-  }
-  if (!theirs.sameCall(current)) {
-    throw Error(ErrorCode::kMismatch, "mismatched collectives: this rank called " + current.name() +
-                                          " " + current.describe() + " but rank " +
-                                          std::to_string(c_.peer) + " called " + theirs.name() +
-                                          " " + theirs.describe());
-  }
-  if (h->step != r.step || h->bytes != r.bytes) {
-    throw Error(ErrorCode::kMismatch,
-                "rank " + std::to_string(c_.peer) + " sent message " + std::to_string(h->step) +
-                    " of " + std::to_string(h->bytes) + " bytes where this rank expects message " +
-                    std::to_string(r.step) + " of " + std::to_string(r.bytes) +
-                    " bytes (do all ranks use the same CHORUS_* settings?)");
-  }
+  if (auto mismatch = findMismatch(c_.peer, *h, current, &r)) throw *mismatch;
   std::memcpy(source, slot + kFrameHeaderBytes, sizeof(*source));
 }
 

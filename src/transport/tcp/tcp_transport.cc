@@ -2,6 +2,7 @@
 
 #include "common/errno_text.h"
 #include "common/socket_io.h"
+#include "transport/mismatch.h"
 #include "transport/request_queue.h"
 
 #include <chorus/error.hpp>
@@ -471,6 +472,7 @@ void TcpTransport::onAbortText(Link& l) {
     return;
   }
   abortFrom_ = l.peer;
+  l.abortRead = true;
   throw remote;
 }
 
@@ -499,34 +501,20 @@ void TcpTransport::onHeader(Link& l, const FrameHeader& h) {
 void TcpTransport::checkParked(Link& l) {
   const OpDesc& theirs = l.parkedHeader.op;
   if (!inOp_ || theirs.seq > current_.seq) return;  // the peer is ahead: checked at beginOp
-  if (!theirs.sameCall(current_)) {
-    // A frame for a call this rank has already finished: compare with what it called then.
-    const OpDesc& mine =
-        theirs.seq < current_.seq && history_[theirs.seq % history_.size()].seq == theirs.seq
-            ? history_[theirs.seq % history_.size()]
-            : current_;
-    throw Error(ErrorCode::kMismatch, "mismatched collectives: this rank called " + mine.name() +
-                                          " " + mine.describe() + " but rank " +
-                                          std::to_string(l.peer) + " called " + theirs.name() +
-                                          " " + theirs.describe());
-  }
+  if (theirs.sameCall(current_)) return;
+  // A frame for a call this rank has already finished: compare with what it called then.
+  const OpDesc& mine =
+      theirs.seq < current_.seq && history_[theirs.seq % history_.size()].seq == theirs.seq
+          ? history_[theirs.seq % history_.size()]
+          : current_;
+  if (auto mismatch = findMismatch(l.peer, l.parkedHeader, mine, nullptr)) throw *mismatch;
 }
 
 void TcpTransport::startPayload(Link& l) {
   checkParked(l);
   const FrameHeader& h = l.parkedHeader;
   Request& r = *l.recvHead;
-  if (h.op.seq != current_.seq) {
-    throw Error(ErrorCode::kMismatch, "rank " + std::to_string(l.peer) + " is at " + h.op.name() +
-                                          " while this rank waits in " + current_.name());
-  }
-  if (h.step != r.step || h.bytes != r.bytes) {
-    throw Error(ErrorCode::kMismatch,
-                "rank " + std::to_string(l.peer) + " sent message " + std::to_string(h.step) +
-                    " of " + std::to_string(h.bytes) + " bytes where this rank expects message " +
-                    std::to_string(r.step) + " of " + std::to_string(r.bytes) +
-                    " bytes (do all ranks use the same CHORUS_* settings?)");
-  }
+  if (auto mismatch = findMismatch(l.peer, h, current_, &r)) throw *mismatch;
   l.in = Inbound::kPayload;
 }
 
@@ -590,7 +578,8 @@ void TcpTransport::lost(Link& l, const std::string& why) {
     if (salvaged_) {
       Error e = *salvaged_;
       salvaged_.reset();
-      if (std::string(e.what()).rfind("rank ", 0) == 0) throw e;  // the peer's own account
+      // The peer's own account (its abort message, or its goodbye) says more than the loss.
+      if (l.abortRead || l.sawBye) throw e;
     }
   }
   throw Error(ErrorCode::kPeerFailure,

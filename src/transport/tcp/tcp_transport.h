@@ -107,6 +107,7 @@ class TcpTransport final : public Transport {
     size_t abortGot = 0;
     uint64_t abortSeq = 0;      // collective the peer was in when it aborted
     bool abortedLater = false;  // it aborted in a later collective than this rank's
+    bool abortRead = false;     // its abort message was read whole: it said why it failed
     // Data path when the peer shares this host; the socket then carries control frames only.
     std::unique_ptr<shm::Channel> shm;
     shm::Segment shmSegment;
