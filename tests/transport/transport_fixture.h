@@ -2,7 +2,7 @@
 // rendezvous the communicator uses, with every peer reached over one link kind.
 #pragma once
 
-#include "transport/tcp/mesh.h"
+#include "transport/connect.h"
 
 #include <chorus/error.hpp>
 #include <chorus/options.hpp>
@@ -34,7 +34,7 @@ inline std::vector<std::unique_ptr<Transport>> connectAll(int size, const std::s
       o.transport = kind;
       o.hostId = "contract-host";
       try {
-        txs[static_cast<size_t>(r)] = tcp::connectMesh(*store, r, size, o, "127.0.0.1");
+        txs[static_cast<size_t>(r)] = connect(*store, r, size, o, "127.0.0.1");
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
       }

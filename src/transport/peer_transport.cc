@@ -1,4 +1,4 @@
-#include "transport/tcp/tcp_transport.h"
+#include "transport/peer_transport.h"
 
 #include "common/errno_text.h"
 #include "common/socket_io.h"
@@ -19,7 +19,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace chorus::transport::tcp {
+namespace chorus::transport {
 namespace {
 
 constexpr uint64_t kWakeKey = ~uint64_t{0};
@@ -37,8 +37,8 @@ inline void cpuRelax() {
 
 }  // namespace
 
-TcpTransport::TcpTransport(int rank, int size, Fd listener, std::vector<Connection> connections,
-                           Spin spin)
+PeerTransport::PeerTransport(int rank, int size, Fd listener,
+                             std::vector<tcp::Connection> connections, Spin spin)
     : rank_(rank), size_(size), spin_(spin), listener_(std::move(listener)), links_(size) {
   epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -67,9 +67,9 @@ TcpTransport::TcpTransport(int rank, int size, Fd listener, std::vector<Connecti
   }
 }
 
-TcpTransport::~TcpTransport() { close(); }
+PeerTransport::~PeerTransport() { close(); }
 
-void TcpTransport::attachSharedMemory(shm::Segment self, std::vector<SharedLink> links) {
+void PeerTransport::attachSharedMemory(shm::Segment self, std::vector<shm::PeerLink> links) {
   shmSelf_ = std::move(self);
   for (auto& s : links) {
     Link& l = link(s.peer);
@@ -80,7 +80,7 @@ void TcpTransport::attachSharedMemory(shm::Segment self, std::vector<SharedLink>
   onlyShared_ = static_cast<int>(sharedPeers_.size()) == size_ - 1;
 }
 
-bool TcpTransport::sharedBusy() const {
+bool PeerTransport::sharedBusy() const {
   for (int p : sharedPeers_) {
     const Link& l = links_[static_cast<size_t>(p)];
     if (l.shm && (l.shm->sending() || l.shm->receiving())) return true;
@@ -88,7 +88,7 @@ bool TcpTransport::sharedBusy() const {
   return false;
 }
 
-bool TcpTransport::pumpShared() {
+bool PeerTransport::pumpShared() {
   bool moved = false;
   for (int p : sharedPeers_) {
     Link& l = links_[static_cast<size_t>(p)];
@@ -102,7 +102,7 @@ bool TcpTransport::pumpShared() {
   return moved;
 }
 
-bool TcpTransport::pumpLink(Link& l) {
+bool PeerTransport::pumpLink(Link& l) {
   uint64_t abortedAt = l.shm->peerAbortedAt();
   if (abortedAt != 0 && inOp_ && abortedAt - 1 <= current_.seq) sharedPeerAborted(l);
   bool wake = false;
@@ -111,7 +111,7 @@ bool TcpTransport::pumpLink(Link& l) {
   return moved;
 }
 
-void TcpTransport::sharedPeerAborted(Link& l) {
+void PeerTransport::sharedPeerAborted(Link& l) {
   // The reason follows on the TCP connection; read it (it throws), waiting a little for it.
   Deadline deadline = Deadline::after(std::chrono::seconds(1));
   while (!deadline.expired() && l.in != Inbound::kGone) {
@@ -124,7 +124,7 @@ void TcpTransport::sharedPeerAborted(Link& l) {
               "rank " + std::to_string(l.peer) + " (" + l.address + ") aborted its communicator");
 }
 
-void TcpTransport::sendWake(Link& l) noexcept {
+void PeerTransport::sendWake(Link& l) noexcept {
   if (!l.fd || l.in == Inbound::kGone || broken_) return;
   FrameHeader h;
   h.kind = FrameKind::kWake;
@@ -136,12 +136,12 @@ void TcpTransport::sendWake(Link& l) noexcept {
   sendAll(l.fd.get(), header, kFrameHeaderBytes, Deadline::after(std::chrono::seconds(1)));
 }
 
-std::string TcpTransport::peerAddress(int peer) const {
+std::string PeerTransport::peerAddress(int peer) const {
   if (peer < 0 || peer >= size_) return "?";
   return links_[static_cast<size_t>(peer)].address;
 }
 
-TcpTransport::Link& TcpTransport::link(int peer) {
+PeerTransport::Link& PeerTransport::link(int peer) {
   if (peer < 0 || peer >= size_ || peer == rank_ || !links_[static_cast<size_t>(peer)].fd) {
     if (broken_) throw Error(ErrorCode::kAborted, "transport already aborted");
     throw Error(ErrorCode::kInternal, "no connection to rank " + std::to_string(peer));
@@ -149,7 +149,7 @@ TcpTransport::Link& TcpTransport::link(int peer) {
   return links_[static_cast<size_t>(peer)];
 }
 
-void TcpTransport::beginOp(const OpDesc& op) {
+void PeerTransport::beginOp(const OpDesc& op) {
   if (deferred_) throw *deferred_;
   current_ = op;
   history_[op.seq % history_.size()] = op;
@@ -159,7 +159,7 @@ void TcpTransport::beginOp(const OpDesc& op) {
   }
 }
 
-void TcpTransport::encodeSendHeader(Link& l) {
+void PeerTransport::encodeSendHeader(Link& l) {
   FrameHeader h;
   h.kind = FrameKind::kData;
   h.op = current_;
@@ -169,7 +169,7 @@ void TcpTransport::encodeSendHeader(Link& l) {
   l.headerSent = 0;
 }
 
-void TcpTransport::postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) {
+void PeerTransport::postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) {
   Link& l = link(peer);
   if (l.in == Inbound::kGone) gone(l);
   r.start(peer, step, data, bytes);
@@ -185,7 +185,7 @@ void TcpTransport::postSend(Request& r, int peer, const void* data, size_t bytes
   }
 }
 
-void TcpTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) {
+void PeerTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) {
   Link& l = link(peer);
   r.start(peer, step, data, bytes);
   if (l.shm) {
@@ -201,7 +201,7 @@ void TcpTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uint
   }
 }
 
-void TcpTransport::wait(Request& r, Deadline deadline) {
+void PeerTransport::wait(Request& r, Deadline deadline) {
   std::unique_ptr<Error> mine;  // set once this wait has timed out
   while (!r.done()) {
     if (deadline.expired()) {
@@ -225,7 +225,7 @@ void TcpTransport::wait(Request& r, Deadline deadline) {
   }
 }
 
-void TcpTransport::pollStuckOn(const Request& r, Deadline deadline) {
+void PeerTransport::pollStuckOn(const Request& r, Deadline deadline) {
   try {
     progress(deadline);
   } catch (const Error& e) {
@@ -236,11 +236,11 @@ void TcpTransport::pollStuckOn(const Request& r, Deadline deadline) {
   }
 }
 
-std::string TcpTransport::timeoutMessage(const Request& r) const {
+std::string PeerTransport::timeoutMessage(const Request& r) const {
   return "timed out " + waitingText(r);
 }
 
-std::string TcpTransport::waitingText(const Request& r) const {
+std::string PeerTransport::waitingText(const Request& r) const {
   const Link& l = links_.at(static_cast<size_t>(r.peer));
   bool isSend = false;
   for (Request* q = l.sendHead; q; q = q->next) isSend |= (q == &r);
@@ -250,7 +250,7 @@ std::string TcpTransport::waitingText(const Request& r) const {
          std::to_string(r.moved) + " of " + std::to_string(r.bytes) + " bytes moved)";
 }
 
-void TcpTransport::progress(Deadline deadline) {
+void PeerTransport::progress(Deadline deadline) {
   if (interrupted_.load(std::memory_order_relaxed)) {
     throw Error(ErrorCode::kAborted, "aborted by the application");
   }
@@ -339,7 +339,7 @@ void TcpTransport::progress(Deadline deadline) {
   }
 }
 
-void TcpTransport::updateEvents(Link& l) {
+void PeerTransport::updateEvents(Link& l) {
   if (!l.fd || l.in == Inbound::kGone) return;
   uint32_t want = 0;
   if (!(l.parked && !l.recvHead && l.muted)) want |= EPOLLIN;
@@ -353,7 +353,7 @@ void TcpTransport::updateEvents(Link& l) {
   l.events = want;
 }
 
-void TcpTransport::onWritable(Link& l) {
+void PeerTransport::onWritable(Link& l) {
   l.writeBlocked = false;
   while (l.sendHead) {
     Request& r = *l.sendHead;
@@ -389,7 +389,7 @@ void TcpTransport::onWritable(Link& l) {
   updateEvents(l);
 }
 
-bool TcpTransport::readSome(Link& l, uint8_t* dst, size_t want, size_t& got) {
+bool PeerTransport::readSome(Link& l, uint8_t* dst, size_t want, size_t& got) {
   for (;;) {
     if (l.stageAt < l.stageEnd) {
       size_t k = std::min(l.stageEnd - l.stageAt, want - got);
@@ -420,7 +420,7 @@ bool TcpTransport::readSome(Link& l, uint8_t* dst, size_t want, size_t& got) {
   }
 }
 
-void TcpTransport::onReadable(Link& l) {
+void PeerTransport::onReadable(Link& l) {
   while (l.in != Inbound::kGone) {
     if (l.in == Inbound::kHeader) {
       if (l.parked) {
@@ -457,7 +457,7 @@ void TcpTransport::onReadable(Link& l) {
   updateEvents(l);
 }
 
-void TcpTransport::onAbortText(Link& l) {
+void PeerTransport::onAbortText(Link& l) {
   uint32_t code;
   std::memcpy(&code, l.abortText.data(), 4);
   if (code == 0 || code > static_cast<uint32_t>(ErrorCode::kInternal)) {
@@ -476,7 +476,7 @@ void TcpTransport::onAbortText(Link& l) {
   throw remote;
 }
 
-void TcpTransport::onHeader(Link& l, const FrameHeader& h) {
+void PeerTransport::onHeader(Link& l, const FrameHeader& h) {
   switch (h.kind) {
     case FrameKind::kData:
       l.parked = true;
@@ -498,7 +498,7 @@ void TcpTransport::onHeader(Link& l, const FrameHeader& h) {
 }
 
 // A frame that arrived for the collective this rank is running must describe the same call.
-void TcpTransport::checkParked(Link& l) {
+void PeerTransport::checkParked(Link& l) {
   const OpDesc& theirs = l.parkedHeader.op;
   if (!inOp_ || theirs.seq > current_.seq) return;  // the peer is ahead: checked at beginOp
   if (theirs.sameCall(current_)) return;
@@ -510,7 +510,7 @@ void TcpTransport::checkParked(Link& l) {
   if (auto mismatch = findMismatch(l.peer, l.parkedHeader, mine, nullptr)) throw *mismatch;
 }
 
-void TcpTransport::startPayload(Link& l) {
+void PeerTransport::startPayload(Link& l) {
   checkParked(l);
   const FrameHeader& h = l.parkedHeader;
   Request& r = *l.recvHead;
@@ -518,14 +518,14 @@ void TcpTransport::startPayload(Link& l) {
   l.in = Inbound::kPayload;
 }
 
-void TcpTransport::onEof(Link& l) {
+void PeerTransport::onEof(Link& l) {
   if (!l.sawBye && !l.abortedLater) lost(l, "connection closed by peer");
   l.in = Inbound::kGone;
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, l.fd.get(), nullptr);
   if (l.recvHead || l.sendHead) gone(l);
 }
 
-void TcpTransport::gone(Link& l) {
+void PeerTransport::gone(Link& l) {
   if (l.abortedLater && deferred_) throw *deferred_;
   throw Error(ErrorCode::kPeerFailure,
               "rank " + std::to_string(l.peer) + " (" + l.address +
@@ -533,7 +533,7 @@ void TcpTransport::gone(Link& l) {
                   "(did the ranks run different numbers of collectives?)");
 }
 
-void TcpTransport::salvageAbort(Link& l) noexcept {
+void PeerTransport::salvageAbort(Link& l) noexcept {
   // Skip whatever data is queued and look for the peer's abort message behind it; give up at
   // the first sign of trouble (this is only for a better message).
   try {
@@ -569,7 +569,7 @@ void TcpTransport::salvageAbort(Link& l) noexcept {
   }
 }
 
-void TcpTransport::lost(Link& l, const std::string& why) {
+void PeerTransport::lost(Link& l, const std::string& why) {
   if (l.abortedLater && deferred_) throw *deferred_;
   if (!salvaging_) {
     salvaging_ = true;
@@ -586,13 +586,13 @@ void TcpTransport::lost(Link& l, const std::string& why) {
               "lost connection to rank " + std::to_string(l.peer) + " (" + l.address + "): " + why);
 }
 
-void TcpTransport::interrupt() noexcept {
+void PeerTransport::interrupt() noexcept {
   interrupted_.store(true);
   uint64_t one = 1;
   [[maybe_unused]] auto ignored = ::write(wake_.get(), &one, sizeof(one));
 }
 
-void TcpTransport::sendAbortFrames(const Error& cause) noexcept {
+void PeerTransport::sendAbortFrames(const Error& cause) noexcept {
   if (abortSent_) return;
   abortSent_ = true;
   if (shmSelf_) shmSelf_.header().abortedAt.store(current_.seq + 1, std::memory_order_release);
@@ -619,7 +619,7 @@ void TcpTransport::sendAbortFrames(const Error& cause) noexcept {
   }
 }
 
-bool TcpTransport::padFrame(Link& l) noexcept {
+bool PeerTransport::padFrame(Link& l) noexcept {
   static const uint8_t zeros[65536] = {};
   Deadline deadline = Deadline::after(std::chrono::milliseconds(2000));
   while (l.frameLeft > 0) {
@@ -636,7 +636,7 @@ bool TcpTransport::padFrame(Link& l) noexcept {
   return true;
 }
 
-void TcpTransport::abort(const Error& cause) noexcept {
+void PeerTransport::abort(const Error& cause) noexcept {
   if (broken_) return;
   broken_ = true;
   sendAbortFrames(cause);
@@ -650,7 +650,7 @@ void TcpTransport::abort(const Error& cause) noexcept {
   }
 }
 
-void TcpTransport::drainAndClose(Link& l) noexcept {
+void PeerTransport::drainAndClose(Link& l) noexcept {
   // Unread bytes at close() make the kernel reset the connection and drop data we still owe the
   // peer, so read what is there first.
   char sink[4096];
@@ -659,7 +659,7 @@ void TcpTransport::drainAndClose(Link& l) noexcept {
   l.fd.reset();
 }
 
-void TcpTransport::close() noexcept {
+void PeerTransport::close() noexcept {
   if (!broken_) {
     FrameHeader h;
     h.kind = FrameKind::kBye;
@@ -680,4 +680,4 @@ void TcpTransport::close() noexcept {
   listener_.reset();
 }
 
-}  // namespace chorus::transport::tcp
+}  // namespace chorus::transport

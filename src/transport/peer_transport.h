@@ -1,5 +1,6 @@
-// TCP transport: one connection per peer, non-blocking sockets, epoll progress driven by the
-// thread that waits (no transport thread, so no handoff between threads per message).
+// The transport of one communicator: one TCP connection per peer, non-blocking sockets, epoll
+// progress driven by the thread that waits (no transport thread, so no handoff between threads
+// per message).
 // Peers on the same host exchange data through shared-memory rings instead (transport/shm); their
 // TCP connection stays for control: abort and goodbye messages, wake-ups of a sleeping rank, and
 // the end-of-file the kernel delivers when the peer's process dies.
@@ -9,6 +10,8 @@
 #include "transport/frame.h"
 #include "transport/shm/channel.h"
 #include "transport/shm/segment.h"
+#include "transport/shm/setup.h"
+#include "transport/tcp/dial.h"
 #include "transport/transport.h"
 
 #include <chorus/error.hpp>
@@ -20,24 +23,9 @@
 #include <string>
 #include <vector>
 
-namespace chorus::transport::tcp {
+namespace chorus::transport {
 
-// A connected, authenticated (hello exchanged) socket to one peer.
-struct Connection {
-  int peer = -1;
-  Fd fd;
-  std::string address;
-  std::string host;  // the peer's host id: same string = same machine
-};
-
-// Shared-memory path to one peer on this host.
-struct SharedLink {
-  int peer = -1;
-  shm::Segment peerSegment;  // keeps the peer's mapping (its outgoing ring to this rank)
-  shm::ChannelConfig config;
-};
-
-class TcpTransport final : public Transport {
+class PeerTransport final : public Transport {
  public:
   // How a wait polls before it sleeps in epoll_wait: for `duration`, giving the core away
   // (sched_yield) between polls when `yield` (this host runs more ranks than it has cores).
@@ -45,8 +33,9 @@ class TcpTransport final : public Transport {
     std::chrono::microseconds duration{0};
     bool yield = false;
   };
-  TcpTransport(int rank, int size, Fd listener, std::vector<Connection> connections, Spin spin);
-  ~TcpTransport() override;
+  PeerTransport(int rank, int size, Fd listener, std::vector<tcp::Connection> connections,
+                Spin spin);
+  ~PeerTransport() override;
 
   void beginOp(const OpDesc& op) override;
   void postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) override;
@@ -66,7 +55,7 @@ class TcpTransport final : public Transport {
 
   void setHosts(std::vector<std::string> hosts) { hosts_ = std::move(hosts); }
   // Moves the data of these peers to shared memory; self holds this rank's outgoing rings.
-  void attachSharedMemory(shm::Segment self, std::vector<SharedLink> links);
+  void attachSharedMemory(shm::Segment self, std::vector<shm::PeerLink> links);
 
  private:
   enum class Inbound : uint8_t { kHeader, kPayload, kAbortText, kGone };
@@ -171,4 +160,4 @@ class TcpTransport final : public Transport {
   bool spinAllowed_ = true;
 };
 
-}  // namespace chorus::transport::tcp
+}  // namespace chorus::transport
