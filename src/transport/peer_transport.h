@@ -59,6 +59,9 @@ class PeerTransport final : public Transport {
 
  private:
   enum class Inbound : uint8_t { kHeader, kPayload, kAbortText, kGone };
+  // epoll keys of the interrupt eventfd and the listener; a peer's socket has its rank.
+  static constexpr uint64_t kWakeKey = ~uint64_t{0};
+  static constexpr uint64_t kListenerKey = ~uint64_t{0} - 1;
 
   // Largest frame (header + payload) read with a single recv into a link's stage.
   static constexpr size_t kStageBytes = 4096 + kFrameHeaderBytes;
