@@ -39,7 +39,7 @@ void PeerTransport::progress(Deadline deadline) {
   if (interrupted_.load(std::memory_order_relaxed)) {
     throw Error(ErrorCode::kAborted, "aborted by the application");
   }
-  const bool shared = !sharedPeers_.empty();
+  const bool shared = !shared_.empty();
   if (shared && pumpShared()) return;
   epoll_event events[64];
   int n = 0;
@@ -100,27 +100,7 @@ void PeerTransport::progress(Deadline deadline) {
       if (fd >= 0) ::close(fd);
       continue;
     }
-    Link& l = links_[key];
-    if (!l.fd || l.in == Inbound::kGone) continue;
-    // Reads first: an abort message from the peer explains a failing write better than EPIPE.
-    if ((ev & EPOLLIN) && l.parked && !l.recvHead) l.muted = true;  // more behind a parked frame
-    if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)) onReadable(l);
-    if (ev & EPOLLOUT) onWritable(l);
-    if ((ev & (EPOLLERR | EPOLLHUP)) && l.in != Inbound::kGone) {
-      int err = 0;
-      socklen_t len = sizeof(err);
-      getsockopt(l.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-      if (l.sawBye) {
-        onEof(l);
-      } else {
-        lost(l, err ? errnoText(err) : "connection closed by peer");
-      }
-    }
-    if ((ev & EPOLLRDHUP) && !(l.events & EPOLLIN)) {
-      // The peer finished sending; what it sent is still queued behind a parked frame.
-      l.halfClosed = true;
-      updateEvents(l);
-    }
+    if (key < sockets_.size() && sockets_[key]) sockets_[key]->onEvents(ev);
   }
 }
 
