@@ -1,9 +1,8 @@
-// The transport of one communicator: one TCP connection per peer, non-blocking sockets, epoll
-// progress driven by the thread that waits (no transport thread, so no handoff between threads
-// per message).
-// Peers on the same host exchange data through shared-memory rings instead (transport/shm); their
-// TCP connection stays for control: abort and goodbye messages, wake-ups of a sleeping rank, and
-// the end-of-file the kernel delivers when the peer's process dies.
+// The transport of one communicator: one link per peer, progress driven by the thread that waits
+// (no transport thread, so no handoff between threads per message). Every peer has a TCP link
+// (non-blocking socket, epoll); peers on the same host exchange data through a shared-memory link
+// instead, and their TCP link stays for control: abort and goodbye messages, wake-ups of a
+// sleeping rank, and the end-of-file the kernel delivers when the peer's process dies.
 #pragma once
 
 #include "common/fd.h"
