@@ -99,7 +99,7 @@ struct Hierarchy;
 struct Group {
   int rank = 0;
   int size = 1;
-  transport::Transport* tx = nullptr;
+  transport::DataPath* tx = nullptr;
   Scratch* scratch = nullptr;
   std::chrono::milliseconds timeout{300000};
   size_t segmentBytes = 512 * 1024;

@@ -1,22 +1,23 @@
-// A subgroup's view of its communicator's transport: group rank i is the parent's rank
+// A subgroup's view of its communicator's data path: group rank i is the parent's rank
 // members[i]. The hierarchical algorithms run the ordinary collectives over such views (the ranks
 // of one host, or one rank of every host) on the parent's connections, shared memory within a
-// host and TCP between hosts, without connecting anything again.
+// host and TCP between hosts, without connecting anything again. Lifetime and failure stay with
+// the parent's transport.
 #pragma once
 
-#include "transport/transport.h"
+#include "transport/data_path.h"
 
 #include <vector>
 
 namespace chorus::algo {
 
-class SubTransport final : public transport::Transport {
+class SubTransport final : public transport::DataPath {
  public:
-  SubTransport(transport::Transport* parent, std::vector<int> members)
+  SubTransport(transport::DataPath* parent, std::vector<int> members)
       : parent_(parent), members_(std::move(members)) {}
 
-  // The parent began the collective; its frames carry the parent's call.
-  void beginOp(const OpDesc&) override {}
+  // A collective begun on a view is begun on the connections it shares with its parent.
+  void beginOp(const OpDesc& op) override { parent_->beginOp(op); }
   void postSend(transport::Request& r, int peer, const void* data, size_t bytes,
                 uint32_t step) override {
     parent_->postSend(r, members_.at(static_cast<size_t>(peer)), data, bytes, step);
@@ -29,10 +30,7 @@ class SubTransport final : public transport::Transport {
   void pollStuckOn(const transport::Request& r, Deadline deadline) override {
     parent_->pollStuckOn(r, deadline);
   }
-  // Lifetime and failure belong to the parent.
-  void interrupt() noexcept override {}
-  void abort(const Error&) noexcept override {}
-  void close() noexcept override {}
+  void allowSpinning(bool allowed) override { parent_->allowSpinning(allowed); }
   std::string peerAddress(int peer) const override {
     return parent_->peerAddress(members_.at(static_cast<size_t>(peer)));
   }
@@ -50,7 +48,7 @@ class SubTransport final : public transport::Transport {
   }
 
  private:
-  transport::Transport* parent_;
+  transport::DataPath* parent_;
   std::vector<int> members_;
   mutable std::vector<std::string> hosts_;
 };

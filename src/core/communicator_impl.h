@@ -22,7 +22,7 @@ namespace chorus {
 
 struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   // store: the store scoped to this communicator (keys of its rendezvous), kept for split();
-  // routeHost: the store's host, which chooses the listening address (see connectMesh).
+  // routeHost: the store's host, which chooses the listening address (see transport::connect).
   Impl(Options options, int rank, int size, std::unique_ptr<transport::Transport> tx,
        std::shared_ptr<Store> store, std::string routeHost);
   ~Impl();

@@ -3,7 +3,7 @@
 #include "core/connect.h"
 
 #include "core/launch_env.h"
-#include "transport/tcp/mesh.h"
+#include "transport/connect.h"
 
 #include <chorus/error.hpp>
 
@@ -36,7 +36,7 @@ std::unique_ptr<Communicator::Impl> connectScoped(std::shared_ptr<Store> scoped,
                                                   const std::string& route, int rank, int size,
                                                   Options options) {
   std::unique_ptr<transport::Transport> tx;
-  if (size > 1) tx = transport::tcp::connectMesh(*scoped, rank, size, options, route);
+  if (size > 1) tx = transport::connect(*scoped, rank, size, options, route);
   return std::make_unique<Communicator::Impl>(std::move(options), rank, size, std::move(tx),
                                               std::move(scoped), route);
 }

@@ -21,15 +21,13 @@
 
 #include <chorus/store.hpp>
 
-#include "store/socket_util.h"
+#include "common/fd.h"
 #include "store/store_util.h"
 
 namespace chorus {
 namespace {
 
 constexpr size_t kHexPerComponent = 240;  // + 1 prefix char stays under NAME_MAX (255)
-
-using store::UniqueFd;
 
 std::string hexEncode(const std::string& key) {
   static const char* kHex = "0123456789abcdef";
@@ -77,7 +75,7 @@ class FileStore final : public Store {
 
   int64_t add(const std::string& key, int64_t delta) override {
     const std::string lock_path = dir_ + "/.lock";
-    UniqueFd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    Fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
     if (lock.get() < 0) store::throwSystem("file store: cannot open '" + lock_path + "'", errno);
     while (::flock(lock.get(), LOCK_EX) != 0) {
       if (errno != EINTR) store::throwSystem("file store: flock '" + lock_path + "'", errno);
@@ -149,7 +147,7 @@ class FileStore final : public Store {
   }
 
   static std::optional<Bytes> readFile(const std::string& path) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) {
       if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
       store::throwSystem("file store: cannot open '" + path + "'", errno);
@@ -171,7 +169,7 @@ class FileStore final : public Store {
   void writeAtomic(const std::string& path, const Bytes& value) {
     const std::string tmp = dir_ + "/.tmp." + std::to_string(::getpid()) + "." + tag_ + "." +
                             std::to_string(counter_++);
-    UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (fd.get() < 0) store::throwSystem("file store: cannot create '" + tmp + "'", errno);
     size_t done = 0;
     while (done < value.size()) {

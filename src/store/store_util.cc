@@ -1,5 +1,7 @@
 #include "store/store_util.h"
 
+#include "common/errno_text.h"
+
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -69,7 +71,7 @@ std::string quoteKey(std::string_view key) {
 }
 
 void throwSystem(const std::string& what, int err) {
-  throw Error(ErrorCode::kSystem, what + ": " + std::strerror(err));
+  throw Error(ErrorCode::kSystem, what + ": " + errnoText(err));
 }
 
 }  // namespace chorus::store

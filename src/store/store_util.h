@@ -31,7 +31,7 @@ int64_t addCounter(const std::string& key, int64_t a, int64_t b);
 // Printable form of a key for error messages: escapes non-printable bytes, truncates long keys.
 std::string quoteKey(std::string_view key);
 
-// Error(kSystem, what + ": " + strerror(err)).
+// Error(kSystem, what + ": " + the errno text of err).
 [[noreturn]] void throwSystem(const std::string& what, int err);
 
 }  // namespace chorus::store

@@ -19,15 +19,16 @@
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
-#include "store/socket_util.h"
+#include "common/errno_text.h"
+#include "common/fd.h"
+#include "common/socket_io.h"
 #include "store/store_util.h"
+#include "store/tcp_address.h"
 #include "store/tcp_store_protocol.h"
 
 namespace chorus {
 namespace {
 
-using store::IoStatus;
-using store::UniqueFd;
 namespace proto = store::proto;
 
 constexpr size_t kMaxIdleConnections = 4;
@@ -128,19 +129,18 @@ class TcpStore final : public Store {
                                                    " bytes, limit 64 MiB)");
     }
     std::vector<uint8_t> frame = request.finish();
-    UniqueFd conn = acquire(deadline, timeout);
-    int err = 0;
-    IoStatus s = store::sendAll(conn.get(), frame.data(), frame.size(), deadline, &err);
-    if (s != IoStatus::kOk) fail(s, err, what, timeout);
+    Fd conn = acquire(deadline, timeout);
+    IoResult io = sendAll(conn.get(), frame.data(), frame.size(), deadline);
+    if (!io.ok()) fail(io, what, timeout);
 
     uint8_t header[proto::kHeaderSize];
-    s = store::recvAll(conn.get(), header, sizeof(header), deadline, &err);
-    if (s != IoStatus::kOk) fail(s, err, what, timeout);
+    io = recvAll(conn.get(), header, sizeof(header), deadline);
+    if (!io.ok()) fail(io, what, timeout);
     proto::Header h = proto::parseHeader(header);
     if (!proto::plausible(h)) badResponse();
     Bytes body(h.body_len);
-    s = store::recvAll(conn.get(), body.data(), body.size(), deadline, &err);
-    if (s != IoStatus::kOk) fail(s, err, what, timeout);
+    io = recvAll(conn.get(), body.data(), body.size(), deadline);
+    if (!io.ok()) fail(io, what, timeout);
     release(std::move(conn));
 
     if (h.code != 0) {
@@ -158,10 +158,10 @@ class TcpStore final : public Store {
     return body;
   }
 
-  // The failed connection is dropped by the caller's UniqueFd going out of scope.
-  [[noreturn]] void fail(IoStatus s, int err, const std::string& what,
+  // The failed connection is dropped by the caller's Fd going out of scope.
+  [[noreturn]] void fail(const IoResult& io, const std::string& what,
                          std::chrono::milliseconds timeout) const {
-    switch (s) {
+    switch (io.status) {
       case IoStatus::kTimeout:
         store::throwWaitTimeout(where_, what, timeout);
       case IoStatus::kClosed:
@@ -169,14 +169,14 @@ class TcpStore final : public Store {
                     "tcp store: lost connection to server " + addr_ + " during " + what);
       default:
         throw Error(ErrorCode::kPeerFailure, "tcp store: lost connection to server " + addr_ +
-                                                 " during " + what + ": " + std::strerror(err));
+                                                 " during " + what + ": " + errnoText(io.err));
     }
   }
 
   // An idle connection that the server has not closed meanwhile, or a new one.
-  UniqueFd acquire(const Deadline& deadline, std::chrono::milliseconds timeout) {
+  Fd acquire(const Deadline& deadline, std::chrono::milliseconds timeout) {
     while (true) {
-      UniqueFd fd;
+      Fd fd;
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (idle_.empty()) break;
@@ -190,31 +190,31 @@ class TcpStore final : public Store {
     return connect(deadline, timeout);
   }
 
-  void release(UniqueFd fd) {
+  void release(Fd fd) {
     std::lock_guard<std::mutex> lock(mu_);
     if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(fd));
   }
 
   // Connects, retrying with a growing sleep until the deadline.
-  UniqueFd connect(const Deadline& deadline, std::chrono::milliseconds timeout) const {
+  Fd connect(const Deadline& deadline, std::chrono::milliseconds timeout) const {
     std::string last_error = "no attempt made";
     auto delay = std::chrono::milliseconds(10);
     while (true) {
       bool transient = false;
       store::AddrInfoPtr addrs = store::resolveTcp(host_, port_, false, &last_error, &transient);
       for (addrinfo* ai = addrs.get(); ai != nullptr; ai = ai->ai_next) {
-        UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                             ai->ai_protocol));
+        Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                       ai->ai_protocol));
         if (!fd.valid()) {
-          last_error = std::string("socket: ") + std::strerror(errno);
+          last_error = "socket: " + errnoText(errno);
           continue;
         }
         if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
-          store::setNoDelay(fd.get());
+          setNoDelay(fd.get());
           return fd;
         }
         if (errno != EINPROGRESS) {
-          last_error = std::string("connect: ") + std::strerror(errno);
+          last_error = "connect: " + errnoText(errno);
           continue;
         }
         pollfd p{fd.get(), POLLOUT, 0};
@@ -223,17 +223,17 @@ class TcpStore final : public Store {
           rc = ::poll(&p, 1, deadline.remainingMs());
         } while (rc < 0 && errno == EINTR);
         if (rc <= 0) {
-          last_error = rc == 0 ? "connect: timed out" : std::string("poll: ") + strerror(errno);
+          last_error = rc == 0 ? "connect: timed out" : "poll: " + errnoText(errno);
           continue;
         }
         int so_error = 0;
         socklen_t len = sizeof(so_error);
         if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) so_error = errno;
         if (so_error == 0) {
-          store::setNoDelay(fd.get());
+          setNoDelay(fd.get());
           return fd;
         }
-        last_error = std::string("connect: ") + std::strerror(so_error);
+        last_error = "connect: " + errnoText(so_error);
       }
       if (deadline.expired()) break;
       auto left = deadline.at() - Clock::now();
@@ -252,7 +252,7 @@ class TcpStore final : public Store {
   const std::string addr_;
   const std::string where_;
   std::mutex mu_;
-  std::vector<UniqueFd> idle_;
+  std::vector<Fd> idle_;
 };
 
 }  // namespace

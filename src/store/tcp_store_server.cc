@@ -25,14 +25,16 @@
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
-#include "store/socket_util.h"
+#include "common/errno_text.h"
+#include "common/fd.h"
+#include "common/socket_io.h"
 #include "store/store_util.h"
+#include "store/tcp_address.h"
 #include "store/tcp_store_protocol.h"
 
 namespace chorus {
 
 namespace proto = store::proto;
-using store::UniqueFd;
 
 namespace {
 
@@ -40,7 +42,7 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kReadPerWakeup = 1 << 20;  // fairness between clients
 
 struct Client {
-  UniqueFd fd;
+  Fd fd;
   std::vector<uint8_t> in;  // received, not yet handled: [in_pos, in.size())
   size_t in_pos = 0;
   std::vector<uint8_t> out;  // to send: [out_pos, out.size())
@@ -61,8 +63,8 @@ struct Client {
 }  // namespace
 
 struct TcpStoreServer::Impl {
-  UniqueFd listen_fd;
-  UniqueFd wake_fd;
+  Fd listen_fd;
+  Fd wake_fd;
   int port = 0;
   std::atomic<bool> stop{false};
   std::thread thread;
@@ -102,20 +104,19 @@ TcpStoreServer::TcpStoreServer(const std::string& host, int port)
     throw Error(ErrorCode::kSystem, "TcpStoreServer: cannot resolve " + addr + ": " + error);
   }
   for (addrinfo* ai = addrs.get(); ai != nullptr && !impl_->listen_fd.valid(); ai = ai->ai_next) {
-    UniqueFd fd(
-        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+    Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd.valid()) {
-      error = std::string("socket: ") + std::strerror(errno);
+      error = "socket: " + errnoText(errno);
       continue;
     }
     int one = 1;
     (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      error = std::string("bind: ") + std::strerror(errno);
+      error = "bind: " + errnoText(errno);
       continue;
     }
     if (::listen(fd.get(), SOMAXCONN) != 0) {
-      error = std::string("listen: ") + std::strerror(errno);
+      error = "listen: " + errnoText(errno);
       continue;
     }
     impl_->listen_fd = std::move(fd);
@@ -131,7 +132,7 @@ TcpStoreServer::TcpStoreServer(const std::string& host, int port)
   impl_->port = bound.ss_family == AF_INET6
                     ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                     : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  impl_->wake_fd = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  impl_->wake_fd = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!impl_->wake_fd.valid()) store::throwSystem("TcpStoreServer: eventfd", errno);
   impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
 }
@@ -165,7 +166,7 @@ void TcpStoreServer::Impl::run() {
     int rc = ::poll(fds.data(), fds.size(), timeout_ms);
     if (rc < 0) {
       if (errno == EINTR) continue;
-      std::fprintf(stderr, "chorus: TcpStoreServer: poll: %s\n", std::strerror(errno));
+      std::fprintf(stderr, "chorus: TcpStoreServer: poll: %s\n", errnoText(errno).c_str());
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       continue;
     }
@@ -217,14 +218,14 @@ void TcpStoreServer::Impl::acceptAll() {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         // Out of descriptors or memory: leave the connection queued and retry shortly.
-        std::fprintf(stderr, "chorus: TcpStoreServer: accept: %s\n", std::strerror(errno));
+        std::fprintf(stderr, "chorus: TcpStoreServer: accept: %s\n", errnoText(errno).c_str());
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       return;
     }
-    store::setNoDelay(fd);
+    setNoDelay(fd);
     Client c;
-    c.fd = UniqueFd(fd);
+    c.fd = Fd(fd);
     clients.emplace(next_id++, std::move(c));
   }
 }

@@ -1,8 +1,9 @@
 #include "transport/shm/channel.h"
 
+#include "common/errno_text.h"
 #include "transport/frame.h"
+#include "transport/mismatch.h"
 #include "transport/request_queue.h"
-#include "transport/tcp/socket.h"
 
 #include <chorus/error.hpp>
 
@@ -160,25 +161,7 @@ void Channel::checkFrame(const uint8_t* slot, const Request& r, const OpDesc& cu
                                              std::to_string(c_.peer) + ": " +
                                              (h ? "not a data frame" : why));
   }
-  const OpDesc& theirs = h->op;
-  if (theirs.seq != current.seq) {
-    throw Error(ErrorCode::kMismatch, "rank " + std::to_string(c_.peer) + " is at " +
-                                          theirs.name() + " while this rank waits in " +
-                                          current.name());
-  }
-  if (!theirs.sameCall(current)) {
-    throw Error(ErrorCode::kMismatch, "mismatched collectives: this rank called " + current.name() +
-                                          " " + current.describe() + " but rank " +
-                                          std::to_string(c_.peer) + " called " + theirs.name() +
-                                          " " + theirs.describe());
-  }
-  if (h->step != r.step || h->bytes != r.bytes) {
-    throw Error(ErrorCode::kMismatch,
-                "rank " + std::to_string(c_.peer) + " sent message " + std::to_string(h->step) +
-                    " of " + std::to_string(h->bytes) + " bytes where this rank expects message " +
-                    std::to_string(r.step) + " of " + std::to_string(r.bytes) +
-                    " bytes (do all ranks use the same CHORUS_* settings?)");
-  }
+  if (auto mismatch = findMismatch(c_.peer, *h, current, &r)) throw *mismatch;
   std::memcpy(source, slot + kFrameHeaderBytes, sizeof(*source));
 }
 
@@ -217,7 +200,7 @@ bool Channel::pumpRecvs(const OpDesc& current) {
           throw Error(ErrorCode::kPeerFailure,
                       "single-copy read of " + std::to_string(r.bytes) + " bytes from rank " +
                           std::to_string(c_.peer) + " (pid " + std::to_string(c_.peerPid) +
-                          ") failed: " + (k < 0 ? tcp::errnoText(errno) : "short read"));
+                          ") failed: " + (k < 0 ? errnoText(errno) : "short read"));
         }
         c_.in->tail.store(tail_, std::memory_order_release);
         c_.in->acked.store(++acksGiven_, std::memory_order_release);

@@ -1,5 +1,7 @@
 #include "transport/shm/segment.h"
 
+#include "common/errno_text.h"
+
 #include <chorus/error.hpp>
 
 #include <fcntl.h>
@@ -72,19 +74,18 @@ Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t 
   static_assert(sizeof(RingControl) % kCacheLine == 0);
   Segment s;
   s.fd_.reset(::memfd_create("chorus-shm", MFD_CLOEXEC));
-  if (!s.fd_) throw Error(ErrorCode::kSystem, "memfd_create: " + tcp::errnoText(errno));
+  if (!s.fd_) throw Error(ErrorCode::kSystem, "memfd_create: " + errnoText(errno));
   s.bytes_ = layoutBytes(rings, ringBytes);
   if (::ftruncate(s.fd_.get(), static_cast<off_t>(s.bytes_)) < 0) {
     throw Error(ErrorCode::kSystem, "ftruncate of a shared-memory segment of " +
-                                        std::to_string(s.bytes_) +
-                                        " bytes: " + tcp::errnoText(errno));
+                                        std::to_string(s.bytes_) + " bytes: " + errnoText(errno));
   }
   // Allocate and map every page now: a page fault costs tens of microseconds on some virtual
   // machines, far more than the copy of a small message through that page.
   [[maybe_unused]] int ignored = ::fallocate(s.fd_.get(), 0, 0, static_cast<off_t>(s.bytes_));
   void* p =
       ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_.get(), 0);
-  if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + tcp::errnoText(errno));
+  if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + errnoText(errno));
   s.base_ = p;
   auto* h = new (p) SegmentHeader();
   h->magic = kSegmentMagic;
@@ -104,8 +105,7 @@ Segment Segment::open(int pid, int fd, const uint8_t job[16], int rank) {
   s.fd_.reset(::open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (!s.fd_) {
     throw Error(ErrorCode::kSystem, "cannot open rank " + std::to_string(rank) +
-                                        "'s shared memory (" + path +
-                                        "): " + tcp::errnoText(errno));
+                                        "'s shared memory (" + path + "): " + errnoText(errno));
   }
   struct stat st {};
   if (::fstat(s.fd_.get(), &st) < 0 || static_cast<size_t>(st.st_size) < kHeaderBytes) {
@@ -114,7 +114,7 @@ Segment Segment::open(int pid, int fd, const uint8_t job[16], int rank) {
   s.bytes_ = static_cast<size_t>(st.st_size);
   void* p =
       ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_.get(), 0);
-  if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + tcp::errnoText(errno));
+  if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + errnoText(errno));
   s.base_ = p;
   const SegmentHeader& h = s.header();
   if (h.magic != kSegmentMagic || std::memcmp(h.job, job, 16) != 0 || h.rank != rank ||

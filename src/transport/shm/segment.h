@@ -3,7 +3,7 @@
 // peer; peers map it through /proc/<pid>/fd/<fd>.
 #pragma once
 
-#include "transport/tcp/socket.h"
+#include "common/fd.h"
 
 #include <atomic>
 #include <cstddef>
@@ -68,7 +68,7 @@ class Segment {
   static size_t layoutBytes(uint32_t rings, size_t ringBytes);
   static size_t ringStride(size_t ringBytes);
   void touchPages(bool write);
-  tcp::Fd fd_;
+  Fd fd_;
   void* base_ = nullptr;
   size_t bytes_ = 0;
 };

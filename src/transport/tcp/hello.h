@@ -1,6 +1,8 @@
 // The first message on every connection: who is calling whom, in which job.
 #pragma once
 
+#include "transport/job_id.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -12,7 +14,6 @@ namespace chorus::transport::tcp {
 inline constexpr uint32_t kHelloMagic = 0x48524843;  // "CHRH"
 inline constexpr uint8_t kHelloVersion = 1;
 inline constexpr size_t kHelloBytes = 72;
-using JobId = std::array<uint8_t, 16>;
 
 // Layout (little-endian): 0 u32 magic | 4 u8 version | 5 u8 kind (1 hello, 2 accept) |
 // 6 u16 reserved | 8 u8[16] job id | 24 i32 from | 28 i32 to | 32 i32 world size |

@@ -1,4 +1,6 @@
-#include "transport/tcp/socket.h"
+#include "transport/tcp/endpoint.h"
+
+#include "common/errno_text.h"
 
 #include <chorus/error.hpp>
 
@@ -17,21 +19,6 @@
 #include <thread>
 
 namespace chorus::transport::tcp {
-
-Fd& Fd::operator=(Fd&& o) noexcept {
-  if (this != &o) reset(o.release());
-  return *this;
-}
-
-void Fd::reset(int fd) {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
-
-std::string errnoText(int err) {
-  char buf[128];
-  return std::string(strerror_r(err, buf, sizeof(buf)));
-}
 
 std::string formatAddress(const sockaddr_in& a) {
   char ip[INET_ADDRSTRLEN] = {};
@@ -76,11 +63,6 @@ sockaddr_in parseAddress(const std::string& hostPort) {
   }
   a.sin_port = htons(static_cast<uint16_t>(port));
   return a;
-}
-
-void setNonBlocking(int fd) {
-  int flags = fcntl(fd, F_GETFL, 0);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) throwSystem("fcntl", errno);
 }
 
 void tuneSocket(int fd, int bufferBytes) {
@@ -143,61 +125,6 @@ Fd connectTo(const sockaddr_in& addr, int bufferBytes, Deadline deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
     delayMs = std::min(delayMs * 2, 100);
   }
-}
-
-namespace {
-
-bool waitFor(int fd, short events, Deadline deadline, std::string* why) {
-  pollfd p{fd, events, 0};
-  int n = ::poll(&p, 1, deadline.remainingMs());
-  if (n == 0) {
-    *why = "timed out";
-    return false;
-  }
-  if (n < 0 && errno != EINTR) {
-    *why = errnoText(errno);
-    return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-bool sendAll(int fd, const void* data, size_t n, Deadline deadline, std::string* why) {
-  auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (k > 0) {
-      p += k;
-      n -= static_cast<size_t>(k);
-    } else if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!waitFor(fd, POLLOUT, deadline, why)) return false;
-    } else {
-      *why = errnoText(errno);
-      return false;
-    }
-  }
-  return true;
-}
-
-bool recvAll(int fd, void* data, size_t n, Deadline deadline, std::string* why) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (n > 0) {
-    ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
-    if (k > 0) {
-      p += k;
-      n -= static_cast<size_t>(k);
-    } else if (k == 0) {
-      *why = "connection closed";
-      return false;
-    } else if (errno == EAGAIN || errno == EINTR) {
-      if (!waitFor(fd, POLLIN, deadline, why)) return false;
-    } else {
-      *why = errnoText(errno);
-      return false;
-    }
-  }
-  return true;
 }
 
 std::string chooseListenAddress(const std::string& ifname, const std::string& routeHost) {

@@ -1,0 +1,145 @@
+// Setup, posting and waiting.
+#include "transport/peer_transport.h"
+
+#include "common/errno_text.h"
+#include "common/socket_io.h"
+#include "transport/mismatch.h"
+#include "transport/request_queue.h"
+
+#include <chorus/error.hpp>
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace chorus::transport {
+namespace {
+
+constexpr std::chrono::milliseconds kTimeoutGrace{1000};
+
+}  // namespace
+
+PeerTransport::PeerTransport(int rank, int size, Fd listener,
+                             std::vector<tcp::Connection> connections, Spin spin)
+    : rank_(rank),
+      size_(size),
+      spin_(spin),
+      listener_(std::move(listener)),
+      sockets_(static_cast<size_t>(size)),
+      rings_(static_cast<size_t>(size)),
+      data_(static_cast<size_t>(size), nullptr) {
+  epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!epoll_ || !wake_) throw Error(ErrorCode::kSystem, "epoll/eventfd: " + errnoText(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWakeKey;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+  if (listener_) {
+    setNonBlocking(listener_.get());
+    ev.data.u64 = kListenerKey;
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, listener_.get(), &ev);
+  }
+  for (auto& c : connections) {
+    auto& socket = sockets_.at(static_cast<size_t>(c.peer));
+    socket = std::make_unique<tcp::TcpLink>(c.peer, std::move(c.fd), std::move(c.address), op_,
+                                            epoll_.get());
+    data_[static_cast<size_t>(c.peer)] = socket.get();
+  }
+}
+
+PeerTransport::~PeerTransport() { close(); }
+
+std::string PeerTransport::peerAddress(int peer) const {
+  if (peer < 0 || peer >= size_ || !sockets_[static_cast<size_t>(peer)]) return "?";
+  return sockets_[static_cast<size_t>(peer)]->address();
+}
+
+Link& PeerTransport::link(int peer) {
+  if (peer < 0 || peer >= size_ || peer == rank_ || !sockets_[static_cast<size_t>(peer)] ||
+      !sockets_[static_cast<size_t>(peer)]->connected()) {
+    if (op_.broken) throw Error(ErrorCode::kAborted, "transport already aborted");
+    throw Error(ErrorCode::kInternal, "no connection to rank " + std::to_string(peer));
+  }
+  return *data_[static_cast<size_t>(peer)];
+}
+
+void PeerTransport::beginOp(const OpDesc& op) {
+  if (op_.deferred) throw *op_.deferred;
+  op_.current = op;
+  op_.history[op.seq % op_.history.size()] = op;
+  op_.inOp = true;
+  for (auto& s : sockets_) {
+    if (s) s->onBeginOp();
+  }
+}
+
+void PeerTransport::postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) {
+  Link& l = link(peer);
+  if (l.peerLeft()) l.throwPeerLeft();
+  r.start(peer, step, data, bytes);
+  l.postSend(r);
+}
+
+void PeerTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) {
+  Link& l = link(peer);
+  r.start(peer, step, data, bytes);
+  l.postRecv(r);
+}
+
+void PeerTransport::wait(Request& r, Deadline deadline) {
+  std::unique_ptr<Error> mine;  // set once this wait has timed out
+  while (!r.done()) {
+    if (deadline.expired()) {
+      if (mine) throw *mine;
+      mine = std::make_unique<Error>(ErrorCode::kTimeout, timeoutMessage(r));
+      // Tell the peers now, then listen a little longer: the peer this rank waits for may itself
+      // be stuck behind a silent rank and say so, which names the rank that is really missing.
+      sendAbortFrames(*mine);
+      deadline = Deadline::after(kTimeoutGrace);
+    }
+    if (!mine) {
+      pollStuckOn(r, deadline);
+      continue;
+    }
+    try {
+      progress(deadline);
+    } catch (const Error&) {
+      if (op_.abortFrom == r.peer) throw;
+      // Another rank's account of the same stall; keep waiting for the one that matters.
+    }
+  }
+}
+
+void PeerTransport::pollStuckOn(const Request& r, Deadline deadline) {
+  try {
+    progress(deadline);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTimeout || op_.abortFrom == r.peer) throw;
+    // A rank gave up waiting for this one, which is itself stuck: say on whom.
+    throw Error(ErrorCode::kTimeout,
+                std::string(e.what()) + "; this rank was itself " + waitingText(r));
+  }
+}
+
+std::string PeerTransport::timeoutMessage(const Request& r) const {
+  return "timed out " + waitingText(r);
+}
+
+std::string PeerTransport::waitingText(const Request& r) const {
+  const Link* l = data_.at(static_cast<size_t>(r.peer));
+  bool isSend = l && l->holdsSend(&r);
+  return std::string("waiting for rank ") + std::to_string(r.peer) + " (" + peerAddress(r.peer) +
+         ") " + (isSend ? "to accept" : "to send") + " message " + std::to_string(r.step) + " (" +
+         std::to_string(r.moved) + " of " + std::to_string(r.bytes) + " bytes moved)";
+}
+
+}  // namespace chorus::transport

@@ -1,0 +1,98 @@
+// The transport of one communicator: one link per peer, progress driven by the thread that waits
+// (no transport thread, so no handoff between threads per message). Every peer has a TCP link
+// (non-blocking socket, epoll); peers on the same host exchange data through a shared-memory link
+// instead, and their TCP link stays for control: abort and goodbye messages, wake-ups of a
+// sleeping rank, and the end-of-file the kernel delivers when the peer's process dies.
+#pragma once
+
+#include "common/fd.h"
+#include "transport/link.h"
+#include "transport/op_state.h"
+#include "transport/shm/segment.h"
+#include "transport/shm/setup.h"
+#include "transport/shm/shm_link.h"
+#include "transport/tcp/dial.h"
+#include "transport/tcp/tcp_link.h"
+#include "transport/transport.h"
+
+#include <chorus/error.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace chorus::transport {
+
+class PeerTransport final : public Transport {
+ public:
+  // How a wait polls before it sleeps in epoll_wait: for `duration`, giving the core away
+  // (sched_yield) between polls when `yield` (this host runs more ranks than it has cores).
+  struct Spin {
+    std::chrono::microseconds duration{0};
+    bool yield = false;
+  };
+  PeerTransport(int rank, int size, Fd listener, std::vector<tcp::Connection> connections,
+                Spin spin);
+  ~PeerTransport() override;
+
+  void beginOp(const OpDesc& op) override;
+  void postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) override;
+  void postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) override;
+  void wait(Request& r, Deadline deadline) override;
+  void poll(Deadline deadline) override { progress(deadline); }
+  void pollStuckOn(const Request& r, Deadline deadline) override;
+  void allowSpinning(bool allowed) override { spinAllowed_ = allowed; }
+  void interrupt() noexcept override;
+  void abort(const Error& cause) noexcept override;
+  void close() noexcept override;
+  std::string peerAddress(int peer) const override;
+  const std::vector<std::string>& hosts() const override { return hosts_; }
+  const char* pathTo(int peer) const override {
+    return peer >= 0 && peer < size_ && data_[static_cast<size_t>(peer)]
+               ? data_[static_cast<size_t>(peer)]->kind()
+               : "tcp";
+  }
+
+  void setHosts(std::vector<std::string> hosts) { hosts_ = std::move(hosts); }
+  // Moves the data of these peers to shared memory; self holds this rank's outgoing rings.
+  void attachSharedMemory(shm::Segment self, std::vector<shm::PeerLink> links);
+
+ private:
+  // epoll keys of the interrupt eventfd and the listener; a peer's socket has its rank.
+  static constexpr uint64_t kWakeKey = ~uint64_t{0};
+  static constexpr uint64_t kListenerKey = ~uint64_t{0} - 1;
+
+  void progress(Deadline deadline);
+  // Moves data on the shared-memory links; true when anything moved or finished.
+  bool pumpShared();
+  bool sharedBusy() const;
+  void sendAbortFrames(const Error& cause) noexcept;
+  std::string timeoutMessage(const Request& r) const;
+  std::string waitingText(const Request& r) const;
+  // The link that carries data to peer; throws when there is none (any more).
+  Link& link(int peer);
+
+  int rank_;
+  int size_;
+  Spin spin_;
+  Fd epoll_;
+  Fd wake_;  // eventfd that interrupt() writes
+  Fd listener_;
+  OpState op_;
+  // Indexed by peer rank (null for this rank): every peer's socket, and the link that carries
+  // its data (the socket, or shared-memory rings with the socket for control).
+  std::vector<std::unique_ptr<tcp::TcpLink>> sockets_;
+  std::vector<std::unique_ptr<shm::ShmLink>> rings_;
+  std::vector<Link*> data_;
+  std::vector<shm::ShmLink*> shared_;  // the peers on shared memory, in rank order
+  std::atomic<bool> interrupted_{false};
+  bool abortSent_ = false;
+  std::vector<std::string> hosts_;
+  shm::Segment shmSelf_;
+  bool onlyShared_ = false;  // every peer is on shared memory
+  bool spinAllowed_ = true;
+};
+
+}  // namespace chorus::transport

@@ -1,0 +1,50 @@
+// Peers on shared memory: pumping their rings, and their control frames on the socket.
+#include "transport/peer_transport.h"
+
+#include "common/errno_text.h"
+#include "common/socket_io.h"
+#include "transport/mismatch.h"
+#include "transport/request_queue.h"
+
+#include <chorus/error.hpp>
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace chorus::transport {
+void PeerTransport::attachSharedMemory(shm::Segment self, std::vector<shm::PeerLink> links) {
+  shmSelf_ = std::move(self);
+  for (auto& s : links) {
+    const int peer = s.peer;
+    tcp::TcpLink& control = *sockets_.at(static_cast<size_t>(peer));
+    auto& ring = rings_[static_cast<size_t>(peer)];
+    ring = std::make_unique<shm::ShmLink>(std::move(s), control, op_);
+    data_[static_cast<size_t>(peer)] = ring.get();
+    shared_.push_back(ring.get());
+  }
+  onlyShared_ = static_cast<int>(shared_.size()) == size_ - 1;
+}
+
+bool PeerTransport::sharedBusy() const {
+  for (const shm::ShmLink* l : shared_) {
+    if (l->busy()) return true;
+  }
+  return false;
+}
+
+bool PeerTransport::pumpShared() {
+  bool moved = false;
+  for (shm::ShmLink* l : shared_) moved |= l->progress();
+  return moved;
+}
+
+}  // namespace chorus::transport

@@ -1,0 +1,424 @@
+#include "transport/tcp/tcp_link.h"
+
+#include "common/errno_text.h"
+#include "common/socket_io.h"
+#include "transport/mismatch.h"
+#include "transport/request_queue.h"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace chorus::transport::tcp {
+
+TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd)
+    : peer_(peer), fd_(std::move(fd)), address_(std::move(address)), op_(op), epoll_(epollFd) {
+  setNonBlocking(fd_.get());
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.u64 = static_cast<uint64_t>(peer_);
+  if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd_.get(), &ev) < 0) {
+    throw Error(ErrorCode::kSystem, "epoll_ctl: " + errnoText(errno));
+  }
+  events_ = ev.events;
+}
+
+void TcpLink::postSend(Request& r) {
+  if (in_ == Inbound::kGone) gone();
+  pushRequest(sendHead_, sendTail_, &r);
+  if (sendHead_ == &r) {
+    encodeSendHeader();
+    onWritable();  // write at once: the common case needs no epoll round
+  }
+}
+
+void TcpLink::postRecv(Request& r) {
+  pushRequest(recvHead_, recvTail_, &r);
+  if (recvHead_ == &r) {
+    if (in_ == Inbound::kGone) gone();
+    // What already arrived is taken now; the socket itself is left to the wait's epoll round
+    // (probing it here mostly costs an EAGAIN).
+    if (parked_ || stageAt_ < stageEnd_) onReadable();  // also turns EPOLLIN back on
+  }
+}
+
+bool TcpLink::holdsSend(const Request* r) const {
+  for (const Request* q = sendHead_; q; q = q->next) {
+    if (q == r) return true;
+  }
+  return false;
+}
+
+void TcpLink::clear() noexcept {
+  sendHead_ = sendTail_ = nullptr;
+  recvHead_ = recvTail_ = nullptr;
+}
+
+void TcpLink::onBeginOp() {
+  if (fd_ && parked_) checkParked();
+}
+
+void TcpLink::onEvents(uint32_t ev) {
+  if (!fd_ || in_ == Inbound::kGone) return;
+  // Reads first: an abort message from the peer explains a failing write better than EPIPE.
+  if ((ev & EPOLLIN) && parked_ && !recvHead_) muted_ = true;  // more behind a parked frame
+  if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)) onReadable();
+  if (ev & EPOLLOUT) onWritable();
+  if ((ev & (EPOLLERR | EPOLLHUP)) && in_ != Inbound::kGone) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (sawBye_) {
+      onEof();
+    } else {
+      lost(err ? errnoText(err) : "connection closed by peer");
+    }
+  }
+  if ((ev & EPOLLRDHUP) && !(events_ & EPOLLIN)) {
+    // The peer finished sending; what it sent is still queued behind a parked frame.
+    halfClosed_ = true;
+    updateEvents();
+  }
+}
+
+void TcpLink::sendAbort(const uint8_t* header, const std::string& text) noexcept {
+  if (!fd_ || in_ == Inbound::kGone) return;
+  // A frame half written must be completed before the abort can follow it; its requests may
+  // be gone already, so the rest is sent as zeros (the peer discards it when it reads why).
+  if (frameLeft_ > 0 && !padFrame()) return;
+  iovec iov[2] = {{const_cast<uint8_t*>(header), kFrameHeaderBytes},
+                  {const_cast<char*>(text.data()), text.size()}};
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = 2;
+  [[maybe_unused]] auto ignored = ::sendmsg(fd_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void TcpLink::shutDown() noexcept {
+  if (!fd_) return;
+  clear();
+  // Half-close now so the peer sees the abort; the socket itself closes with the transport.
+  ::shutdown(fd_.get(), SHUT_WR);
+}
+
+void TcpLink::sayGoodbye(const uint8_t* header) noexcept {
+  if (!fd_ || in_ == Inbound::kGone || sendHead_) return;
+  [[maybe_unused]] auto ignored =
+      ::send(fd_.get(), header, kFrameHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd_.get(), SHUT_WR);
+}
+
+void TcpLink::encodeSendHeader() {
+  FrameHeader h;
+  h.kind = FrameKind::kData;
+  h.op = op_.current;
+  h.step = sendHead_->step;
+  h.bytes = sendHead_->bytes;
+  encodeFrame(h, sendHeader_);
+  headerSent_ = 0;
+}
+
+void TcpLink::updateEvents() {
+  if (!fd_ || in_ == Inbound::kGone) return;
+  uint32_t want = 0;
+  if (!(parked_ && !recvHead_ && muted_)) want |= EPOLLIN;
+  if (writeBlocked_ && sendHead_) want |= EPOLLOUT;
+  if (!halfClosed_) want |= EPOLLRDHUP;
+  if (want == events_) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.u64 = static_cast<uint64_t>(peer_);
+  epoll_ctl(epoll_, EPOLL_CTL_MOD, fd_.get(), &ev);
+  events_ = want;
+}
+
+void TcpLink::onWritable() {
+  writeBlocked_ = false;
+  while (sendHead_) {
+    Request& r = *sendHead_;
+    iovec iov[2];
+    int n = 0;
+    if (headerSent_ < kFrameHeaderBytes) {
+      iov[n++] = {sendHeader_ + headerSent_, kFrameHeaderBytes - headerSent_};
+    }
+    if (r.moved < r.bytes) iov[n++] = {r.data + r.moved, r.bytes - r.moved};
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(n);
+    ssize_t k = ::sendmsg(fd_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        writeBlocked_ = true;
+        break;
+      }
+      lost(errnoText(errno));
+    }
+    size_t sent = static_cast<size_t>(k);
+    size_t h = std::min(sent, kFrameHeaderBytes - headerSent_);
+    headerSent_ += h;
+    r.moved += sent - h;
+    frameLeft_ = (kFrameHeaderBytes - headerSent_) + (r.bytes - r.moved);
+    if (frameLeft_ == 0) {
+      popRequest(sendHead_, sendTail_);
+      r.state = Request::State::kDone;
+      if (sendHead_) encodeSendHeader();
+    }
+  }
+  updateEvents();
+}
+
+bool TcpLink::readSome(uint8_t* dst, size_t want, size_t& got) {
+  for (;;) {
+    if (stageAt_ < stageEnd_) {
+      size_t k = std::min(stageEnd_ - stageAt_, want - got);
+      std::memcpy(dst + got, stage_ + stageAt_, k);
+      stageAt_ += k;
+      got += k;
+      return true;
+    }
+    const bool staged = want - got < kStageBytes;
+    ssize_t k = staged ? ::recv(fd_.get(), stage_, kStageBytes, MSG_DONTWAIT)
+                       : ::recv(fd_.get(), dst + got, want - got, MSG_DONTWAIT);
+    if (k > 0 && staged) {
+      stageAt_ = 0;
+      stageEnd_ = static_cast<size_t>(k);
+      continue;
+    }
+    if (k > 0) {
+      got += static_cast<size_t>(k);
+      return true;
+    }
+    if (k == 0) {
+      onEof();  // throws unless the peer said goodbye
+      return false;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+    lost(errnoText(errno));
+  }
+}
+
+void TcpLink::onReadable() {
+  while (in_ != Inbound::kGone) {
+    if (in_ == Inbound::kHeader) {
+      if (parked_) {
+        if (!recvHead_) break;
+        startPayload();
+        continue;
+      }
+      if (!readSome(recvHeader_, kFrameHeaderBytes, headerGot_)) break;
+      if (headerGot_ < kFrameHeaderBytes) continue;
+      headerGot_ = 0;
+      std::string why;
+      auto h = decodeFrame(recvHeader_, &why);
+      if (!h) lost("protocol violation: " + why);
+      onHeader(*h);
+    } else if (in_ == Inbound::kPayload) {
+      Request& r = *recvHead_;
+      if (r.moved < r.bytes) {
+        if (!readSome(r.data, r.bytes, r.moved)) break;  // nothing more now, or peer gone
+        if (r.moved < r.bytes) continue;
+      }
+      popRequest(recvHead_, recvTail_);
+      r.state = Request::State::kDone;
+      in_ = Inbound::kHeader;
+      parked_ = false;
+      muted_ = false;
+      // Nothing more awaited here: leave the socket to epoll rather than probe it (EAGAIN).
+      if (!recvHead_ && stageAt_ == stageEnd_) break;
+    } else {  // Inbound::kAbortText
+      auto* text = reinterpret_cast<uint8_t*>(abortText_.data());
+      if (!readSome(text, abortText_.size(), abortGot_)) break;
+      if (abortGot_ == abortText_.size()) onAbortText();
+    }
+  }
+  updateEvents();
+}
+
+void TcpLink::onAbortText() {
+  uint32_t code;
+  std::memcpy(&code, abortText_.data(), 4);
+  if (code == 0 || code > static_cast<uint32_t>(ErrorCode::kInternal)) {
+    code = static_cast<uint32_t>(ErrorCode::kPeerFailure);
+  }
+  in_ = Inbound::kHeader;
+  Error remote(static_cast<ErrorCode>(code),
+               "rank " + std::to_string(peer_) + " failed: " + abortText_.substr(4));
+  if (op_.inOp && abortSeq_ > op_.current.seq) {
+    abortedLater_ = true;
+    if (!op_.deferred) op_.deferred = std::make_unique<Error>(remote);
+    return;
+  }
+  op_.abortFrom = peer_;
+  abortRead_ = true;
+  throw remote;
+}
+
+void TcpLink::onHeader(const FrameHeader& h) {
+  switch (h.kind) {
+    case FrameKind::kData:
+      parked_ = true;
+      parkedHeader_ = h;
+      checkParked();
+      return;
+    case FrameKind::kAbort:
+      abortSeq_ = h.op.seq;
+      in_ = Inbound::kAbortText;
+      abortText_.assign(h.bytes, '\0');
+      abortGot_ = 0;
+      return;
+    case FrameKind::kBye:
+      sawBye_ = true;
+      return;
+    case FrameKind::kWake:
+      return;  // waking up was the point
+  }
+}
+
+void TcpLink::checkParked() {
+  const OpDesc& theirs = parkedHeader_.op;
+  if (!op_.inOp || theirs.seq > op_.current.seq) return;  // the peer is ahead: checked at beginOp
+  if (theirs.sameCall(op_.current)) return;
+  // A frame for a call this rank has already finished: compare with what it called then.
+  const OpDesc& mine =
+      theirs.seq < op_.current.seq && op_.history[theirs.seq % op_.history.size()].seq == theirs.seq
+          ? op_.history[theirs.seq % op_.history.size()]
+          : op_.current;
+  if (auto mismatch = findMismatch(peer_, parkedHeader_, mine, nullptr)) throw *mismatch;
+}
+
+void TcpLink::startPayload() {
+  checkParked();
+  const FrameHeader& h = parkedHeader_;
+  Request& r = *recvHead_;
+  if (auto mismatch = findMismatch(peer_, h, op_.current, &r)) throw *mismatch;
+  in_ = Inbound::kPayload;
+}
+
+void TcpLink::onEof() {
+  if (!sawBye_ && !abortedLater_) lost("connection closed by peer");
+  in_ = Inbound::kGone;
+  epoll_ctl(epoll_, EPOLL_CTL_DEL, fd_.get(), nullptr);
+  if (recvHead_ || sendHead_) gone();
+}
+
+void TcpLink::gone() {
+  if (abortedLater_ && op_.deferred) throw *op_.deferred;
+  throw Error(ErrorCode::kPeerFailure,
+              "rank " + std::to_string(peer_) + " (" + address_ +
+                  ") closed its communicator while this rank still exchanges data with it "
+                  "(did the ranks run different numbers of collectives?)");
+}
+
+void TcpLink::salvageAbort() noexcept {
+  // Skip whatever data is queued and look for the peer's abort message behind it; give up at
+  // the first sign of trouble (this is only for a better message).
+  try {
+    recvHead_ = recvTail_ = nullptr;
+    size_t budget = 64u << 20;
+    uint8_t sink[16384];
+    for (int spins = 0; spins < 1000 && in_ != Inbound::kGone; ++spins) {
+      if (in_ == Inbound::kHeader && parked_) {
+        uint64_t left = parkedHeader_.bytes;
+        uint64_t fromStage = std::min<uint64_t>(left, stageEnd_ - stageAt_);
+        stageAt_ += fromStage;
+        left -= fromStage;
+        while (left > 0 && budget > 0) {
+          ssize_t k = ::recv(fd_.get(), sink, std::min<uint64_t>(left, sizeof(sink)), MSG_DONTWAIT);
+          if (k <= 0) return;
+          left -= static_cast<uint64_t>(k);
+          budget -= std::min(budget, static_cast<size_t>(k));
+        }
+        if (left > 0) return;
+        parked_ = false;
+        continue;
+      }
+      if (in_ == Inbound::kPayload) return;
+      ssize_t k = ::recv(fd_.get(), abortText_.data(), 0, MSG_DONTWAIT | MSG_PEEK);
+      if (k < 0 && stageAt_ == stageEnd_) return;
+      onReadable();  // throws the remote abort once its text is complete
+      if (in_ == Inbound::kHeader && !parked_) return;
+    }
+  } catch (const Error& e) {
+    salvaged_ = std::make_unique<Error>(e);
+  } catch (...) {
+  }
+}
+
+void TcpLink::lost(const std::string& why) {
+  if (abortedLater_ && op_.deferred) throw *op_.deferred;
+  if (!salvaging_) {
+    salvaging_ = true;
+    salvageAbort();
+    salvaging_ = false;
+    if (salvaged_) {
+      Error e = *salvaged_;
+      salvaged_.reset();
+      // The peer's own account (its abort message, or its goodbye) says more than the loss.
+      if (abortRead_ || sawBye_) throw e;
+    }
+  }
+  throw Error(ErrorCode::kPeerFailure,
+              "lost connection to rank " + std::to_string(peer_) + " (" + address_ + "): " + why);
+}
+
+bool TcpLink::padFrame() noexcept {
+  static const uint8_t zeros[65536] = {};
+  Deadline deadline = Deadline::after(std::chrono::milliseconds(2000));
+  while (frameLeft_ > 0) {
+    ssize_t k =
+        ::send(fd_.get(), zeros, std::min(frameLeft_, sizeof(zeros)), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      frameLeft_ -= static_cast<size_t>(k);
+      continue;
+    }
+    if (k < 0 && errno != EAGAIN && errno != EINTR) return false;
+    pollfd p{fd_.get(), POLLOUT, 0};
+    if (deadline.expired() || ::poll(&p, 1, deadline.remainingMs(100)) < 0) return false;
+  }
+  return true;
+}
+
+void TcpLink::drainAndClose() noexcept {
+  if (!fd_) return;
+  // Unread bytes at close() make the kernel reset the connection and drop data we still owe the
+  // peer, so read what is there first.
+  char sink[4096];
+  while (::recv(fd_.get(), sink, sizeof(sink), MSG_DONTWAIT) > 0) {
+  }
+  fd_.reset();
+}
+
+void TcpLink::wakePeer() noexcept {
+  if (!fd_ || in_ == Inbound::kGone || op_.broken) return;
+  FrameHeader h;
+  h.kind = FrameKind::kWake;
+  h.op = op_.current;
+  uint8_t header[kFrameHeaderBytes];
+  encodeFrame(h, header);
+  // Control frames are never interleaved with data on this socket, so a frame is only cut short
+  // by a full socket buffer; finish it (a sleeping peer drains the socket as soon as it wakes).
+  sendAll(fd_.get(), header, kFrameHeaderBytes, Deadline::after(std::chrono::seconds(1)));
+}
+
+void TcpLink::throwPeerAbort() {
+  // The reason follows on the TCP connection; read it (it throws), waiting a little for it.
+  Deadline deadline = Deadline::after(std::chrono::seconds(1));
+  while (!deadline.expired() && in_ != Inbound::kGone) {
+    onReadable();
+    pollfd p{fd_.get(), POLLIN, 0};
+    ::poll(&p, 1, deadline.remainingMs(100));
+  }
+  op_.abortFrom = peer_;
+  throw Error(ErrorCode::kPeerFailure,
+              "rank " + std::to_string(peer_) + " (" + address_ + ") aborted its communicator");
+}
+
+}  // namespace chorus::transport::tcp

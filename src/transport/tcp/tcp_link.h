@@ -1,0 +1,113 @@
+// A peer over TCP: one non-blocking socket carrying framed messages, driven by the transport's
+// epoll loop. It also carries the control frames (abort, goodbye, wake-up) of a peer whose data
+// travels through shared memory, and its end tells that the peer's process is gone.
+#pragma once
+
+#include "common/fd.h"
+#include "transport/frame.h"
+#include "transport/link.h"
+#include "transport/op_state.h"
+
+#include <chorus/error.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace chorus::transport::tcp {
+
+class TcpLink final : public Link {
+ public:
+  // epollFd: the transport's; the socket is registered with the peer's rank as its key.
+  TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd);
+
+  const char* kind() const override { return "tcp"; }
+  void postSend(Request& r) override;
+  void postRecv(Request& r) override;
+  bool holdsSend(const Request* r) const override;
+  void clear() noexcept override;
+  bool peerLeft() const override { return in_ == Inbound::kGone; }
+  void throwPeerLeft() override { gone(); }
+  void wakePeer() noexcept override;
+  void throwPeerAbort() override;
+
+  const std::string& address() const { return address_; }
+  // The socket is still there (until close), though the peer may have left.
+  bool connected() const { return fd_.valid(); }
+  // Checks a frame parked before the collective began against it.
+  void onBeginOp();
+  // Handles epoll events on the socket.
+  void onEvents(uint32_t events);
+  // Sends this rank's abort frame (header + text) after completing a half-written frame.
+  void sendAbort(const uint8_t* header, const std::string& text) noexcept;
+  // Forgets pending requests and half-closes, so the peer sees the abort.
+  void shutDown() noexcept;
+  // Says goodbye (when nothing is left to send) and half-closes.
+  void sayGoodbye(const uint8_t* header) noexcept;
+  // Reads what is left and closes the socket.
+  void drainAndClose() noexcept;
+
+ private:
+  enum class Inbound : uint8_t { kHeader, kPayload, kAbortText, kGone };
+  // Largest frame (header + payload) read with a single recv into the stage.
+  static constexpr size_t kStageBytes = 4096 + kFrameHeaderBytes;
+
+  void onReadable();
+  void onWritable();
+  void onHeader(const FrameHeader& h);
+  void onAbortText();
+  // Moves stream bytes into dst[got, want): staged bytes first, else one recv (through the
+  // stage, reading ahead, when fewer than kStageBytes are wanted; straight into dst otherwise).
+  // False when nothing is available now or the peer is gone.
+  bool readSome(uint8_t* dst, size_t want, size_t& got);
+  void startPayload();
+  void checkParked();
+  void onEof();
+  void updateEvents();
+  void encodeSendHeader();
+  [[noreturn]] void lost(const std::string& why);
+  void salvageAbort() noexcept;
+  bool padFrame() noexcept;
+  [[noreturn]] void gone();
+
+  int peer_;
+  Fd fd_;
+  std::string address_;
+  OpState& op_;
+  int epoll_;
+  uint32_t events_ = 0;  // epoll mask currently registered
+  bool halfClosed_ = false;
+  bool sawBye_ = false;
+  // Outbound: FIFO of sends; the head's header is encoded in sendHeader_.
+  Request* sendHead_ = nullptr;
+  Request* sendTail_ = nullptr;
+  uint8_t sendHeader_[kFrameHeaderBytes] = {};
+  size_t headerSent_ = 0;
+  size_t frameLeft_ = 0;  // bytes of a partly written frame still owed to the stream
+  bool writeBlocked_ = false;
+  // Inbound: FIFO of receives and the state of the byte stream.
+  Request* recvHead_ = nullptr;
+  Request* recvTail_ = nullptr;
+  Inbound in_ = Inbound::kHeader;
+  uint8_t recvHeader_[kFrameHeaderBytes] = {};
+  size_t headerGot_ = 0;
+  // Bytes read from the socket ahead of the state machine: a small frame's header and payload
+  // come in one recv and are handed out from here (stage_[stageAt_, stageEnd_)).
+  uint8_t stage_[kStageBytes];
+  size_t stageAt_ = 0;
+  size_t stageEnd_ = 0;
+  // Parked with no receive posted and still readable: stop polling the socket until a
+  // receive is posted (set lazily, so a small message parked whole costs no epoll_ctl).
+  bool muted_ = false;
+  bool parked_ = false;  // a data header was read; its payload waits for a posted receive
+  FrameHeader parkedHeader_;
+  std::string abortText_;
+  size_t abortGot_ = 0;
+  uint64_t abortSeq_ = 0;      // collective the peer was in when it aborted
+  bool abortedLater_ = false;  // it aborted in a later collective than this rank's
+  bool abortRead_ = false;     // its abort message was read whole: it said why it failed
+  bool salvaging_ = false;
+  std::unique_ptr<Error> salvaged_;
+};
+
+}  // namespace chorus::transport::tcp
