@@ -60,6 +60,62 @@ std::string_view toString(DebugLevel level);
 TransportKind parseTransportKind(std::string_view text);
 DebugLevel parseDebugLevel(std::string_view text);
 
+// The collectives whose algorithm Options::algorithm can force; names as in CHORUS_ALGO.
+enum class Collective {
+  kAllReduce,       // "allreduce"
+  kReduceScatter,   // "reduce_scatter"
+  kAllGather,       // "all_gather"
+  kBroadcast,       // "broadcast"
+  kBarrier,         // "barrier"
+  kReduce,          // "reduce"
+  kGather,          // "gather"
+  kScatter,         // "scatter"
+  kAllGatherV,      // "all_gather_v"
+  kReduceScatterV,  // "reduce_scatter_v"
+  kAllToAll,        // "all_to_all"
+  kAllToAllV,       // "all_to_all_v"
+  kSendRecv,        // "send_recv"
+};
+inline constexpr size_t kNumCollectives = 13;
+// What may be forced for a collective (docs/config.md lists which collective has which).
+enum class Algorithm {
+  kAuto,               // "auto": the cost model chooses per call
+  kRing,               // "ring"
+  kRecursiveDoubling,  // "rd" (all-reduce)
+  kHalvingDoubling,    // "rhd" (all-reduce)
+  kDoubleTree,         // "tree" (all-reduce)
+  kOneShot,            // "oneshot" (all-reduce)
+  kTwoShot,            // "twoshot" (all-reduce)
+  kHierarchical,       // "hier" (all-reduce over several hosts with several ranks on some)
+  kHalving,            // "halving" (reduce-scatter, power-of-two sizes)
+  kDoubling,           // "doubling" (all-gather, power-of-two sizes)
+  kChain,              // "chain" (broadcast)
+  kBinomial,           // "binomial" (broadcast, reduce)
+  kScatterAllGather,   // "scatter_allgather" (broadcast)
+  kDissemination,      // "dissemination" (barrier)
+  kRingGather,         // "ring_gather" (reduce)
+  kDirect,             // "direct" (gather, scatter, send_recv)
+  kPairwise,           // "pairwise" (all-to-all)
+};
+// One choice per collective (Options::algorithm, CHORUS_ALGO); kAuto for all by default.
+struct AlgorithmSetting {
+  std::array<Algorithm, kNumCollectives> forced{};
+
+  Algorithm& operator[](Collective c) { return forced[static_cast<size_t>(c)]; }
+  Algorithm operator[](Collective c) const { return forced[static_cast<size_t>(c)]; }
+  bool operator==(const AlgorithmSetting&) const = default;
+};
+std::string_view toString(Collective collective);
+std::string_view toString(Algorithm algorithm);
+// The CHORUS_ALGO form: "auto" when nothing is forced, the bare name when only the all-reduce's
+// is, else "collective=name" entries in the order of Collective ("allreduce=tree,broadcast=chain").
+std::string toString(const AlgorithmSetting& setting);
+// Reads "auto", an all-reduce algorithm name, or a comma-separated list of "collective=name"
+// (a later entry for the same collective wins; "reduce_scatter" may be spelt "reducescatter").
+// Throws Error(kInvalidArgument) naming the text and the choices for an unknown collective, an
+// unknown name, or a name the collective does not have.
+AlgorithmSetting parseAlgorithmSetting(std::string_view text);
+
 struct Options {
   // CHORUS_TIMEOUT (seconds, default 300): the longest any rank waits for one step of a
   // collective (a message from a peer, a store key, a connection) before failing.
@@ -67,11 +123,11 @@ struct Options {
   // CHORUS_IFNAME: interface whose IPv4 address this rank listens on. Empty: the address that
   // routes to the store host (loopback when the store is local).
   std::string ifname;
-  // CHORUS_ALGO: "auto" (default: the cost model chooses), an all-reduce algorithm name ("ring",
-  // "rd", "rhd", "tree", "oneshot", "twoshot", "hier"), or a list per collective such as
-  // "allreduce=tree,broadcast=chain" (docs/config.md). A forced choice a collective cannot run
-  // is an error.
-  std::string algorithm{"auto"};
+  // CHORUS_ALGO (parseAlgorithmSetting): what each collective runs; all kAuto (the cost model
+  // chooses) by default. A forced choice a collective does not have fails creation; one it
+  // cannot run on the group (hier on one host, halving on 3 ranks) fails that call. Every rank
+  // must force the same, or the ranks report mismatched calls.
+  AlgorithmSetting algorithm;
   // CHORUS_SEGMENT_BYTES (default 512 KiB): pipelining unit of the ring algorithms.
   size_t segmentBytes{512 * 1024};
   // CHORUS_TUNING_FILE: cost-model constants for the automatic choice (see Tuning). Every rank

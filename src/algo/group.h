@@ -2,7 +2,7 @@
 #pragma once
 
 #include "common/op_desc.h"
-#include "transport/transport.h"
+#include "transport/data_path.h"
 
 #include <chrono>
 #include <cstdint>

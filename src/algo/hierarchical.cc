@@ -57,7 +57,7 @@ std::unique_ptr<Hierarchy> makeHierarchy(const Group& g, std::shared_ptr<const T
     subgroup(h->cross, h->crossTx, std::move(cross));
   }
   h->subOptions = options;
-  h->subOptions.algorithm = "auto";
+  h->subOptions.algorithm = AlgorithmSetting{};
   return h;
 }
 

@@ -9,85 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <string_view>
 
 namespace chorus::algo {
 namespace {
 
 // The ring is chosen unless another algorithm is predicted faster by more than this factor.
 constexpr double kRingMargin = 1.10;
-
-constexpr CollectiveKind kKinds[] = {
-    CollectiveKind::kAllReduce,      CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
-    CollectiveKind::kBroadcast,      CollectiveKind::kBarrier,       CollectiveKind::kReduce,
-    CollectiveKind::kGather,         CollectiveKind::kScatter,       CollectiveKind::kAllGatherV,
-    CollectiveKind::kReduceScatterV, CollectiveKind::kAllToAll,      CollectiveKind::kAllToAllV,
-    CollectiveKind::kSendRecv};
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-  return s;
-}
-
-// "allreduce", "reduce_scatter" / "reducescatter", ...
-std::optional<CollectiveKind> kindNamed(std::string_view name) {
-  std::string plain;
-  for (char c : name) {
-    if (c != '_' && c != '-') plain += c;
-  }
-  for (CollectiveKind k : kKinds) {
-    std::string known;
-    for (const char* c = toString(k); *c; ++c) {
-      if (*c != '_') known += *c;
-    }
-    if (plain == known) return k;
-  }
-  return std::nullopt;
-}
-
-std::string choices(CollectiveKind kind) {
-  std::string s;
-  for (AlgorithmId a : algorithmsFor(kind)) s += (s.empty() ? "" : ", ") + std::string(toString(a));
-  return s;
-}
-
-AlgorithmId algorithmNamed(CollectiveKind kind, std::string_view name, const std::string& setting) {
-  for (AlgorithmId a : algorithmsFor(kind)) {
-    if (name == toString(a)) return a;
-  }
-  throw Error(ErrorCode::kInvalidArgument, "CHORUS_ALGO='" + setting +
-                                               "': " + std::string(toString(kind)) +
-                                               " has no algorithm '" + std::string(name) +
-                                               "' (choices: auto, " + choices(kind) + ")");
-}
-
-// Visits each "collective=name" entry of a list setting; a bare name means all-reduce.
-template <typename Fn>
-void forEachEntry(const std::string& setting, Fn fn) {
-  std::string_view rest = setting;
-  while (!rest.empty()) {
-    size_t comma = rest.find(',');
-    std::string_view entry = trim(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    if (entry.empty()) continue;
-    size_t eq = entry.find('=');
-    if (eq == std::string_view::npos) {
-      fn(CollectiveKind::kAllReduce, entry);
-      continue;
-    }
-    auto kind = kindNamed(trim(entry.substr(0, eq)));
-    if (!kind) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "CHORUS_ALGO='" + setting + "': unknown collective '" +
-                      std::string(trim(entry.substr(0, eq))) +
-                      "' (allreduce, reduce_scatter, all_gather, broadcast, barrier, reduce, "
-                      "gather, scatter, all_gather_v, reduce_scatter_v, all_to_all, "
-                      "all_to_all_v, send_recv)");
-    }
-    fn(*kind, trim(entry.substr(eq + 1)));
-  }
-}
 
 std::string milliseconds(double s) {
   char buf[32];
@@ -137,23 +64,6 @@ const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind) {
       return pairwise;
   }
   return barrier;
-}
-
-std::optional<AlgorithmId> forcedAlgorithm(CollectiveKind kind, const std::string& setting) {
-  std::optional<AlgorithmId> forced;
-  forEachEntry(setting, [&](CollectiveKind k, std::string_view name) {
-    if (name == "auto") {
-      if (k == kind) forced.reset();
-      return;
-    }
-    AlgorithmId a = algorithmNamed(k, name, setting);
-    if (k == kind) forced = a;
-  });
-  return forced;
-}
-
-void validateAlgorithmSetting(const std::string& setting) {
-  for (CollectiveKind k : kKinds) (void)forcedAlgorithm(k, setting);
 }
 
 namespace {

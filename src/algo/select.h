@@ -1,5 +1,6 @@
 // The automatic algorithm choice: an alpha-beta-gamma cost model per algorithm (cost_model.cc)
-// and a pure selector over it, plus the forced choices of CHORUS_ALGO (select.cc).
+// and a pure selector over it, plus the forced choices of Options::algorithm (select.cc,
+// algorithm_setting.cc).
 #pragma once
 
 #include "common/op_desc.h"
@@ -31,12 +32,15 @@ double predictSeconds(CollectiveKind kind, AlgorithmId algo, size_t bytes, DataT
 // The algorithms each collective has, in a fixed order (ties go to the earlier one).
 const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind);
 
-// What CHORUS_ALGO forces for `kind`: nothing for "auto" (or a list that does not name the
-// collective). Throws Error(kInvalidArgument) for an unknown name, or a name the collective
-// does not have, naming the choices.
-std::optional<AlgorithmId> forcedAlgorithm(CollectiveKind kind, const std::string& setting);
-// Checks a whole CHORUS_ALGO value (every collective it names); throws as above.
-void validateAlgorithmSetting(const std::string& setting);
+// Options::algorithm in the library's own terms (algorithm_setting.cc): the kind of a public
+// Collective (the same order), and the id of a public Algorithm (kNone for kAuto).
+CollectiveKind toKind(Collective c);
+AlgorithmId toAlgorithmId(Algorithm a);
+// What the setting forces for `kind`: nothing for kAuto.
+std::optional<AlgorithmId> forcedAlgorithm(CollectiveKind kind, const AlgorithmSetting& setting);
+// Throws Error(kInvalidArgument) when the setting forces an algorithm a collective does not have
+// (possible only for a setting assembled in code: parseAlgorithmSetting refuses those).
+void validateAlgorithmSetting(const AlgorithmSetting& setting);
 
 struct Candidate {
   AlgorithmId algo;

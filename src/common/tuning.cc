@@ -1,11 +1,12 @@
 // Tuning files: the cost model's constants, measured by chorus-bench --calibrate.
+#include "common/errno_text.h"
+
 #include <chorus/error.hpp>
 #include <chorus/options.hpp>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -42,7 +43,7 @@ std::vector<Key> keysOf(Tuning& t) {
 
 Tuning Tuning::fromFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) bad(path, 0, std::string("cannot read it: ") + std::strerror(errno));
+  if (!in) bad(path, 0, std::string("cannot read it: ") + errnoText(errno));
   Tuning t;
   auto keys = keysOf(t);
   std::string text;
@@ -79,7 +80,7 @@ void Tuning::writeFile(const std::string& path, const std::string& comment) cons
   std::ofstream f(path);
   if (!f || !(f << out.str()) || !f.flush()) {
     throw Error(ErrorCode::kInvalidArgument,
-                "cannot write tuning file " + path + ": " + std::strerror(errno));
+                "cannot write tuning file " + path + ": " + errnoText(errno));
   }
 }
 

@@ -42,7 +42,7 @@ Options optionsFromC(const chorus_options* c) {
 
   if (v.timeout_ms < 0) bad("timeout_ms " + std::to_string(v.timeout_ms) + " is negative");
   if (v.timeout_ms > 0) o.timeout = std::chrono::milliseconds(v.timeout_ms);
-  if (v.algorithm != nullptr) o.algorithm = v.algorithm;  // checked by creation, as CHORUS_ALGO
+  if (v.algorithm != nullptr) o.algorithm = parseAlgorithmSetting(v.algorithm);  // as CHORUS_ALGO
   switch (rawEnum(v.transport)) {
     case CHORUS_TRANSPORT_DEFAULT:
       break;

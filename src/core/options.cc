@@ -2,7 +2,6 @@
 #include <chorus/error.hpp>
 #include <chorus/options.hpp>
 
-#include "algo/select.h"
 #include "core/launch_env.h"
 
 #include <cstdlib>
@@ -98,10 +97,7 @@ Options Options::fromEnv() {
         static_cast<long long>(parseSeconds("CHORUS_TIMEOUT", *v) * 1000.0));
   }
   if (auto v = env("CHORUS_IFNAME")) o.ifname = *v;
-  if (auto v = env("CHORUS_ALGO")) {
-    algo::validateAlgorithmSetting(*v);
-    o.algorithm = *v;
-  }
+  if (auto v = env("CHORUS_ALGO")) o.algorithm = parseAlgorithmSetting(*v);
   if (auto v = env("CHORUS_TUNING_FILE")) {
     o.tuning = Tuning::fromFile(*v);
     o.tuningFile = *v;

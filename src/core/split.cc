@@ -1,4 +1,5 @@
 // Communicator::split: a collective over the parent that forms new communicators by color.
+#include "algo/select.h"
 #include "core/connect.h"
 
 #include <chorus/error.hpp>
@@ -20,6 +21,7 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
 }
 
 std::unique_ptr<Communicator> Communicator::split(int color, int key, const Options& options) {
+  algo::validateAlgorithmSetting(options.algorithm);  // as creation does, before any exchange
   Impl& im = *impl_;
   const int64_t index = static_cast<int64_t>(im.splits.fetch_add(1));
   const std::string where = "split #" + std::to_string(index) + " (rank " +

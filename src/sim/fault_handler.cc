@@ -1,5 +1,7 @@
 #include "sim/fault_handler.h"
 
+#include "common/errno_text.h"
+
 #include <chorus/error.hpp>
 
 #include <signal.h>
@@ -126,7 +128,7 @@ uint8_t* reserveUntouchable(size_t bytes) {
     void* p = mmap(nullptr, want, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
       throw Error(ErrorCode::kSystem, "chorus sim: cannot reserve " + std::to_string(want) +
-                                          " bytes of address space: " + std::strerror(errno));
+                                          " bytes of address space: " + errnoText(errno));
     }
     g_untouchableBase = static_cast<uint8_t*>(p);
     g_untouchableSize = want;

@@ -1,5 +1,6 @@
 #include "sim/stack_pool.h"
 
+#include "common/errno_text.h"
 #include "sim/fault_handler.h"
 
 #include <chorus/error.hpp>
@@ -7,7 +8,6 @@
 #include <sys/mman.h>
 
 #include <cerrno>
-#include <cstring>
 #include <string>
 
 namespace chorus::sim {
@@ -21,7 +21,7 @@ StackPool::StackPool(int count, size_t stackBytes, bool guard) {
   void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     throw Error(ErrorCode::kSystem, "chorus sim: cannot map " + std::to_string(bytes_) +
-                                        " bytes of fiber stacks: " + std::strerror(errno));
+                                        " bytes of fiber stacks: " + errnoText(errno));
   }
   base_ = static_cast<uint8_t*>(p);
   for (int i = 0; i < count; ++i) {

@@ -6,7 +6,9 @@
 #include <chorus/error.hpp>
 
 #include <array>
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 namespace chorus::transport {
 
@@ -17,9 +19,19 @@ struct OpState {
   // An abort from a peer already past the current collective: that peer sent everything it owed
   // for this one, so the current collective may still finish; the next one fails with this.
   std::unique_ptr<Error> deferred;
-  // Recent calls, to describe a late frame from a peer in mismatch messages.
-  std::array<OpDesc, 16> history{};
   int abortFrom = -1;  // peer whose abort message was read last
+
+  // Recent calls, to describe a late frame from a peer in mismatch messages.
+  void remember(const OpDesc& op) { history_[op.seq % history_.size()] = op; }
+  // The call this rank made under `seq`, or null when it is no longer (or never was) recorded:
+  // a slot never written holds nothing, so it cannot pass for a call with seq 0.
+  const OpDesc* recent(uint64_t seq) const {
+    const std::optional<OpDesc>& slot = history_[seq % history_.size()];
+    return slot && slot->seq == seq ? &*slot : nullptr;
+  }
+
+ private:
+  std::array<std::optional<OpDesc>, 16> history_{};
 };
 
 }  // namespace chorus::transport

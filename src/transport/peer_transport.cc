@@ -75,7 +75,7 @@ Link& PeerTransport::link(int peer) {
 void PeerTransport::beginOp(const OpDesc& op) {
   if (op_.deferred) throw *op_.deferred;
   op_.current = op;
-  op_.history[op.seq % op_.history.size()] = op;
+  op_.remember(op);
   op_.inOp = true;
   for (auto& s : sockets_) {
     if (s) s->onBeginOp();

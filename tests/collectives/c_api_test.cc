@@ -110,7 +110,7 @@ TEST(CApiOptions, FieldsReachTheCommunicator) {
       [](chorus_comm* comm, int r) {
         const chorus::Options& got = chorus::communicatorOf(comm).options();
         EXPECT_EQ(got.timeout, milliseconds(1234));
-        EXPECT_EQ(got.algorithm, "ring");
+        EXPECT_EQ(chorus::toString(got.algorithm), "ring");
         EXPECT_EQ(got.transport, chorus::TransportKind::kTcp);
         EXPECT_EQ(got.debug, chorus::DebugLevel::kOff);
         EXPECT_EQ(got.segmentBytes, 4096u);

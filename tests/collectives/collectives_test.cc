@@ -61,7 +61,7 @@ class Collectives : public ::testing::TestWithParam<Param> {
  protected:
   Options options() const {
     Options o = testOptions();
-    o.algorithm = GetParam().algo;
+    o.algorithm = parseAlgorithmSetting(GetParam().algo);
     o.segmentBytes = GetParam().segmentBytes;
     o.transport = parseTransportKind(GetParam().transport);
     return o;
@@ -118,7 +118,7 @@ TEST(CollectivesBidirectionalRing, AllReduceEveryTypeAndOp) {
   for (auto [n, transport] : cases) {
     SCOPED_TRACE(transport);
     Options o = testOptions();
-    o.algorithm = "ring";
+    o.algorithm = parseAlgorithmSetting("ring");
     o.transport = parseTransportKind(transport);
     o.segmentBytes = 4096;
     o.tuning.ringBidirectionalBytes = 1;
@@ -406,7 +406,7 @@ INSTANTIATE_TEST_SUITE_P(, AllGatherAlgorithm, ::testing::ValuesIn(allGatherPara
 // fails at once with a clear error, and the communicator stays usable.
 TEST(CollectivesForced, HalvingAndDoublingRefuseOtherWorldSizes) {
   Options o = testOptions();
-  o.algorithm = "reduce_scatter=halving,all_gather=doubling";
+  o.algorithm = parseAlgorithmSetting("reduce_scatter=halving,all_gather=doubling");
   expectRanks(
       3,
       [](Communicator& c) {

@@ -118,7 +118,7 @@ TEST(Failures, MismatchedRootsWithEveryBroadcastAlgorithm) {
       for (bool odd : {false, true}) {
         SCOPED_TRACE(std::string(algo) + " n=" + std::to_string(n) + (odd ? " odd" : " one"));
         Options o = testOptions(seconds(5));
-        o.algorithm = std::string("broadcast=") + algo;
+        o.algorithm = parseAlgorithmSetting(std::string("broadcast=") + algo);
         auto res = outcomes(
             n,
             [odd](Communicator& c) {
@@ -167,7 +167,7 @@ TEST(Failures, SilentPeerTimesOutNamingIt) {
 // The same with the ring run both ways (two pipelines waited on together).
 TEST(Failures, SilentPeerTimesOutInTheBidirectionalRing) {
   Options o = testOptions(milliseconds(800));
-  o.algorithm = "ring";
+  o.algorithm = parseAlgorithmSetting("ring");
   o.tuning.ringBidirectionalBytes = 1;
   auto res = outcomes(
       3,
@@ -197,7 +197,7 @@ TEST(Failures, StalledRankInTheBidirectionalRingNamesTheSilentOne) {
         3,
         [](Communicator& parent) {
           Options o = parent.options();
-          o.algorithm = "ring";
+          o.algorithm = parseAlgorithmSetting("ring");
           o.tuning.ringBidirectionalBytes = 1;
           o.timeout = milliseconds(parent.rank() == 1 ? 600 : 1200);
           auto c = parent.split(0, parent.rank(), o);

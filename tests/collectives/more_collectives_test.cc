@@ -71,7 +71,7 @@ TEST_P(MoreCollectives, ReduceToEveryKindOfRoot) {
   for (const char* algo : {"reduce=binomial", "reduce=ring_gather"}) {
     SCOPED_TRACE(algo);
     Options o = testOptions();
-    o.algorithm = algo;
+    o.algorithm = parseAlgorithmSetting(algo);
     expectRanks(
         n,
         [n](Communicator& c) {

@@ -86,7 +86,7 @@ TEST(SharedMemory, HierarchicalIsChosenAcrossHostsAndRefusedOnOne) {
     checkedAllReduce(c, 3);
   });
   Options o = testOptions();
-  o.algorithm = "hier";
+  o.algorithm = parseAlgorithmSetting("hier");
   expectRanks(
       2,
       [](Communicator& c) {
@@ -224,7 +224,8 @@ TEST(SharedMemory, NoGrowthOverTenThousandCollectives) {
     std::mutex mu;
     long fdsBefore = 0, fdsAfter = 0, rssBefore = 0, rssAfter = 0;
     Options o = testOptions();
-    if (std::string(layout) == "AABB") o.algorithm = "hier";  // every all-reduce on AABB
+    if (std::string(layout) == "AABB")
+      o.algorithm = parseAlgorithmSetting("hier");  // every all-reduce on AABB
     auto sync = [](Communicator& c) { c.barrier().wait(); };
     expectRanksOn(
         hostsOf(layout),

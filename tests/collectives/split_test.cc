@@ -251,13 +251,13 @@ TEST_P(Split, WithOptionsOfItsOwn) {
   const int n = size();
   expectRanks(n, [&](Communicator& world) {
     Options o = world.options();
-    o.algorithm = "tree";
+    o.algorithm = parseAlgorithmSetting("tree");
     o.segmentBytes = 8192;
     auto child = world.split(0, world.rank(), o);
     require(child != nullptr && child->size() == n, "split with options: membership");
-    require(child->options().algorithm == "tree" && child->options().segmentBytes == 8192,
+    require(child->options().algorithm == o.algorithm && child->options().segmentBytes == 8192,
             "split with options: the child's options");
-    require(world.options().algorithm != "tree", "split with options: the parent's changed");
+    require(world.options().algorithm != o.algorithm, "split with options: the parent's changed");
     std::vector<float> v(5000, static_cast<float>(child->rank() + 1));
     child->allReduce(std::span<float>(v)).wait();
     require(v[4999] == static_cast<float>(n * (n + 1) / 2), "split with options: allreduce");

@@ -85,7 +85,7 @@ TEST(Select, HierarchicalOnlyWhereHostsHoldSeveralRanks) {
   const Placement layered{2, 4, true, true};
   EXPECT_EQ(pick(64u << 20, 8, layered), AlgorithmId::kHierarchical);
   Options o;
-  o.algorithm = "hier";
+  o.algorithm = parseAlgorithmSetting("hier");
   EXPECT_EQ(pick(8, 8, layered, o), AlgorithmId::kHierarchical);
   EXPECT_THROW(pick(8, 8, kOneRankPerHost, o), Error);
   EXPECT_THROW(pick(8, 4, Placement{1, 4, true, true}, o), Error);
@@ -109,23 +109,24 @@ TEST(Select, TheTuningDrivesTheChoice) {
 
 TEST(Select, ForcedPerCollective) {
   Options o;
-  o.algorithm = "tree";  // a bare name is the all-reduce's
+  o.algorithm = parseAlgorithmSetting("tree");  // a bare name is the all-reduce's
   EXPECT_EQ(pick(8, 5, spread(5), o), AlgorithmId::kDoubleTree);
   // The other collectives keep the automatic choice.
   const Choice b = chooseAlgorithm(CollectiveKind::kBroadcast, 8, DataType::kU8, 5, spread(5), o);
   EXPECT_FALSE(b.forced);
   EXPECT_EQ(b.algo,
             chooseAlgorithm(CollectiveKind::kBroadcast, 8, DataType::kU8, 5, spread(5), {}).algo);
-  o.algorithm = "broadcast=chain, allreduce=rhd";
+  o.algorithm = parseAlgorithmSetting("broadcast=chain, allreduce=rhd");
   Choice c = chooseAlgorithm(CollectiveKind::kAllReduce, 8, DataType::kF32, 3, spread(3), o);
   EXPECT_TRUE(c.forced);
   EXPECT_EQ(c.algo, AlgorithmId::kHalvingDoubling);
-  o.algorithm = "reduce_scatter=ring,allreduce=auto";
+  o.algorithm = parseAlgorithmSetting("reduce_scatter=ring,allreduce=auto");
   EXPECT_FALSE(
       chooseAlgorithm(CollectiveKind::kAllReduce, 8, DataType::kF32, 3, spread(3), o).forced);
   EXPECT_EQ(forcedAlgorithm(CollectiveKind::kReduceScatter, o.algorithm), AlgorithmId::kRing);
-  EXPECT_EQ(forcedAlgorithm(CollectiveKind::kAllGather, "allgather=ring"), AlgorithmId::kRing);
-  EXPECT_FALSE(forcedAlgorithm(CollectiveKind::kAllReduce, "auto").has_value());
+  EXPECT_EQ(forcedAlgorithm(CollectiveKind::kAllGather, parseAlgorithmSetting("allgather=ring")),
+            AlgorithmId::kRing);
+  EXPECT_FALSE(forcedAlgorithm(CollectiveKind::kAllReduce, parseAlgorithmSetting("auto")));
 }
 
 TEST(Select, UnsupportedForcedChoicesAreClearErrors) {
@@ -133,7 +134,7 @@ TEST(Select, UnsupportedForcedChoicesAreClearErrors) {
                           "barrier=ring", "allreduce=chain"}) {
     SCOPED_TRACE(bad);
     try {
-      validateAlgorithmSetting(bad);
+      (void)parseAlgorithmSetting(bad);
       ADD_FAILURE() << "accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
@@ -141,7 +142,8 @@ TEST(Select, UnsupportedForcedChoicesAreClearErrors) {
     }
   }
   try {
-    validateAlgorithmSetting("all_gather=tree");
+    (void)parseAlgorithmSetting("all_gather=tree");
+    ADD_FAILURE() << "all_gather=tree accepted";
   } catch (const Error& e) {
     // Names the collective and what it can do instead.
     EXPECT_NE(std::string(e.what()).find("all_gather"), std::string::npos) << e.what();
@@ -149,8 +151,21 @@ TEST(Select, UnsupportedForcedChoicesAreClearErrors) {
   }
   for (const char* good :
        {"auto", "ring", "allreduce=oneshot,broadcast=chain", "barrier=dissemination"}) {
-    EXPECT_NO_THROW(validateAlgorithmSetting(good)) << good;
+    EXPECT_NO_THROW(validateAlgorithmSetting(parseAlgorithmSetting(good))) << good;
   }
+  // A setting assembled in code is checked the same way (creation calls this).
+  AlgorithmSetting s;
+  s[Collective::kBroadcast] = Algorithm::kRing;
+  try {
+    validateAlgorithmSetting(s);
+    ADD_FAILURE() << "broadcast=ring accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("broadcast has no algorithm 'ring'"), std::string::npos)
+        << e.what();
+  }
+  s[Collective::kBroadcast] = static_cast<Algorithm>(99);
+  EXPECT_THROW(validateAlgorithmSetting(s), Error);
 }
 
 TEST(Select, ExplainsItsChoice) {
@@ -171,7 +186,7 @@ TEST(Select, ExplainsItsChoice) {
 // The ring runs both ways only for all-reduce, on 3+ ranks, from the tuning's size, and says so.
 TEST(Select, RingBothWaysFromTheTuningsSize) {
   Options o = kDefaultOptions;
-  o.algorithm = "ring";
+  o.algorithm = parseAlgorithmSetting("ring");
   const Placement flat{8, 1, true, true};
   EXPECT_FALSE(chooseAlgorithm(CollectiveKind::kAllReduce, 64u << 20, DataType::kF32, 8, flat, o)
                    .bothWays);  // off by default
@@ -184,7 +199,7 @@ TEST(Select, RingBothWaysFromTheTuningsSize) {
   EXPECT_FALSE(chooseAlgorithm(CollectiveKind::kAllReduce, 64u << 20, DataType::kF32, 2,
                                Placement{2, 1, true, true}, o)
                    .bothWays);
-  o.algorithm = "allreduce=ring,reduce_scatter=ring";
+  o.algorithm = parseAlgorithmSetting("allreduce=ring,reduce_scatter=ring");
   EXPECT_FALSE(
       chooseAlgorithm(CollectiveKind::kReduceScatter, 64u << 20, DataType::kF32, 8, flat, o)
           .bothWays);
@@ -268,10 +283,10 @@ TEST(Select, HalvingAndDoublingOnlyForPowersOfTwo) {
       for (const auto& k : c.candidates) EXPECT_NE(k.algo, algo);
       // Forced where it cannot run: a clear error, not a silent fallback.
       Options o;
-      o.algorithm = std::string(toString(kind)) + "=" + toString(algo);
+      o.algorithm = parseAlgorithmSetting(std::string(toString(kind)) + "=" + toString(algo));
       try {
         chooseAlgorithm(kind, 4096, DataType::kF32, n, spread(n), o);
-        ADD_FAILURE() << o.algorithm << " accepted on " << n << " ranks";
+        ADD_FAILURE() << toString(o.algorithm) << " accepted on " << n << " ranks";
       } catch (const Error& e) {
         EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
         EXPECT_NE(std::string(e.what()).find("power-of-two"), std::string::npos) << e.what();
@@ -281,7 +296,8 @@ TEST(Select, HalvingAndDoublingOnlyForPowersOfTwo) {
   }
   // Forced on a power of two, and a group of one needs nothing.
   Options o;
-  o.algorithm = "reduce_scatter=halving,all_gather=doubling,broadcast=scatter_allgather";
+  o.algorithm = parseAlgorithmSetting(
+      "reduce_scatter=halving,all_gather=doubling,broadcast=scatter_allgather");
   EXPECT_EQ(pickFor(CollectiveKind::kReduceScatter, 8, 4, o), AlgorithmId::kHalving);
   EXPECT_EQ(pickFor(CollectiveKind::kAllGather, 64u << 20, 4, o), AlgorithmId::kDoubling);
   EXPECT_EQ(pickFor(CollectiveKind::kBroadcast, 8, 3, o), AlgorithmId::kScatterAllGather);
@@ -299,14 +315,15 @@ TEST(Select, NewAlgorithmNamesAreAccepted) {
   EXPECT_STREQ(toString(AlgorithmId::kScatterAllGather), "scatter_allgather");
   EXPECT_STREQ(toString(AlgorithmId::kHalving), "halving");
   EXPECT_STREQ(toString(AlgorithmId::kDoubling), "doubling");
-  EXPECT_NO_THROW(validateAlgorithmSetting(
+  EXPECT_NO_THROW(parseAlgorithmSetting(
       "broadcast=binomial,reduce_scatter=halving,all_gather=doubling,allreduce=rhd"));
-  EXPECT_EQ(forcedAlgorithm(CollectiveKind::kBroadcast, "broadcast=scatter_allgather"),
+  EXPECT_EQ(forcedAlgorithm(CollectiveKind::kBroadcast,
+                            parseAlgorithmSetting("broadcast=scatter_allgather")),
             AlgorithmId::kScatterAllGather);
   // Each belongs to its own collective only.
   for (const char* bad : {"binomial", "allreduce=halving", "all_gather=halving",
                           "reduce_scatter=doubling", "broadcast=doubling", "all_gather=binomial"}) {
-    EXPECT_THROW(validateAlgorithmSetting(bad), Error) << bad;
+    EXPECT_THROW(parseAlgorithmSetting(bad), Error) << bad;
   }
 }
 

@@ -157,7 +157,7 @@ TEST(TreePattern, SmallTreesByHand) {
 
 TEST(TreePattern, ChosenByItsName) {
   Options o;
-  o.algorithm = "tree";
+  o.algorithm = parseAlgorithmSetting("tree");
   for (int n : {2, 3, 7, 64}) {
     EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 8, n, o), AlgorithmId::kDoubleTree);
     EXPECT_EQ(selectAlgorithm(CollectiveKind::kAllReduce, 64 << 20, n, o),

@@ -85,7 +85,7 @@ constexpr int kDirectionSamples = 3;
 // the same conditions.
 std::vector<std::pair<double, double>> measureRingDirections(Communicator& comm) {
   Options one = comm.options();
-  one.algorithm = "ring";
+  one.algorithm = parseAlgorithmSetting("ring");
   one.tuning.ringBidirectionalBytes = 0;
   Options two = one;
   two.tuning.ringBidirectionalBytes = 1;

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
       if (chorus_barrier(c) != CHORUS_OK) throw std::runtime_error(chorus_last_error(c));
     }
     auto rows = bench::runSweep(c, comm, cfg);
-    std::string used = comm.options().algorithm;
+    std::string used = toString(comm.options().algorithm);
     if (comm.rank() == 0) {
       for (auto& r : rows) r.bound = bench::boundBusbw(bound, r.bytes);
       bench::printTable(cfg, comm.size(), used, rows, bound);

@@ -2,12 +2,12 @@
 // the command line and the exit status).
 #include <chorus/store.hpp>
 
-#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
 #include <system_error>
 
+#include "common/errno_text.h"
 #include "options.h"
 #include "rank_process.h"
 #include "supervisor.h"
@@ -48,7 +48,7 @@ int launch(const Options& options) {
       // Every rank runs the same program: no point starting the others. The failed child exits
       // 127, which the supervisor reports and returns.
       writeAll(2, "chorus-run: cannot execute '" + options.command[0] +
-                      "': " + std::strerror(execErrno) + "\n");
+                      "': " + chorus::errnoText(execErrno) + "\n");
       break;
     }
   }

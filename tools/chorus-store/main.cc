@@ -4,13 +4,14 @@
 //
 // Defaults: --host 0.0.0.0 (every interface), --port 29500; --port 0 picks a free port.
 // Prints "chorus-store listening on tcp://H:P" once the server accepts connections.
+#include "common/errno_text.h"
+
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
 #include <signal.h>
 
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 namespace {
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   if (int rc = pthread_sigmask(SIG_BLOCK, &signals, nullptr); rc != 0) {
-    std::fprintf(stderr, "chorus-store: pthread_sigmask: %s\n", std::strerror(rc));
+    std::fprintf(stderr, "chorus-store: pthread_sigmask: %s\n", chorus::errnoText(rc).c_str());
     return 1;
   }
 

@@ -287,10 +287,8 @@ void TcpLink::checkParked() {
   if (!op_.inOp || theirs.seq > op_.current.seq) return;  // the peer is ahead: checked at beginOp
   if (theirs.sameCall(op_.current)) return;
   // A frame for a call this rank has already finished: compare with what it called then.
-  const OpDesc& mine =
-      theirs.seq < op_.current.seq && op_.history[theirs.seq % op_.history.size()].seq == theirs.seq
-          ? op_.history[theirs.seq % op_.history.size()]
-          : op_.current;
+  const OpDesc* earlier = theirs.seq < op_.current.seq ? op_.recent(theirs.seq) : nullptr;
+  const OpDesc& mine = earlier != nullptr ? *earlier : op_.current;
   if (auto mismatch = findMismatch(peer_, parkedHeader_, mine, nullptr)) throw *mismatch;
 }
 
