@@ -76,9 +76,13 @@ typedef struct chorus_options {
   const char* ifname;         /* network interface to listen on */
   const char* host_id;        /* which host this rank is on */
   const char* tuning_file;    /* cost-model constants (chorus-bench --calibrate) */
-  int socket_buffer_bytes;    /* SO_SNDBUF/SO_RCVBUF of data connections */
+  int socket_buffer_bytes;    /* SO_SNDBUF/SO_RCVBUF of data connections; see below for the
+                                 kernel's default */
   size_t shm_ring_bytes;      /* capacity of each shared-memory ring */
 } chorus_options;
+/* chorus_options.socket_buffer_bytes: keep the kernel's socket buffer sizes (as
+ * CHORUS_SOCKET_BUFFER=0; a zero field means "not set"). */
+#define CHORUS_SOCKET_BUFFER_KERNEL_DEFAULT (-1)
 
 /* chorus_init with settings (options may be NULL: the environment and defaults). A bad value
  * (negative timeout, unknown enum or algorithm, struct_size too small) is

@@ -151,7 +151,7 @@ std::string explain(const OpDesc& desc, int size, const Placement& where, const 
   return s;
 }
 
-// The older entry point: the placement from two flags (tests and subgroups use it).
+// The older entry point, for tests: the placement from two flags.
 AlgorithmId selectAlgorithm(CollectiveKind kind, size_t bytes, int size, const Options& options,
                             bool layered, bool shared) {
   Placement w;

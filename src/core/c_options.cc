@@ -14,6 +14,9 @@ namespace {
 // passes that size forever, a newer caller a larger one.
 constexpr size_t kFirstVersionSize = offsetof(chorus_options, shm_ring_bytes) + sizeof(size_t);
 
+// The largest value the CHORUS_* byte-size variables accept.
+constexpr size_t kMaxBytes = size_t{1} << 30;
+
 [[noreturn]] void bad(const std::string& what) {
   throw Error(ErrorCode::kInvalidArgument, "chorus_options: " + what);
 }
@@ -74,22 +77,32 @@ Options optionsFromC(const chorus_options* c) {
       bad("debug " + std::to_string(rawEnum(v.debug)) + " is not a chorus_debug");
   }
   if (v.segment_bytes != 0) {
-    if (v.segment_bytes < 64) bad("segment_bytes " + std::to_string(v.segment_bytes) + " < 64");
+    // The same range as CHORUS_SEGMENT_BYTES.
+    if (v.segment_bytes < 64 || v.segment_bytes > kMaxBytes) {
+      bad("segment_bytes " + std::to_string(v.segment_bytes) + " is not in [64, 1 GiB]");
+    }
     o.segmentBytes = v.segment_bytes;
   }
   if (v.ifname != nullptr) o.ifname = v.ifname;
   if (v.host_id != nullptr) o.hostId = v.host_id;
   if (v.tuning_file != nullptr) {
+    // CHORUS_RING_BIDIR_BYTES overrides the file's value, as it does for CHORUS_TUNING_FILE.
     o.tuning = Tuning::fromFile(v.tuning_file);
     o.tuningFile = v.tuning_file;
+    applyTuningOverridesFromEnv(o.tuning);
   }
-  if (v.socket_buffer_bytes < 0) {
-    bad("socket_buffer_bytes " + std::to_string(v.socket_buffer_bytes) + " is negative");
+  if (v.socket_buffer_bytes == CHORUS_SOCKET_BUFFER_KERNEL_DEFAULT) {
+    o.socketBufferBytes = 0;  // what CHORUS_SOCKET_BUFFER=0 asks for
+  } else if (v.socket_buffer_bytes < 0 || static_cast<size_t>(v.socket_buffer_bytes) > kMaxBytes) {
+    bad("socket_buffer_bytes " + std::to_string(v.socket_buffer_bytes) +
+        " is not in [1, 1 GiB] (CHORUS_SOCKET_BUFFER_KERNEL_DEFAULT keeps the kernel's)");
+  } else if (v.socket_buffer_bytes > 0) {
+    o.socketBufferBytes = v.socket_buffer_bytes;
   }
-  if (v.socket_buffer_bytes > 0) o.socketBufferBytes = v.socket_buffer_bytes;
   if (v.shm_ring_bytes != 0) {
-    if (v.shm_ring_bytes < 4096)
-      bad("shm_ring_bytes " + std::to_string(v.shm_ring_bytes) + " < 4096");
+    if (v.shm_ring_bytes < 4096 || v.shm_ring_bytes > kMaxBytes) {
+      bad("shm_ring_bytes " + std::to_string(v.shm_ring_bytes) + " is not in [4096, 1 GiB]");
+    }
     o.shmRingBytes = v.shm_ring_bytes;
   }
   return o;

@@ -1,7 +1,8 @@
-// The only place that reads the environment (besides launch_env.cc, same rules).
+// The only place that reads the CHORUS_* settings and the launchers' rank variables (launch_env.h).
 #include <chorus/error.hpp>
 #include <chorus/options.hpp>
 
+#include "core/c_options.h"
 #include "core/launch_env.h"
 
 #include <cstdlib>
@@ -90,6 +91,13 @@ DebugLevel parseDebugLevel(std::string_view text) {
               "CHORUS_DEBUG='" + std::string(text) + "': expected 0, 1 or all");
 }
 
+void applyTuningOverridesFromEnv(Tuning& tuning) {
+  if (auto v = env("CHORUS_RING_BIDIR_BYTES")) {
+    tuning.ringBidirectionalBytes =
+        static_cast<double>(parseNumber("CHORUS_RING_BIDIR_BYTES", *v, 0, 1LL << 50));
+  }
+}
+
 Options Options::fromEnv() {
   Options o;
   if (auto v = env("CHORUS_TIMEOUT")) {
@@ -106,10 +114,7 @@ Options Options::fromEnv() {
   if (auto v = env("CHORUS_SEGMENT_BYTES")) {
     o.segmentBytes = static_cast<size_t>(parseNumber("CHORUS_SEGMENT_BYTES", *v, 64, 1LL << 30));
   }
-  if (auto v = env("CHORUS_RING_BIDIR_BYTES")) {
-    o.tuning.ringBidirectionalBytes =
-        static_cast<double>(parseNumber("CHORUS_RING_BIDIR_BYTES", *v, 0, 1LL << 50));
-  }
+  applyTuningOverridesFromEnv(o.tuning);
   if (auto v = env("CHORUS_SOCKET_BUFFER")) {
     o.socketBufferBytes = static_cast<int>(parseNumber("CHORUS_SOCKET_BUFFER", *v, 0, 1LL << 30));
   }

@@ -189,12 +189,43 @@ TEST(CApiOptions, BadValuesAreRefusedBeforeConnecting) {
   o.segment_bytes = 3;
   refused(o, "segment_bytes");
   o = testOptions();
+  o.segment_bytes = (size_t{1} << 30) + 1;  // CHORUS_SEGMENT_BYTES stops at 1 GiB too
+  refused(o, "segment_bytes");
+  o = testOptions();
+  o.shm_ring_bytes = 100;
+  refused(o, "shm_ring_bytes");
+  o = testOptions();
+  o.shm_ring_bytes = (size_t{1} << 30) + 4096;
+  refused(o, "shm_ring_bytes");
+  o = testOptions();
+  o.socket_buffer_bytes = -7;
+  refused(o, "socket_buffer_bytes");
+  o = testOptions();
   o.algorithm = "no-such-algorithm";
   refused(o, "no-such-algorithm");
 
   EXPECT_EQ(chorus_init_with_options("file:///x", 0, 1, nullptr, nullptr),
             CHORUS_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(chorus_init_with_options(nullptr, 0, 1, nullptr, nullptr), CHORUS_ERR_INVALID_ARGUMENT);
+}
+
+// CHORUS_SOCKET_BUFFER=0 keeps the kernel's buffer sizes; in chorus_options zero means "not set",
+// so the kernel's default has a value of its own.
+TEST(CApiOptions, SocketBufferCanAskForTheKernelDefault) {
+  chorus_options o = testOptions();
+  o.socket_buffer_bytes = CHORUS_SOCKET_BUFFER_KERNEL_DEFAULT;
+  chorus::TcpStoreServer server("127.0.0.1", 0);
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(server.port());
+  chorus_comm* comm = nullptr;
+  ASSERT_EQ(chorus_init_with_options(url.c_str(), 0, 1, &o, &comm), CHORUS_OK)
+      << chorus_last_error(nullptr);
+  EXPECT_EQ(chorus::communicatorOf(comm).options().socketBufferBytes, 0);
+  chorus_destroy(comm);
+  o.socket_buffer_bytes = 0;  // not set: the default (or CHORUS_SOCKET_BUFFER)
+  ASSERT_EQ(chorus_init_with_options(url.c_str(), 0, 1, &o, &comm), CHORUS_OK);
+  EXPECT_EQ(chorus::communicatorOf(comm).options().socketBufferBytes,
+            chorus::Options::fromEnv().socketBufferBytes);
+  chorus_destroy(comm);
 }
 
 // ---- requests ----

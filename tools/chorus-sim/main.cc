@@ -59,7 +59,7 @@ std::vector<AlgorithmId> allReduceAlgorithms() {
 struct Row {
   size_t bytes = 0;
   std::string algo;
-  bool chosen = false;  // what selectAlgorithm picks at this size
+  bool chosen = false;  // what chooseAlgorithm picks at this size
   bool ok = false;
   double seconds = 0, algbw = 0, busbw = 0;
   uint64_t messages = 0;
