@@ -17,6 +17,13 @@ namespace chorus {
 // Color for Communicator::split (any negative value works): this rank joins no new communicator.
 inline constexpr int kNoColor = -1;
 
+// How an untyped call runs. kInBackground: it is queued for the communicator's worker and the
+// call returns at once (wait() on an idle communicator still runs it on the waiting thread).
+// kBlocking: it has finished when the call returns (a failure throws); on an idle communicator
+// it runs on the caller's thread without waking the worker, the cheapest path for small
+// messages (the C API's blocking calls use it).
+enum class Run : uint8_t { kInBackground, kBlocking };
+
 // Every rank must issue the same collectives in the same order. Each call returns at once with a
 // Work; the operation runs on the communicator's worker thread, or on the caller's own thread
 // when it waits on the Work before the worker has started it (a blocking call on an idle
@@ -77,7 +84,7 @@ class Communicator {
   Work broadcast(std::span<T> buf, int root) {
     return broadcast(buf.data(), buf.size(), dataTypeOf<T>, root);
   }
-  Work barrier();
+  Work barrier(Run run = Run::kInBackground);
 
   // ---- Reduce, gather, scatter, the per-rank-count variants and all-to-all ----
   // Ordered and checked like the collectives above. Buffers that matter only on the root may be
@@ -161,18 +168,24 @@ class Communicator {
   Work recv(std::span<T> buf, int peer) {
     return recv(buf.data(), buf.size(), dataTypeOf<T>, peer);
   }
-  Work send(const void* buf, size_t count, DataType type, int peer);
-  Work recv(void* buf, size_t count, DataType type, int peer);
+  Work send(const void* buf, size_t count, DataType type, int peer, Run run = Run::kInBackground);
+  Work recv(void* buf, size_t count, DataType type, int peer, Run run = Run::kInBackground);
 
   // Untyped forms, with the argument rules of the C API (counts: size() entries).
-  Work reduce(const void* in, void* out, size_t count, DataType type, ReduceOp op, int root);
-  Work gather(const void* in, void* out, size_t sendCount, DataType type, int root);
-  Work scatter(const void* in, void* out, size_t recvCount, DataType type, int root);
-  Work allGatherV(const void* in, void* out, const size_t* counts, DataType type);
-  Work reduceScatterV(const void* in, void* out, const size_t* counts, DataType type, ReduceOp op);
-  Work allToAll(const void* in, void* out, size_t count, DataType type);
+  Work reduce(const void* in, void* out, size_t count, DataType type, ReduceOp op, int root,
+              Run run = Run::kInBackground);
+  Work gather(const void* in, void* out, size_t sendCount, DataType type, int root,
+              Run run = Run::kInBackground);
+  Work scatter(const void* in, void* out, size_t recvCount, DataType type, int root,
+               Run run = Run::kInBackground);
+  Work allGatherV(const void* in, void* out, const size_t* counts, DataType type,
+                  Run run = Run::kInBackground);
+  Work reduceScatterV(const void* in, void* out, const size_t* counts, DataType type, ReduceOp op,
+                      Run run = Run::kInBackground);
+  Work allToAll(const void* in, void* out, size_t count, DataType type,
+                Run run = Run::kInBackground);
   Work allToAllV(const void* in, const size_t* sendCounts, void* out, const size_t* recvCounts,
-                 DataType type);
+                 DataType type, Run run = Run::kInBackground);
 
   // Collective over this communicator, ordered like any other collective on it, and blocking:
   // ranks that pass the same color form a new communicator, ranked by (key, rank here). A
@@ -184,11 +197,14 @@ class Communicator {
   // settings, as on any communicator).
   std::unique_ptr<Communicator> split(int color, int key, const Options& options);
 
-  // Untyped forms, with the argument rules of the C API.
-  Work allReduce(const void* in, void* out, size_t count, DataType type, ReduceOp op);
-  Work reduceScatter(const void* in, void* out, size_t recvCount, DataType type, ReduceOp op);
-  Work allGather(const void* in, void* out, size_t sendCount, DataType type);
-  Work broadcast(void* buf, size_t count, DataType type, int root);
+  // Untyped forms, with the argument rules of the C API; `run` as described at Run.
+  Work allReduce(const void* in, void* out, size_t count, DataType type, ReduceOp op,
+                 Run run = Run::kInBackground);
+  Work reduceScatter(const void* in, void* out, size_t recvCount, DataType type, ReduceOp op,
+                     Run run = Run::kInBackground);
+  Work allGather(const void* in, void* out, size_t sendCount, DataType type,
+                 Run run = Run::kInBackground);
+  Work broadcast(void* buf, size_t count, DataType type, int root, Run run = Run::kInBackground);
 
   // Callable from any thread, also while another is inside a call on this communicator: the
   // operation in progress, every queued one and every later one fail promptly with kAborted, and

@@ -145,30 +145,34 @@ int chorus_world_size(const chorus_comm* comm) { return comm ? comm->comm->size(
 
 chorus_status chorus_all_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                                 chorus_dtype dtype, chorus_op op) {
-  return guarded(
-      comm, [&] { comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op)).wait(); });
+  return guarded(comm, [&] {
+    comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op), chorus::Run::kBlocking);
+  });
 }
 
 chorus_status chorus_reduce_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                     size_t recvcount, chorus_dtype dtype, chorus_op op) {
   return guarded(comm, [&] {
-    comm->comm->reduceScatter(sendbuf, recvbuf, recvcount, dt(dtype), rop(op)).wait();
+    comm->comm->reduceScatter(sendbuf, recvbuf, recvcount, dt(dtype), rop(op),
+                              chorus::Run::kBlocking);
   });
 }
 
 chorus_status chorus_all_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                 size_t sendcount, chorus_dtype dtype) {
-  return guarded(comm,
-                 [&] { comm->comm->allGather(sendbuf, recvbuf, sendcount, dt(dtype)).wait(); });
+  return guarded(comm, [&] {
+    comm->comm->allGather(sendbuf, recvbuf, sendcount, dt(dtype), chorus::Run::kBlocking);
+  });
 }
 
 chorus_status chorus_broadcast(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
                                int root) {
-  return guarded(comm, [&] { comm->comm->broadcast(buf, count, dt(dtype), root).wait(); });
+  return guarded(
+      comm, [&] { comm->comm->broadcast(buf, count, dt(dtype), root, chorus::Run::kBlocking); });
 }
 
 chorus_status chorus_barrier(chorus_comm* comm) {
-  return guarded(comm, [&] { comm->comm->barrier().wait(); });
+  return guarded(comm, [&] { comm->comm->barrier(chorus::Run::kBlocking); });
 }
 
 chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_comm** out) {
@@ -310,8 +314,9 @@ chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* re
 
 chorus_status chorus_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                             chorus_dtype dtype, chorus_op op, int root) {
-  return guarded(
-      comm, [&] { comm->comm->reduce(sendbuf, recvbuf, count, dt(dtype), rop(op), root).wait(); });
+  return guarded(comm, [&] {
+    comm->comm->reduce(sendbuf, recvbuf, count, dt(dtype), rop(op), root, chorus::Run::kBlocking);
+  });
 }
 
 chorus_status chorus_ireduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
@@ -323,8 +328,9 @@ chorus_status chorus_ireduce(chorus_comm* comm, const void* sendbuf, void* recvb
 
 chorus_status chorus_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount,
                             chorus_dtype dtype, int root) {
-  return guarded(comm,
-                 [&] { comm->comm->gather(sendbuf, recvbuf, sendcount, dt(dtype), root).wait(); });
+  return guarded(comm, [&] {
+    comm->comm->gather(sendbuf, recvbuf, sendcount, dt(dtype), root, chorus::Run::kBlocking);
+  });
 }
 
 chorus_status chorus_igather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
@@ -337,8 +343,9 @@ chorus_status chorus_igather(chorus_comm* comm, const void* sendbuf, void* recvb
 
 chorus_status chorus_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                              size_t recvcount, chorus_dtype dtype, int root) {
-  return guarded(comm,
-                 [&] { comm->comm->scatter(sendbuf, recvbuf, recvcount, dt(dtype), root).wait(); });
+  return guarded(comm, [&] {
+    comm->comm->scatter(sendbuf, recvbuf, recvcount, dt(dtype), root, chorus::Run::kBlocking);
+  });
 }
 
 chorus_status chorus_iscatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
@@ -351,8 +358,9 @@ chorus_status chorus_iscatter(chorus_comm* comm, const void* sendbuf, void* recv
 
 chorus_status chorus_all_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                   const size_t* recvcounts, chorus_dtype dtype) {
-  return guarded(comm,
-                 [&] { comm->comm->allGatherV(sendbuf, recvbuf, recvcounts, dt(dtype)).wait(); });
+  return guarded(comm, [&] {
+    comm->comm->allGatherV(sendbuf, recvbuf, recvcounts, dt(dtype), chorus::Run::kBlocking);
+  });
 }
 
 chorus_status chorus_iall_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
@@ -366,7 +374,8 @@ chorus_status chorus_iall_gather_v(chorus_comm* comm, const void* sendbuf, void*
 chorus_status chorus_reduce_scatter_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                       const size_t* recvcounts, chorus_dtype dtype, chorus_op op) {
   return guarded(comm, [&] {
-    comm->comm->reduceScatterV(sendbuf, recvbuf, recvcounts, dt(dtype), rop(op)).wait();
+    comm->comm->reduceScatterV(sendbuf, recvbuf, recvcounts, dt(dtype), rop(op),
+                               chorus::Run::kBlocking);
   });
 }
 
@@ -380,7 +389,9 @@ chorus_status chorus_ireduce_scatter_v(chorus_comm* comm, const void* sendbuf, v
 
 chorus_status chorus_all_to_all(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                                 chorus_dtype dtype) {
-  return guarded(comm, [&] { comm->comm->allToAll(sendbuf, recvbuf, count, dt(dtype)).wait(); });
+  return guarded(comm, [&] {
+    comm->comm->allToAll(sendbuf, recvbuf, count, dt(dtype), chorus::Run::kBlocking);
+  });
 }
 
 chorus_status chorus_iall_to_all(chorus_comm* comm, const void* sendbuf, void* recvbuf,
@@ -392,7 +403,8 @@ chorus_status chorus_iall_to_all(chorus_comm* comm, const void* sendbuf, void* r
 chorus_status chorus_all_to_all_v(chorus_comm* comm, const void* sendbuf, const size_t* sendcounts,
                                   void* recvbuf, const size_t* recvcounts, chorus_dtype dtype) {
   return guarded(comm, [&] {
-    comm->comm->allToAllV(sendbuf, sendcounts, recvbuf, recvcounts, dt(dtype)).wait();
+    comm->comm->allToAllV(sendbuf, sendcounts, recvbuf, recvcounts, dt(dtype),
+                          chorus::Run::kBlocking);
   });
 }
 
@@ -406,7 +418,8 @@ chorus_status chorus_iall_to_all_v(chorus_comm* comm, const void* sendbuf, const
 
 chorus_status chorus_send(chorus_comm* comm, const void* buf, size_t count, chorus_dtype dtype,
                           int peer) {
-  return guarded(comm, [&] { comm->comm->send(buf, count, dt(dtype), peer).wait(); });
+  return guarded(comm,
+                 [&] { comm->comm->send(buf, count, dt(dtype), peer, chorus::Run::kBlocking); });
 }
 
 chorus_status chorus_isend(chorus_comm* comm, const void* buf, size_t count, chorus_dtype dtype,
@@ -416,7 +429,8 @@ chorus_status chorus_isend(chorus_comm* comm, const void* buf, size_t count, cho
 
 chorus_status chorus_recv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
                           int peer) {
-  return guarded(comm, [&] { comm->comm->recv(buf, count, dt(dtype), peer).wait(); });
+  return guarded(comm,
+                 [&] { comm->comm->recv(buf, count, dt(dtype), peer, chorus::Run::kBlocking); });
 }
 
 chorus_status chorus_irecv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype, int peer,

@@ -47,22 +47,25 @@ void Communicator::checkSizes(const char* op, size_t expected, size_t got) {
   }
 }
 
-Work Communicator::allReduce(const void* in, void* out, size_t count, DataType t, ReduceOp op) {
-  return impl_->issue(OpDesc::of(CollectiveKind::kAllReduce, count, t, op, 0), in, out);
+Work Communicator::allReduce(const void* in, void* out, size_t count, DataType t, ReduceOp op,
+                             Run run) {
+  return impl_->issue(OpDesc::of(CollectiveKind::kAllReduce, count, t, op, 0), in, out, run);
 }
-Work Communicator::reduceScatter(const void* in, void* out, size_t n, DataType t, ReduceOp op) {
-  return impl_->issue(OpDesc::of(CollectiveKind::kReduceScatter, n, t, op, 0), in, out);
+Work Communicator::reduceScatter(const void* in, void* out, size_t n, DataType t, ReduceOp op,
+                                 Run run) {
+  return impl_->issue(OpDesc::of(CollectiveKind::kReduceScatter, n, t, op, 0), in, out, run);
 }
-Work Communicator::allGather(const void* in, void* out, size_t n, DataType t) {
-  return impl_->issue(OpDesc::of(CollectiveKind::kAllGather, n, t, ReduceOp::kSum, 0), in, out);
+Work Communicator::allGather(const void* in, void* out, size_t n, DataType t, Run run) {
+  return impl_->issue(OpDesc::of(CollectiveKind::kAllGather, n, t, ReduceOp::kSum, 0), in, out,
+                      run);
 }
-Work Communicator::broadcast(void* buf, size_t count, DataType t, int root) {
+Work Communicator::broadcast(void* buf, size_t count, DataType t, int root, Run run) {
   return impl_->issue(OpDesc::of(CollectiveKind::kBroadcast, count, t, ReduceOp::kSum, root), buf,
-                      buf);
+                      buf, run);
 }
-Work Communicator::barrier() {
+Work Communicator::barrier(Run run) {
   return impl_->issue(OpDesc::of(CollectiveKind::kBarrier, 0, DataType::kU8, ReduceOp::kSum, 0),
-                      nullptr, nullptr);
+                      nullptr, nullptr, run);
 }
 
 void Communicator::abort() { impl_->requestAbort(); }

@@ -35,61 +35,65 @@ size_t Communicator::sum(std::span<const size_t> counts) {
 }
 
 Work Communicator::reduce(const void* in, void* out, size_t count, DataType t, ReduceOp op,
-                          int root) {
-  return impl_->issue(OpDesc::of(CollectiveKind::kReduce, count, t, op, root), in, out);
+                          int root, Run run) {
+  return impl_->issue(OpDesc::of(CollectiveKind::kReduce, count, t, op, root), in, out, run);
 }
 
-Work Communicator::gather(const void* in, void* out, size_t sendCount, DataType t, int root) {
+Work Communicator::gather(const void* in, void* out, size_t sendCount, DataType t, int root,
+                          Run run) {
   return impl_->issue(OpDesc::of(CollectiveKind::kGather, sendCount, t, ReduceOp::kSum, root), in,
-                      out);
+                      out, run);
 }
 
-Work Communicator::scatter(const void* in, void* out, size_t recvCount, DataType t, int root) {
+Work Communicator::scatter(const void* in, void* out, size_t recvCount, DataType t, int root,
+                           Run run) {
   return impl_->issue(OpDesc::of(CollectiveKind::kScatter, recvCount, t, ReduceOp::kSum, root), in,
-                      out);
+                      out, run);
 }
 
-Work Communicator::allGatherV(const void* in, void* out, const size_t* counts, DataType t) {
+Work Communicator::allGatherV(const void* in, void* out, const size_t* counts, DataType t,
+                              Run run) {
   const int n = impl_->size;
   algo::Args a{OpDesc::ofCounts(CollectiveKind::kAllGatherV, counts, n, t, ReduceOp::kSum), in,
                out};
   a.counts = countsOf("all_gather_v", counts, n);
-  return impl_->issue(std::move(a));
+  return impl_->issue(std::move(a), run);
 }
 
 Work Communicator::reduceScatterV(const void* in, void* out, const size_t* counts, DataType t,
-                                  ReduceOp op) {
+                                  ReduceOp op, Run run) {
   const int n = impl_->size;
   algo::Args a{OpDesc::ofCounts(CollectiveKind::kReduceScatterV, counts, n, t, op), in, out};
   a.counts = countsOf("reduce_scatter_v", counts, n);
-  return impl_->issue(std::move(a));
+  return impl_->issue(std::move(a), run);
 }
 
-Work Communicator::allToAll(const void* in, void* out, size_t count, DataType t) {
-  return impl_->issue(OpDesc::of(CollectiveKind::kAllToAll, count, t, ReduceOp::kSum, 0), in, out);
+Work Communicator::allToAll(const void* in, void* out, size_t count, DataType t, Run run) {
+  return impl_->issue(OpDesc::of(CollectiveKind::kAllToAll, count, t, ReduceOp::kSum, 0), in, out,
+                      run);
 }
 
 Work Communicator::allToAllV(const void* in, const size_t* sendCounts, void* out,
-                             const size_t* recvCounts, DataType t) {
+                             const size_t* recvCounts, DataType t, Run run) {
   const int n = impl_->size;
   // Each rank's counts are its own: what travels is checked by the receiver's sizes instead.
   algo::Args a{OpDesc::of(CollectiveKind::kAllToAllV, 0, t, ReduceOp::kSum, 0), in, out};
   a.counts = countsOf("all_to_all_v", sendCounts, n);
   a.recvCounts = countsOf("all_to_all_v", recvCounts, n);
-  return impl_->issue(std::move(a));
+  return impl_->issue(std::move(a), run);
 }
 
-Work Communicator::send(const void* buf, size_t count, DataType t, int peer) {
+Work Communicator::send(const void* buf, size_t count, DataType t, int peer, Run run) {
   algo::Args a{OpDesc::of(CollectiveKind::kSendRecv, count, t, ReduceOp::kSum, 0), buf, nullptr};
   a.peer = peer;
   a.sending = true;
-  return impl_->issue(std::move(a));
+  return impl_->issue(std::move(a), run);
 }
 
-Work Communicator::recv(void* buf, size_t count, DataType t, int peer) {
+Work Communicator::recv(void* buf, size_t count, DataType t, int peer, Run run) {
   algo::Args a{OpDesc::of(CollectiveKind::kSendRecv, count, t, ReduceOp::kSum, 0), nullptr, buf};
   a.peer = peer;
-  return impl_->issue(std::move(a));
+  return impl_->issue(std::move(a), run);
 }
 
 }  // namespace chorus

@@ -27,12 +27,17 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
        std::shared_ptr<Store> store, std::string routeHost);
   ~Impl();
 
-  // Validates, numbers and queues one collective.
-  Work issue(OpDesc desc, const void* in, void* out);
-  Work issue(algo::Args args);  // the same, for calls with per-rank counts
-  // Blocking form: issue() and wait. Throws on failure.
-  void runBlocking(OpDesc desc, const void* in, void* out);
-  void runBlocking(algo::Args args);
+  // Validates, numbers and queues one collective (run == kInBackground), or runs it to the end
+  // (kBlocking, see runBlocking) and returns a completed Work.
+  Work issue(OpDesc desc, const void* in, void* out, Run run = Run::kInBackground);
+  Work issue(algo::Args args, Run run = Run::kInBackground);  // calls with per-rank counts too
+  // Blocking form: runs on the calling thread when nothing else is queued or running, without
+  // waking the worker (a handoff and a wake-up cost more than a small collective); else queues
+  // and waits. Throws on failure; returns the completed state.
+  std::shared_ptr<detail::WorkState> runBlocking(algo::Args args);
+  void runBlocking(OpDesc desc, const void* in, void* out) {
+    runBlocking(algo::Args{desc, in, out});
+  }
   // Runs the task of `state` on the calling thread if it is the next one due and no thread is
   // driving the transport (else does nothing: the worker runs it). Keeps issue order.
   void runIfNext(detail::WorkState& state);
@@ -59,6 +64,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   };
   void workerLoop();
   void execute(Task& task);
+  // Runs a task on the calling thread, which has set busy_ (runBlocking, runIfNext).
+  void runTask(Task& task);
   void prepare(algo::Args& args);
   void abortWith(const Error& cause);
   uint64_t takeSeq(CollectiveKind kind);                   // needs mu_ held

@@ -86,11 +86,12 @@ uint64_t Communicator::Impl::takeSeq(CollectiveKind kind) {
   return OpDesc::collectiveSeq(collectives_++);
 }
 
-Work Communicator::Impl::issue(OpDesc desc, const void* in, void* out) {
-  return issue(algo::Args{desc, in, out});
+Work Communicator::Impl::issue(OpDesc desc, const void* in, void* out, Run run) {
+  return issue(algo::Args{desc, in, out}, run);
 }
 
-Work Communicator::Impl::issue(algo::Args args) {
+Work Communicator::Impl::issue(algo::Args args, Run run) {
+  if (run == Run::kBlocking) return Work(runBlocking(std::move(args)));
   prepare(args);
   auto state = std::make_shared<detail::WorkState>();
   {
@@ -108,11 +109,27 @@ Work Communicator::Impl::issue(algo::Args args) {
   return Work(state);
 }
 
-void Communicator::Impl::runBlocking(OpDesc desc, const void* in, void* out) {
-  issue(desc, in, out).wait();
+std::shared_ptr<detail::WorkState> Communicator::Impl::runBlocking(algo::Args args) {
+  prepare(args);
+  Task task{std::move(args), std::make_shared<detail::WorkState>()};
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    task.args.desc.seq = takeSeq(task.args.desc.kind);
+    if (abortCause_ || abortRequested_) std::rethrow_exception(abortedError(task.args.desc));
+    if (!queue_.empty() || busy_) {
+      task.state->owner = weak_from_this();
+      queue_.push_back(task);
+      lock.unlock();
+      cv_.notify_one();
+      Work(task.state).wait();
+      return task.state;
+    }
+    busy_ = true;
+  }
+  runTask(task);
+  if (task.state->error) std::rethrow_exception(task.state->error);
+  return task.state;
 }
-
-void Communicator::Impl::runBlocking(algo::Args args) { issue(std::move(args)).wait(); }
 
 void Communicator::Impl::runIfNext(detail::WorkState& state) {
   Task task;
@@ -128,6 +145,10 @@ void Communicator::Impl::runIfNext(detail::WorkState& state) {
     queue_.pop_front();
     busy_ = true;
   }
+  runTask(task);
+}
+
+void Communicator::Impl::runTask(Task& task) {
   // The caller waits for this call anyway: polling before sleeping costs it nothing.
   if (tx_) tx_->allowSpinning(true);
   execute(task);
