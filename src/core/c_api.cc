@@ -2,6 +2,7 @@
 #include <chorus/chorus.h>
 #include <chorus/chorus.hpp>
 
+#include "core/c_enum.h"
 #include "core/c_options.h"
 
 #include <cstring>
@@ -68,15 +69,8 @@ chorus_status initWith(chorus_comm** out, Make&& make) {
   }
 }
 
-// C callers may pass any int as an enum (e.g. (chorus_dtype)99). In C++ merely loading such a
-// value as the enum type is undefined, so read the bytes and range-check them as an int.
-template <class E>
-int rawEnum(const E& e) {
-  static_assert(sizeof(E) == sizeof(int));
-  int v;
-  std::memcpy(&v, &e, sizeof(v));
-  return v;
-}
+using chorus::rawEnum;
+
 chorus::DataType dt(const chorus_dtype& t) {
   int v = rawEnum(t);
   return static_cast<chorus::DataType>(v >= 0 && v < chorus::kNumDataTypes ? v : 255);

@@ -1,5 +1,7 @@
 #include "core/c_options.h"
 
+#include "core/c_enum.h"
+
 #include <chorus/error.hpp>
 
 #include <cstddef>
@@ -19,15 +21,6 @@ constexpr size_t kMaxBytes = size_t{1} << 30;
 
 [[noreturn]] void bad(const std::string& what) {
   throw Error(ErrorCode::kInvalidArgument, "chorus_options: " + what);
-}
-
-// The caller may hold any int in an enum field; read it as an int before range-checking.
-template <class E>
-int rawEnum(const E& e) {
-  static_assert(sizeof(E) == sizeof(int));
-  int v;
-  std::memcpy(&v, &e, sizeof(v));
-  return v;
 }
 
 }  // namespace

@@ -14,17 +14,6 @@
 namespace chorus::testing {
 namespace {
 
-constexpr DataType kTypes[] = {DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16,
-                               DataType::kI8,  DataType::kU8,  DataType::kI32, DataType::kI64};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
-                             ReduceOp::kAvg};
-
-std::vector<size_t> smallCounts(int n) {
-  std::vector<size_t> c = {0, 1, 7, static_cast<size_t>(n) + 1, 1031};
-  if (n > 1) c.push_back(static_cast<size_t>(n) - 1);
-  return c;
-}
-
 std::string label(const char* what, DataType t, ReduceOp op, size_t count, bool inPlace) {
   return std::string(what) + " " + std::string(toString(t)) + " " + std::string(toString(op)) +
          " count=" + std::to_string(count) + (inPlace ? " in-place" : "");

@@ -1,5 +1,6 @@
 // Failures among thread-ranks: mismatched calls, a silent or departed peer, user abort and bad
 // arguments all end in a clear error on every rank, never a hang or wrong data.
+#include "harness/outcomes.h"
 #include "harness/thread_ranks.h"
 
 #include <gtest/gtest.h>
@@ -14,46 +15,14 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-struct Outcome {
-  ErrorCode code = ErrorCode::kOk;
-  std::string message;
-  ErrorCode laterCode = ErrorCode::kOk;
-  std::string laterMessage;
-  double seconds = 0;
-};
-
-// Runs body on every rank; records the error of the first failing call and of one call after it.
-std::vector<Outcome> outcomes(int n, const std::function<void(Communicator&)>& body,
-                              Options o = testOptions(seconds(5))) {
-  std::vector<Outcome> out(static_cast<size_t>(n));
-  auto errors = runRanks(
-      n,
-      [&](Communicator& c) {
-        Outcome& me = out[static_cast<size_t>(c.rank())];
-        auto t0 = std::chrono::steady_clock::now();
-        try {
-          body(c);
-        } catch (const Error& e) {
-          me.code = e.code();
-          me.message = e.what();
-        }
-        me.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (me.code == ErrorCode::kOk) return;
-        float x = 1;
-        try {
-          c.allReduce(std::span<float>(&x, 1)).wait();
-        } catch (const Error& e) {
-          me.laterCode = e.code();
-          me.laterMessage = e.what();
-        }
-      },
-      o);
-  for (auto& e : errors) ADD_FAILURE() << e;
-  return out;
+// The first failing call's error on every rank, and the error of one call after it.
+std::vector<Outcome> probedOutcomes(int n, const std::function<void(Communicator&)>& body,
+                                    Options o = testOptions(seconds(5))) {
+  return outcomes(n, body, o, ProbeLater::kYes);
 }
 
 TEST(Failures, MismatchedCountsNameBothCalls) {
-  auto res = outcomes(3, [](Communicator& c) {
+  auto res = probedOutcomes(3, [](Communicator& c) {
     std::vector<float> v(c.rank() == 1 ? 101 : 100, 1.0f);
     c.allReduce(std::span<float>(v)).wait();
   });
@@ -99,7 +68,7 @@ TEST(Failures, MismatchedCollectivesOpsTypesAndRoots) {
   };
   for (const auto& [name, call] : cases) {
     SCOPED_TRACE(name);
-    auto res = outcomes(2, [&](Communicator& c) {
+    auto res = probedOutcomes(2, [&](Communicator& c) {
       std::vector<float> v(1000, 1.0f);
       call(c, v);
     });
@@ -119,7 +88,7 @@ TEST(Failures, MismatchedRootsWithEveryBroadcastAlgorithm) {
         SCOPED_TRACE(std::string(algo) + " n=" + std::to_string(n) + (odd ? " odd" : " one"));
         Options o = testOptions(seconds(5));
         o.algorithm = parseAlgorithmSetting(std::string("broadcast=") + algo);
-        auto res = outcomes(
+        auto res = probedOutcomes(
             n,
             [odd](Communicator& c) {
               std::vector<float> v(1000, 1.0f);
@@ -150,7 +119,7 @@ void expectTimeoutsNamingRank2(const std::vector<Outcome>& res, const std::strin
 
 TEST(Failures, SilentPeerTimesOutNamingIt) {
   Options o = testOptions(milliseconds(800));
-  auto res = outcomes(
+  auto res = probedOutcomes(
       3,
       [](Communicator& c) {
         if (c.rank() == 2) {
@@ -169,7 +138,7 @@ TEST(Failures, SilentPeerTimesOutInTheBidirectionalRing) {
   Options o = testOptions(milliseconds(800));
   o.algorithm = parseAlgorithmSetting("ring");
   o.tuning.ringBidirectionalBytes = 1;
-  auto res = outcomes(
+  auto res = probedOutcomes(
       3,
       [](Communicator& c) {
         std::vector<float> v(1000, 1.0f);
@@ -193,7 +162,7 @@ TEST(Failures, StalledRankInTheBidirectionalRingNamesTheSilentOne) {
     SCOPED_TRACE(transport);
     Options world = testOptions(seconds(5));
     world.transport = parseTransportKind(transport);
-    auto res = outcomes(
+    auto res = probedOutcomes(
         3,
         [](Communicator& parent) {
           Options o = parent.options();
@@ -215,7 +184,7 @@ TEST(Failures, StalledRankInTheBidirectionalRingNamesTheSilentOne) {
 }
 
 TEST(Failures, PeerThatLeavesFailsOthersPromptly) {
-  auto res = outcomes(
+  auto res = probedOutcomes(
       4,
       [](Communicator& c) {
         std::vector<float> v(1 << 20, 1.0f);
@@ -235,7 +204,7 @@ TEST(Failures, PeerThatLeavesFailsOthersPromptly) {
 }
 
 TEST(Failures, AbortFailsPendingWorkPromptly) {
-  auto res = outcomes(2, [](Communicator& c) {
+  auto res = probedOutcomes(2, [](Communicator& c) {
     std::vector<float> v(1000, 1.0f);
     if (c.rank() == 0) {
       Work w = c.allReduce(std::span<float>(v));  // rank 1 never joins

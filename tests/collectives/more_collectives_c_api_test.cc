@@ -2,7 +2,8 @@
 // non-blocking forms over chorus_init'ed thread-ranks, results checked against values computed
 // here, and the status codes of bad calls.
 #include <chorus/chorus.h>
-#include <chorus/store.hpp>
+
+#include "harness/c_ranks.h"
 
 #include <gtest/gtest.h>
 
@@ -16,39 +17,14 @@
 
 namespace {
 
-// Runs body(comm, fail) on n threads, each with its own chorus_init'ed communicator.
-void runCRanks(
-    int n,
-    const std::function<void(chorus_comm*, const std::function<void(const std::string&)>&)>& body) {
-  setenv("CHORUS_TIMEOUT", "20", 1);  // each test runs in its own process under ctest
-  chorus::TcpStoreServer server("127.0.0.1", 0);
-  const std::string url = "tcp://127.0.0.1:" + std::to_string(server.port());
-  std::mutex mu;
-  std::vector<std::string> errors;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      auto fail = [&](const std::string& what) {
-        std::lock_guard<std::mutex> lock(mu);
-        errors.push_back("rank " + std::to_string(r) + ": " + what);
-      };
-      chorus_comm* comm = nullptr;
-      if (chorus_init(url.c_str(), r, n, &comm) != CHORUS_OK) {
-        return fail(std::string("chorus_init: ") + chorus_last_error(nullptr));
-      }
-      body(comm, fail);
-      chorus_destroy(comm);
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) ADD_FAILURE() << e;
-}
+using chorus::testing::Fail;
+using chorus::testing::runCRanks;
 
 // Element i of rank r's contribution.
 int32_t value(int r, size_t i) { return 1000 * (r + 1) + static_cast<int32_t>(i); }
 
 void everyCollective(int n) {
-  runCRanks(n, [n](chorus_comm* comm, const std::function<void(const std::string&)>& fail) {
+  runCRanks(n, [n](chorus_comm* comm, const Fail& fail) {
     const int me = chorus_rank(comm);
     const auto nn = static_cast<size_t>(n);
     auto ok = [&](chorus_status s, const char* what) {

@@ -1,6 +1,7 @@
 // Failures of reduce, gather, scatter, the v-variants and all-to-all(v) among thread-ranks: calls
 // that differ (collective, count, counts, root) end in kMismatch naming both calls, and a rank
 // that leaves in the middle is named by the others, promptly.
+#include "harness/outcomes.h"
 #include "harness/thread_ranks.h"
 
 #include <gtest/gtest.h>
@@ -12,34 +13,6 @@
 
 namespace chorus::testing {
 namespace {
-
-struct Outcome {
-  ErrorCode code = ErrorCode::kOk;
-  std::string message;
-  double seconds = 0;
-};
-
-// Runs body on every rank and records the first error each rank gets.
-std::vector<Outcome> outcomes(int n, const std::function<void(Communicator&)>& body,
-                              Options o = testOptions(std::chrono::seconds(5))) {
-  std::vector<Outcome> out(static_cast<size_t>(n));
-  auto errors = runRanks(
-      n,
-      [&](Communicator& c) {
-        Outcome& me = out[static_cast<size_t>(c.rank())];
-        auto t0 = std::chrono::steady_clock::now();
-        try {
-          body(c);
-        } catch (const Error& e) {
-          me.code = e.code();
-          me.message = e.what();
-        }
-        me.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      },
-      o);
-  for (auto& e : errors) ADD_FAILURE() << e;
-  return out;
-}
 
 using Call = std::function<void(Communicator&)>;
 

@@ -17,17 +17,6 @@
 namespace chorus::testing {
 namespace {
 
-constexpr DataType kTypes[] = {DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16,
-                               DataType::kI8,  DataType::kU8,  DataType::kI32, DataType::kI64};
-constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
-                             ReduceOp::kAvg};
-
-std::vector<size_t> smallCounts(int n) {
-  std::vector<size_t> c = {0, 1, 7, static_cast<size_t>(n) + 1, 1031};
-  if (n > 1) c.push_back(static_cast<size_t>(n) - 1);
-  return c;
-}
-
 // Per-rank counts: all zero, zeros between primes, a single non-empty block, large and uneven.
 std::vector<std::vector<size_t>> countPatterns(int n) {
   static const size_t primes[] = {13, 0, 1, 7, 31, 2, 0, 5};

@@ -13,6 +13,20 @@ namespace chorus::testing {
 
 using Buffer = std::vector<uint8_t>;
 
+// Every element type and reduction the library offers.
+inline constexpr DataType kTypes[] = {DataType::kF32,  DataType::kF64, DataType::kF16,
+                                      DataType::kBF16, DataType::kI8,  DataType::kU8,
+                                      DataType::kI32,  DataType::kI64};
+inline constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                                    ReduceOp::kAvg};
+
+// Awkward counts for a world of n: empty, one, a prime, n + 1, a larger prime and n - 1.
+inline std::vector<size_t> smallCounts(int n) {
+  std::vector<size_t> c = {0, 1, 7, static_cast<size_t>(n) + 1, 1031};
+  if (n > 1) c.push_back(static_cast<size_t>(n) - 1);
+  return c;
+}
+
 // Round-to-nearest-even float -> bfloat16, written here independently of the library.
 inline uint16_t refToBf16(float f) {
   uint32_t u;

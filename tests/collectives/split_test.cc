@@ -2,6 +2,7 @@
 // communicators, collectives on them checked against an independent reference, nesting, use
 // alongside the parent, and failures that end in an error naming the split instead of a hang.
 #include "collectives/reference.h"
+#include "harness/c_ranks.h"
 #include "harness/thread_ranks.h"
 
 #include <gtest/gtest.h>
@@ -411,67 +412,48 @@ TEST(SplitFailures, SplitOfAnAbortedCommunicatorFails) {
 // ---- C API ----
 
 TEST(SplitCApi, CommSplit) {
-  setenv("CHORUS_TIMEOUT", "20", 1);  // each test runs in its own process under ctest
-  TcpStoreServer server("127.0.0.1", 0);
-  const std::string url = "tcp://127.0.0.1:" + std::to_string(server.port());
   const int n = 5;
-  std::mutex mu;
-  std::vector<std::string> errors;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      auto fail = [&](const std::string& what) {
-        std::lock_guard<std::mutex> lock(mu);
-        errors.push_back("rank " + std::to_string(r) + ": " + what);
-      };
-      chorus_comm* comm = nullptr;
-      if (chorus_init(url.c_str(), r, n, &comm) != CHORUS_OK) {
-        return fail(std::string("chorus_init: ") + chorus_last_error(nullptr));
+  runCRanks(n, [n](chorus_comm* comm, const Fail& fail) {
+    const int r = chorus_rank(comm);
+    // Rank 4 opts out; the others split into {0, 2} and {1, 3}, each reversed by key.
+    const int color = r == 4 ? CHORUS_NO_COLOR : r % 2;
+    chorus_comm* sub = reinterpret_cast<chorus_comm*>(0x1);
+    chorus_status s = chorus_comm_split(comm, color, -r, &sub);
+    if (s != CHORUS_OK) {
+      fail(std::string("chorus_comm_split: ") + chorus_status_string(s) + ": " +
+           chorus_last_error(comm));
+    } else if (color < 0) {
+      if (sub != nullptr) fail("negative color: *out is not NULL");
+    } else if (sub == nullptr) {
+      fail("*out is NULL");
+    } else {
+      if (chorus_world_size(sub) != 2 || chorus_rank(sub) != (r < 2 ? 1 : 0)) {
+        fail("wrong rank/size " + std::to_string(chorus_rank(sub)) + "/" +
+             std::to_string(chorus_world_size(sub)));
       }
-      // Rank 4 opts out; the others split into {0, 2} and {1, 3}, each reversed by key.
-      const int color = r == 4 ? CHORUS_NO_COLOR : r % 2;
-      chorus_comm* sub = reinterpret_cast<chorus_comm*>(0x1);
-      chorus_status s = chorus_comm_split(comm, color, -r, &sub);
-      if (s != CHORUS_OK) {
-        fail(std::string("chorus_comm_split: ") + chorus_status_string(s) + ": " +
-             chorus_last_error(comm));
-      } else if (color < 0) {
-        if (sub != nullptr) fail("negative color: *out is not NULL");
-      } else if (sub == nullptr) {
-        fail("*out is NULL");
-      } else {
-        if (chorus_world_size(sub) != 2 || chorus_rank(sub) != (r < 2 ? 1 : 0)) {
-          fail("wrong rank/size " + std::to_string(chorus_rank(sub)) + "/" +
-               std::to_string(chorus_world_size(sub)));
-        }
-        int32_t v[3] = {r, 10 * r, -r};
-        s = chorus_allreduce(sub, v, v, 3, CHORUS_I32, CHORUS_SUM);
-        const int sum = r % 2 ? 1 + 3 : 0 + 2;
-        if (s != CHORUS_OK || v[0] != sum || v[1] != 10 * sum || v[2] != -sum) {
-          fail(std::string("allreduce on the new communicator: ") + chorus_last_error(sub));
-        }
+      int32_t v[3] = {r, 10 * r, -r};
+      s = chorus_allreduce(sub, v, v, 3, CHORUS_I32, CHORUS_SUM);
+      const int sum = r % 2 ? 1 + 3 : 0 + 2;
+      if (s != CHORUS_OK || v[0] != sum || v[1] != 10 * sum || v[2] != -sum) {
+        fail(std::string("allreduce on the new communicator: ") + chorus_last_error(sub));
       }
-      chorus_destroy(sub);
-      // The parent still works.
-      int32_t x = 1;
-      if (chorus_allreduce(comm, &x, &x, 1, CHORUS_I32, CHORUS_SUM) != CHORUS_OK || x != n) {
-        fail(std::string("allreduce on the parent: ") + chorus_last_error(comm));
-      }
-      // Argument errors: nothing is sent.
-      if (chorus_comm_split(comm, 0, 0, nullptr) != CHORUS_ERR_INVALID_ARGUMENT ||
-          std::string(chorus_last_error(comm)).find("chorus_comm_split") == std::string::npos) {
-        fail("null out pointer not rejected");
-      }
-      chorus_comm* none = reinterpret_cast<chorus_comm*>(0x1);
-      if (chorus_comm_split(nullptr, 0, 0, &none) != CHORUS_ERR_INVALID_ARGUMENT ||
-          none != nullptr) {
-        fail("null communicator not rejected");
-      }
-      chorus_destroy(comm);
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) ADD_FAILURE() << e;
+    }
+    chorus_destroy(sub);
+    // The parent still works.
+    int32_t x = 1;
+    if (chorus_allreduce(comm, &x, &x, 1, CHORUS_I32, CHORUS_SUM) != CHORUS_OK || x != n) {
+      fail(std::string("allreduce on the parent: ") + chorus_last_error(comm));
+    }
+    // Argument errors: nothing is sent.
+    if (chorus_comm_split(comm, 0, 0, nullptr) != CHORUS_ERR_INVALID_ARGUMENT ||
+        std::string(chorus_last_error(comm)).find("chorus_comm_split") == std::string::npos) {
+      fail("null out pointer not rejected");
+    }
+    chorus_comm* none = reinterpret_cast<chorus_comm*>(0x1);
+    if (chorus_comm_split(nullptr, 0, 0, &none) != CHORUS_ERR_INVALID_ARGUMENT || none != nullptr) {
+      fail("null communicator not rejected");
+    }
+  });
 }
 
 }  // namespace
