@@ -258,7 +258,9 @@ gloo_local_round() {
 
 loopback_round() {
   local n=$1 round=$2
-  run "$n" "$round" chorus "$crun" -n "$n" -- "$cbench" --op allreduce "${common[@]}" --json
+  # TCP like every system here (auto would put ranks of one host on shared memory).
+  CHORUS_TRANSPORT=tcp run "$n" "$round" chorus "$crun" -n "$n" -- "$cbench" --op allreduce \
+    "${common[@]}" --json
   gloo_local_round "$n" "$round"
   run "$n" "$round" openmpi-tcp "${mpirun_lo[@]}" -np "$n" "${ompi_tcp_lo[@]}" \
     "$PEER_BUILD_DIR/mpi_bench_openmpi" --system openmpi-tcp \
