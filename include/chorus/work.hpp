@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <memory>
 
 namespace chorus {
@@ -28,6 +29,12 @@ class Work {
   bool isCompleted() const;
   // The failure, or nullptr while running or after success.
   std::exception_ptr exception() const;
+  // Calls fn once the operation has finished, with its failure or nullptr: on the thread that
+  // finished it (the communicator's worker, or a thread that ran it inline in wait()) before any
+  // wait() returns, or right here when it has finished already. For bindings that copy results
+  // out of a staging buffer or complete a future. fn must not throw, and must not wait for work
+  // of this communicator (issuing new work is fine).
+  void onComplete(std::function<void(std::exception_ptr)> fn) const;
 
  private:
   std::shared_ptr<detail::WorkState> state_;

@@ -34,4 +34,18 @@ std::exception_ptr Work::exception() const {
   return state_->error;
 }
 
+void Work::onComplete(std::function<void(std::exception_ptr)> fn) const {
+  if (!state_) throw Error(ErrorCode::kInvalidArgument, "onComplete() on an empty Work");
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->finishing) {
+      state_->callbacks.push_back(std::move(fn));
+      return;
+    }
+    error = state_->error;
+  }
+  fn(error);
+}
+
 }  // namespace chorus

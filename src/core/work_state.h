@@ -5,8 +5,11 @@
 
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 namespace chorus::detail {
 
@@ -18,14 +21,33 @@ struct WorkState {
   // The communicator whose queue holds this work, for a waiter that runs it inline; expired once
   // the communicator is gone (its work is finished by then).
   std::weak_ptr<Communicator::Impl> owner;
+  // Set once the outcome is known, before the callbacks run; `done` follows after them.
+  bool finishing = false;
+  std::vector<std::function<void(std::exception_ptr)>> callbacks;
 
+  // Runs the callbacks first, so that a waiter who returns from wait() also sees their effects
+  // (a binding's copy from a staging buffer into the caller's memory, for instance).
   void finish(std::exception_ptr e) {
+    std::vector<std::function<void(std::exception_ptr)>> run;
     {
       std::lock_guard<std::mutex> lock(mu);
       error = std::move(e);
+      finishing = true;
+      run.swap(callbacks);
+    }
+    for (auto& fn : run) fn(error);
+    {
+      std::lock_guard<std::mutex> lock(mu);
       done = true;
     }
     cv.notify_all();
+  }
+
+  // A work finished before it was queued (the communicator was aborted already).
+  void finishedEarly(std::exception_ptr e) {
+    error = std::move(e);
+    finishing = true;
+    done = true;
   }
 };
 

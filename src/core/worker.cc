@@ -98,8 +98,7 @@ Work Communicator::Impl::issue(algo::Args args, Run run) {
     std::lock_guard<std::mutex> lock(mu_);
     args.desc.seq = takeSeq(args.desc.kind);
     if (abortCause_ || abortRequested_) {
-      state->done = true;
-      state->error = abortedError(args.desc);
+      state->finishedEarly(abortedError(args.desc));
       return Work(state);
     }
     state->owner = weak_from_this();
@@ -236,6 +235,7 @@ void Communicator::Impl::workerLoop() {
       task = std::move(queue_.front());
       queue_.pop_front();
       if (abortCause_) {
+        lock.unlock();  // completion callbacks may issue new work
         task.state->finish(abortedError(task.args.desc));
         continue;
       }
@@ -275,8 +275,9 @@ void Communicator::Impl::abortWith(const Error& cause) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!abortCause_) abortCause_ = std::make_exception_ptr(cause);
     failed.swap(queue_);
-    for (auto& t : failed) t.state->finish(abortedError(t.args.desc));
   }
+  // Outside the lock: completion callbacks may issue new work (which then fails at once).
+  for (auto& t : failed) t.state->finish(abortedError(t.args.desc));
 }
 
 }  // namespace chorus

@@ -1,0 +1,87 @@
+"""The torch.distributed backend "chorus".
+
+Importing this module registers the backend; then, in an unmodified training script::
+
+    import chorus.torch  # noqa: F401
+    torch.distributed.init_process_group("chorus")   # env://, tcp://, file:// or store=
+
+Every init method torch supports works: the backend meets its peers through the store torch
+hands it (torchrun's, a FileStore, a group's PrefixStore), so it needs no port or CHORUS_STORE of
+its own. The group's timeout (``init_process_group(timeout=...)``, ``new_group(timeout=...)``)
+bounds every step of every collective. CHORUS_* variables (docs/config.md) tune the rest.
+"""
+
+import torch
+import torch.distributed as _dist
+
+from chorus import _torch as _ext  # after torch: it extends torch's ProcessGroup
+
+BACKEND = "chorus"
+
+
+def _create(backend_options, pg_options):
+    if pg_options is not None:
+        raise ValueError("the chorus backend takes no pg_options; set CHORUS_* variables instead")
+    return _ext.create_process_group(
+        backend_options.store,
+        backend_options.group_rank,
+        backend_options.group_size,
+        backend_options.timeout,
+        list(backend_options.global_ranks_in_group),
+        str(backend_options.group_id),
+    )
+
+
+def _register():
+    if BACKEND.upper() in _dist.Backend._plugins:
+        return
+    _dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+
+
+def _is_chorus(group):
+    pg = _dist.distributed_c10d._get_default_group() if group is None else group
+    return _dist.get_backend(pg).lower() == BACKEND
+
+
+def _patch_monitored_barrier():
+    # torch 1.13's dist.monitored_barrier accepts only gloo groups, although it only calls the
+    # group's monitored_barrier, which this backend implements.
+    original = _dist.monitored_barrier
+    if getattr(original, "_chorus", False):
+        return
+
+    def monitored_barrier(group=_dist.GroupMember.WORLD, timeout=None, wait_all_ranks=False):
+        if group is _dist.GroupMember.NON_GROUP_MEMBER or not _is_chorus(group):
+            return original(group, timeout, wait_all_ranks)
+        if timeout is None:
+            timeout = _dist.distributed_c10d.default_pg_timeout
+        pg = _dist.distributed_c10d._get_default_group() if group is None else group
+        return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+    monitored_barrier.__doc__ = original.__doc__
+    monitored_barrier._chorus = True
+    _dist.monitored_barrier = monitored_barrier
+    _dist.distributed_c10d.monitored_barrier = monitored_barrier
+
+
+def last_algorithm(group=None):
+    """The algorithm the group's last collective ran ("ring", "rd", "rhd", ...)."""
+    return _ext.last_algorithm(_group(group))
+
+
+def transport_to(peer, group=None):
+    """How data reaches `peer` (a rank of the group): "shm", "tcp" or "self"."""
+    return _ext.transport_to(_group(group), peer)
+
+
+def abort(group=None):
+    """Fails every pending and later operation of the group, here and on its peers."""
+    _ext.abort(_group(group))
+
+
+def _group(group):
+    return _dist.distributed_c10d._get_default_group() if group is None else group
+
+
+_register()
+_patch_monitored_barrier()

@@ -1,0 +1,571 @@
+#include "process_group_chorus.h"
+
+#include "store_bridge.h"
+#include "tensor_args.h"
+
+#include <chorus/error.hpp>
+#include <chorus/options.hpp>
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+#include <thread>
+
+namespace chorus::torch_backend {
+namespace {
+
+at::Tensor contiguousOf(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
+
+size_t totalBytes(const std::vector<at::Tensor>& list) {
+  size_t n = 0;
+  for (const auto& t : list) n += byteCount(t);
+  return n;
+}
+
+// Copies the tensors one after another into dst (which holds totalBytes(list)).
+void packInto(uint8_t* dst, const std::vector<at::Tensor>& list) {
+  for (const auto& t : list) {
+    const at::Tensor c = contiguousOf(t);
+    const size_t n = byteCount(c);
+    if (n != 0) std::memcpy(dst, c.data_ptr(), n);
+    dst += n;
+  }
+}
+
+// The reverse: fills each tensor (contiguous or not) from src.
+void unpackFrom(const uint8_t* src, std::vector<at::Tensor>& list) {
+  for (auto& t : list) {
+    const size_t n = byteCount(t);
+    if (n == 0) continue;
+    if (t.is_contiguous()) {
+      std::memcpy(t.data_ptr(), src, n);
+    } else {
+      t.copy_(at::from_blob(const_cast<uint8_t*>(src), t.sizes(), t.options()));
+    }
+    src += n;
+  }
+}
+
+at::Tensor byteBuffer(size_t bytes) {
+  return at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
+}
+
+uint8_t* bytesOf(const at::Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
+
+// A Chorus failure at issue time is a misuse found on this rank: torch's ValueError for a bad
+// argument, RuntimeError otherwise.
+[[noreturn]] void rethrowIssueError(const Error& e) {
+  if (e.code() == ErrorCode::kInvalidArgument) {
+    TORCH_CHECK_VALUE(false, "chorus backend: ", e.what());
+  }
+  TORCH_CHECK(false, "chorus backend: ", e.what());
+}
+
+}  // namespace
+
+ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                       int size, std::chrono::milliseconds timeout,
+                                       std::vector<int64_t> globalRanks, std::string groupName)
+    : c10d::ProcessGroup(rank, size),
+      store_(store),
+      timeout_(timeout),
+      globalRanks_(std::move(globalRanks)),
+      groupName_(std::move(groupName)) {
+  chorus::Options options = chorus::Options::fromEnv();
+  options.timeout = timeout;
+  try {
+    comm_ = Communicator::create(bridgeStore(store), rank, size, options);
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "chorus backend: creating ", describeGroup(), " failed on rank ", rank, ": ",
+                e.what());
+  }
+  init();
+}
+
+ProcessGroupChorus::~ProcessGroupChorus() = default;
+
+std::string ProcessGroupChorus::describeGroup() const {
+  std::ostringstream s;
+  s << "process group";
+  if (!groupName_.empty()) s << " '" << groupName_ << "'";
+  s << " of " << getSize() << " ranks";
+  if (!globalRanks_.empty() && static_cast<int>(globalRanks_.size()) == getSize()) {
+    bool identity = true;
+    for (size_t i = 0; i < globalRanks_.size(); ++i) {
+      identity = identity && globalRanks_[i] == static_cast<int64_t>(i);
+    }
+    if (!identity) {
+      s << " (global ranks";
+      for (auto r : globalRanks_) s << ' ' << r;
+      s << ")";
+    }
+  }
+  return s.str();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::launch(
+    c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
+    std::vector<at::Tensor> keepAlive, std::function<void()> copyOut,
+    const std::function<chorus::Work()>& issue, std::shared_ptr<void> extra, int source) {
+  auto work = c10::make_intrusive<WorkChorus>(getRank(), type, title, std::move(outputs),
+                                              std::move(keepAlive), std::move(copyOut), completer_);
+  work->holdAlso(std::move(extra));
+  work->setSourceRank(source);
+  chorus::Work issued;
+  try {
+    issued = issue();
+  } catch (const Error& e) {
+    rethrowIssueError(e);
+  }
+  WorkChorus::attach(work, std::move(issued));
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
+                                                             const c10d::AllreduceOptions& opts) {
+  checkSingle(tensors, "allreduce");
+  at::Tensor t = tensors[0];
+  const Reduction red = reductionFor(t, opts.reduceOp, "allreduce");
+  at::Tensor buf = contiguousOf(t);
+  const bool staged = !buf.is_same(t);
+  if (red.premul) buf.mul_(*red.premul);  // buf is the output: scaling it in place is fine
+  std::function<void()> copyOut;
+  if (staged) copyOut = [t, buf]() mutable { t.copy_(buf); };
+  return launch(c10d::OpType::ALLREDUCE, "chorus:all_reduce", {t}, {buf}, std::move(copyOut), [&] {
+    return comm_->allReduce(buf.data_ptr(), buf.data_ptr(), static_cast<size_t>(buf.numel()),
+                            red.type, red.op);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK_VALUE(!tensors.empty(), "chorus backend: allreduce_coalesced got no tensors");
+  for (const auto& t : tensors) {
+    checkCpuDense(t, "allreduce_coalesced");
+    TORCH_CHECK_TYPE(t.scalar_type() == tensors[0].scalar_type(),
+                     "chorus backend: allreduce_coalesced needs tensors of one dtype");
+  }
+  const Reduction red = reductionFor(tensors[0], opts.reduceOp, "allreduce_coalesced");
+  const size_t bytes = totalBytes(tensors);
+  at::Tensor flat =
+      at::empty({static_cast<int64_t>(bytes / tensors[0].element_size())}, tensors[0].options());
+  packInto(bytesOf(flat), tensors);
+  if (red.premul) flat.mul_(*red.premul);
+  std::vector<at::Tensor> outs = tensors;
+  auto copyOut = [outs, flat]() mutable { unpackFrom(bytesOf(flat), outs); };
+  return launch(c10d::OpType::ALLREDUCE_COALESCED, "chorus:all_reduce_coalesced", tensors, {flat},
+                std::move(copyOut), [&] {
+                  return comm_->allReduce(flat.data_ptr(), flat.data_ptr(),
+                                          static_cast<size_t>(flat.numel()), red.type, red.op);
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
+                                                             const c10d::BroadcastOptions& opts) {
+  checkSingle(tensors, "broadcast");
+  checkRank(opts.rootRank, getSize(), "broadcast", "root rank");
+  TORCH_CHECK_VALUE(opts.rootTensor == 0, "chorus backend: broadcast: invalid root tensor ",
+                    opts.rootTensor);
+  at::Tensor t = tensors[0];
+  at::Tensor buf = contiguousOf(t);
+  std::function<void()> copyOut;
+  if (!buf.is_same(t) && opts.rootRank != getRank()) {
+    copyOut = [t, buf]() mutable { t.copy_(buf); };
+  }
+  const int root = static_cast<int>(opts.rootRank);
+  return launch(c10d::OpType::BROADCAST, "chorus:broadcast", {t}, {buf}, std::move(copyOut), [&] {
+    return comm_->broadcast(buf.data_ptr(), byteCount(buf), DataType::kU8, root);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::ReduceOptions& opts) {
+  checkSingle(tensors, "reduce");
+  checkRank(opts.rootRank, getSize(), "reduce", "root rank");
+  TORCH_CHECK_VALUE(opts.rootTensor == 0, "chorus backend: reduce: invalid root tensor ",
+                    opts.rootTensor);
+  at::Tensor t = tensors[0];
+  const Reduction red = reductionFor(t, opts.reduceOp, "reduce");
+  const int root = static_cast<int>(opts.rootRank);
+  const bool isRoot = root == getRank();
+  at::Tensor buf;
+  if (isRoot) {
+    buf = contiguousOf(t);
+    if (red.premul) buf.mul_(*red.premul);
+  } else {
+    // Other ranks keep their tensor: a scaled or contiguous copy is sent instead.
+    buf = red.premul ? t.mul(*red.premul).contiguous() : contiguousOf(t);
+  }
+  std::function<void()> copyOut;
+  if (isRoot && !buf.is_same(t)) copyOut = [t, buf]() mutable { t.copy_(buf); };
+  return launch(c10d::OpType::REDUCE, "chorus:reduce", {t}, {buf}, std::move(copyOut), [&] {
+    return comm_->reduce(buf.data_ptr(), isRoot ? buf.data_ptr() : nullptr,
+                         static_cast<size_t>(buf.numel()), red.type, red.op, root);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  checkSingle(inputs, "allgather");
+  TORCH_CHECK_VALUE(outputs.size() == 1, "chorus backend: allgather takes one output list, got ",
+                    outputs.size());
+  const at::Tensor in = contiguousOf(inputs[0]);
+  checkList(outputs[0], static_cast<size_t>(getSize()), in, "allgather", "the output list");
+  const size_t block = byteCount(in);
+  at::Tensor flat = byteBuffer(block * static_cast<size_t>(getSize()));
+  std::vector<at::Tensor> outs = outputs[0];
+  auto copyOut = [outs, flat]() mutable { unpackFrom(bytesOf(flat), outs); };
+  return launch(
+      c10d::OpType::ALLGATHER, "chorus:all_gather", outputs[0], {in, flat}, std::move(copyOut),
+      [&] { return comm_->allGather(in.data_ptr(), flat.data_ptr(), block, DataType::kU8); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(at::Tensor& output,
+                                                                   at::Tensor& input,
+                                                                   const c10d::AllgatherOptions&) {
+  checkCpuDense(input, "all_gather_into_tensor");
+  checkCpuDense(output, "all_gather_into_tensor");
+  TORCH_CHECK_TYPE(input.scalar_type() == output.scalar_type(),
+                   "chorus backend: all_gather_into_tensor: output dtype ", output.scalar_type(),
+                   " differs from input dtype ", input.scalar_type());
+  TORCH_CHECK_VALUE(output.numel() == input.numel() * getSize(),
+                    "chorus backend: all_gather_into_tensor: the output holds ", output.numel(),
+                    " elements, expected world size x input = ", input.numel() * getSize());
+  const at::Tensor in = contiguousOf(input);
+  at::Tensor out = contiguousOf(output);
+  std::function<void()> copyOut;
+  if (!out.is_same(output)) copyOut = [output, out]() mutable { output.copy_(out); };
+  return launch(c10d::OpType::_ALLGATHER_BASE, "chorus:all_gather_into_tensor", {output}, {in, out},
+                std::move(copyOut), [&] {
+                  return comm_->allGather(in.data_ptr(), out.data_ptr(), byteCount(in),
+                                          DataType::kU8);
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const auto n = static_cast<size_t>(getSize());
+  TORCH_CHECK_VALUE(outputLists.size() == n, "chorus backend: allgather_coalesced takes ", n,
+                    " output lists (one per rank), got ", outputLists.size());
+  for (const auto& t : inputs) checkCpuDense(t, "allgather_coalesced");
+  for (const auto& list : outputLists) {
+    TORCH_CHECK_VALUE(list.size() == inputs.size(),
+                      "chorus backend: allgather_coalesced: an output list holds ", list.size(),
+                      " tensors, expected ", inputs.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      checkCpuDense(list[i], "allgather_coalesced");
+      TORCH_CHECK_VALUE(
+          list[i].scalar_type() == inputs[i].scalar_type() && list[i].numel() == inputs[i].numel(),
+          "chorus backend: allgather_coalesced: output tensor ", i, " does not match input tensor ",
+          i, " in dtype and size");
+    }
+  }
+  const size_t block = totalBytes(inputs);
+  at::Tensor in = byteBuffer(block);
+  packInto(bytesOf(in), inputs);
+  at::Tensor flat = byteBuffer(block * n);
+  std::vector<at::Tensor> all;
+  for (const auto& list : outputLists) all.insert(all.end(), list.begin(), list.end());
+  auto copyOut = [all, flat]() mutable { unpackFrom(bytesOf(flat), all); };
+  return launch(c10d::OpType::ALLGATHER_COALESCED, "chorus:all_gather_coalesced", all, {in, flat},
+                std::move(copyOut), [&] {
+                  return comm_->allGather(in.data_ptr(), flat.data_ptr(), block, DataType::kU8);
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  checkSingle(inputs, "gather");
+  checkRank(opts.rootRank, getSize(), "gather", "root rank");
+  const int root = static_cast<int>(opts.rootRank);
+  const at::Tensor in = contiguousOf(inputs[0]);
+  const size_t block = byteCount(in);
+  at::Tensor flat;
+  std::vector<at::Tensor> outs;
+  std::function<void()> copyOut;
+  if (root == getRank()) {
+    TORCH_CHECK_VALUE(outputs.size() == 1,
+                      "chorus backend: gather: the root takes one output "
+                      "list, got ",
+                      outputs.size());
+    checkList(outputs[0], static_cast<size_t>(getSize()), in, "gather", "the output list");
+    outs = outputs[0];
+    flat = byteBuffer(block * static_cast<size_t>(getSize()));
+    copyOut = [outs, flat]() mutable { unpackFrom(bytesOf(flat), outs); };
+  } else {
+    TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
+                      "chorus backend: gather: only the root (rank ", root,
+                      ") passes an output list");
+  }
+  return launch(c10d::OpType::GATHER, "chorus:gather", outs, {in, flat}, std::move(copyOut), [&] {
+    return comm_->gather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, block,
+                         DataType::kU8, root);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  checkSingle(outputs, "scatter");
+  checkRank(opts.rootRank, getSize(), "scatter", "root rank");
+  const int root = static_cast<int>(opts.rootRank);
+  at::Tensor out = outputs[0];
+  at::Tensor buf = contiguousOf(out);
+  at::Tensor flat;
+  if (root == getRank()) {
+    TORCH_CHECK_VALUE(inputs.size() == 1,
+                      "chorus backend: scatter: the root takes one input "
+                      "list, got ",
+                      inputs.size());
+    checkList(inputs[0], static_cast<size_t>(getSize()), out, "scatter", "the input list");
+    flat = byteBuffer(byteCount(out) * static_cast<size_t>(getSize()));
+    packInto(bytesOf(flat), inputs[0]);
+  } else {
+    TORCH_CHECK_VALUE(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
+                      "chorus backend: scatter: only the root (rank ", root,
+                      ") passes an input list");
+  }
+  std::function<void()> copyOut;
+  if (!buf.is_same(out)) copyOut = [out, buf]() mutable { out.copy_(buf); };
+  return launch(c10d::OpType::SCATTER, "chorus:scatter", {out}, {buf, flat}, std::move(copyOut),
+                [&] {
+                  return comm_->scatter(flat.defined() ? flat.data_ptr() : nullptr, buf.data_ptr(),
+                                        byteCount(buf), DataType::kU8, root);
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  checkSingle(outputs, "reduce_scatter");
+  TORCH_CHECK_VALUE(inputs.size() == 1,
+                    "chorus backend: reduce_scatter takes one input list, "
+                    "got ",
+                    inputs.size());
+  at::Tensor out = outputs[0];
+  checkList(inputs[0], static_cast<size_t>(getSize()), out, "reduce_scatter", "the input list");
+  const Reduction red = reductionFor(out, opts.reduceOp, "reduce_scatter");
+  at::Tensor flat = at::empty({out.numel() * getSize()}, out.options());
+  packInto(bytesOf(flat), inputs[0]);
+  if (red.premul) flat.mul_(*red.premul);
+  at::Tensor buf = contiguousOf(out);
+  std::function<void()> copyOut;
+  if (!buf.is_same(out)) copyOut = [out, buf]() mutable { out.copy_(buf); };
+  return launch(c10d::OpType::REDUCE_SCATTER, "chorus:reduce_scatter", {out}, {buf, flat},
+                std::move(copyOut), [&] {
+                  return comm_->reduceScatter(flat.data_ptr(), buf.data_ptr(),
+                                              static_cast<size_t>(buf.numel()), red.type, red.op);
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  checkCpuDense(input, "reduce_scatter_tensor");
+  checkCpuDense(output, "reduce_scatter_tensor");
+  TORCH_CHECK_TYPE(input.scalar_type() == output.scalar_type(),
+                   "chorus backend: reduce_scatter_tensor: output dtype ", output.scalar_type(),
+                   " differs from input dtype ", input.scalar_type());
+  TORCH_CHECK_VALUE(input.numel() == output.numel() * getSize(),
+                    "chorus backend: reduce_scatter_tensor: the input holds ", input.numel(),
+                    " elements, expected world size x output = ", output.numel() * getSize());
+  const Reduction red = reductionFor(output, opts.reduceOp, "reduce_scatter_tensor");
+  const at::Tensor in = red.premul ? input.mul(*red.premul).contiguous() : contiguousOf(input);
+  at::Tensor out = contiguousOf(output);
+  std::function<void()> copyOut;
+  if (!out.is_same(output)) copyOut = [output, out]() mutable { output.copy_(out); };
+  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, "chorus:reduce_scatter_tensor", {output},
+                {in, out}, std::move(copyOut), [&] {
+                  return comm_->reduceScatter(in.data_ptr(), out.data_ptr(),
+                                              static_cast<size_t>(out.numel()), red.type, red.op);
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& output,
+                                                                 at::Tensor& input,
+                                                                 std::vector<int64_t>& outputSplits,
+                                                                 std::vector<int64_t>& inputSplits,
+                                                                 const c10d::AllToAllOptions&) {
+  checkCpuDense(input, "all_to_all_single");
+  checkCpuDense(output, "all_to_all_single");
+  TORCH_CHECK_TYPE(input.scalar_type() == output.scalar_type(),
+                   "chorus backend: all_to_all_single: output dtype ", output.scalar_type(),
+                   " differs from input dtype ", input.scalar_type());
+  const auto n = static_cast<size_t>(getSize());
+  const at::Tensor in = contiguousOf(input);
+  at::Tensor out = contiguousOf(output);
+  std::function<void()> copyOut;
+  if (!out.is_same(output)) copyOut = [output, out]() mutable { output.copy_(out); };
+  if (outputSplits.empty() && inputSplits.empty()) {
+    TORCH_CHECK_VALUE(in.numel() == out.numel() && in.numel() % getSize() == 0,
+                      "chorus backend: all_to_all_single without split sizes needs input and "
+                      "output of the same size, divisible by the world size (",
+                      getSize(), "); got ", in.numel(), " and ", out.numel(), " elements");
+    return launch(c10d::OpType::ALLTOALL_BASE, "chorus:all_to_all_single", {output}, {in, out},
+                  std::move(copyOut), [&] {
+                    return comm_->allToAll(in.data_ptr(), out.data_ptr(), byteCount(in) / n,
+                                           DataType::kU8);
+                  });
+  }
+  // Split sizes count rows (the first dimension); an empty list means equal parts.
+  auto countsFor = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* what) {
+    const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    const size_t rowBytes = rows == 0 ? 0 : byteCount(t) / static_cast<size_t>(rows);
+    std::vector<size_t> counts(n);
+    if (splits.empty()) {
+      TORCH_CHECK_VALUE(rows % getSize() == 0, "chorus backend: all_to_all_single: ", what, " has ",
+                        rows, " rows, not divisible by the world size ", getSize());
+      std::fill(counts.begin(), counts.end(), rowBytes * static_cast<size_t>(rows / getSize()));
+      return counts;
+    }
+    TORCH_CHECK_VALUE(splits.size() == n, "chorus backend: all_to_all_single: ", what,
+                      " split sizes have ", splits.size(), " entries, expected ", n);
+    int64_t sum = 0;
+    for (size_t r = 0; r < n; ++r) {
+      TORCH_CHECK_VALUE(splits[r] >= 0, "chorus backend: all_to_all_single: negative split size");
+      sum += splits[r];
+      counts[r] = static_cast<size_t>(splits[r]) * rowBytes;
+    }
+    TORCH_CHECK_VALUE(sum == rows, "chorus backend: all_to_all_single: ", what,
+                      " split sizes add up to ", sum, " rows, but the tensor has ", rows);
+    return counts;
+  };
+  auto counts = std::make_shared<std::pair<std::vector<size_t>, std::vector<size_t>>>(
+      countsFor(in, inputSplits, "the input"), countsFor(out, outputSplits, "the output"));
+  return launch(
+      c10d::OpType::ALLTOALL_BASE, "chorus:all_to_all_single", {output}, {in, out},
+      std::move(copyOut),
+      [&] {
+        return comm_->allToAllV(in.data_ptr(), counts->first.data(), out.data_ptr(),
+                                counts->second.data(), DataType::kU8);
+      },
+      counts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tensor>& outputs,
+                                                            std::vector<at::Tensor>& inputs,
+                                                            const c10d::AllToAllOptions&) {
+  const auto n = static_cast<size_t>(getSize());
+  TORCH_CHECK_VALUE(inputs.size() == n && outputs.size() == n, "chorus backend: all_to_all takes ",
+                    n, " input and ", n, " output tensors, got ", inputs.size(), " and ",
+                    outputs.size());
+  for (size_t r = 0; r < n; ++r) {
+    checkCpuDense(inputs[r], "all_to_all");
+    checkCpuDense(outputs[r], "all_to_all");
+    TORCH_CHECK_TYPE(inputs[r].scalar_type() == inputs[0].scalar_type() &&
+                         outputs[r].scalar_type() == inputs[0].scalar_type(),
+                     "chorus backend: all_to_all needs tensors of one dtype");
+  }
+  auto counts = std::make_shared<std::pair<std::vector<size_t>, std::vector<size_t>>>();
+  for (size_t r = 0; r < n; ++r) {
+    counts->first.push_back(byteCount(inputs[r]));
+    counts->second.push_back(byteCount(outputs[r]));
+  }
+  at::Tensor in = byteBuffer(totalBytes(inputs));
+  packInto(bytesOf(in), inputs);
+  at::Tensor flat = byteBuffer(totalBytes(outputs));
+  std::vector<at::Tensor> outs = outputs;
+  auto copyOut = [outs, flat]() mutable { unpackFrom(bytesOf(flat), outs); };
+  return launch(
+      c10d::OpType::ALLTOALL, "chorus:all_to_all", outputs, {in, flat}, std::move(copyOut),
+      [&] {
+        return comm_->allToAllV(in.data_ptr(), counts->first.data(), flat.data_ptr(),
+                                counts->second.data(), DataType::kU8);
+      },
+      counts);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>& tensors,
+                                                        int dstRank, int /*tag*/) {
+  checkSingle(tensors, "send");
+  checkRank(dstRank, getSize(), "send", "destination rank");
+  TORCH_CHECK_VALUE(dstRank != getRank(), "chorus backend: send: rank ", getRank(),
+                    " cannot send to itself");
+  const at::Tensor buf = contiguousOf(tensors[0]);
+  return launch(c10d::OpType::SEND, "chorus:send", {}, {buf}, nullptr, [&] {
+    return comm_->send(buf.data_ptr(), byteCount(buf), DataType::kU8, dstRank);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>& tensors,
+                                                        int srcRank, int /*tag*/) {
+  checkSingle(tensors, "recv");
+  checkRank(srcRank, getSize(), "recv", "source rank");
+  TORCH_CHECK_VALUE(srcRank != getRank(), "chorus backend: recv: rank ", getRank(),
+                    " cannot receive from itself");
+  at::Tensor t = tensors[0];
+  at::Tensor buf = contiguousOf(t);
+  std::function<void()> copyOut;
+  if (!buf.is_same(t)) copyOut = [t, buf]() mutable { t.copy_(buf); };
+  return launch(
+      c10d::OpType::RECV, "chorus:recv", {t}, {buf}, std::move(copyOut),
+      [&] { return comm_->recv(buf.data_ptr(), byteCount(buf), DataType::kU8, srcRank); }, nullptr,
+      srcRank);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>&, int) {
+  TORCH_CHECK(false,
+              "chorus backend: recv from any source is not supported; name the source "
+              "rank (messages between two ranks arrive in the order they were sent)");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions&) {
+  return launch(c10d::OpType::BARRIER, "chorus:barrier", {}, {}, nullptr,
+                [&] { return comm_->barrier(); });
+}
+
+void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  const auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto remaining = [&] {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return std::max(left, std::chrono::milliseconds(1));
+  };
+  const std::string base = "chorus/monitored_barrier/" + std::to_string(monitoredBarriers_++) + "/";
+  const std::string verdictKey = base + "verdict";
+  if (getRank() != 0) {
+    store_->set(base + "arrived/" + std::to_string(getRank()), std::vector<uint8_t>{1});
+    try {
+      store_->wait({verdictKey}, remaining());
+    } catch (const std::exception&) {
+      TORCH_CHECK(false, "chorus backend: monitored_barrier (rank ", getRank(),
+                  "): rank 0 gave "
+                  "no verdict within ",
+                  timeout.count(), " ms");
+    }
+    const auto verdict = store_->get(verdictKey);
+    const std::string text(verdict.begin(), verdict.end());
+    TORCH_CHECK(text == "ok", "chorus backend: monitored_barrier (rank ", getRank(), "): ", text);
+    return;
+  }
+  std::vector<int> missing;
+  for (int r = 1; r < getSize(); ++r) {
+    try {
+      store_->wait({base + "arrived/" + std::to_string(r)},
+                   missing.empty() ? remaining() : std::chrono::milliseconds(1));
+    } catch (const std::exception&) {
+      missing.push_back(r);
+      if (!waitAllRanks) break;
+    }
+  }
+  if (missing.empty()) {
+    const std::string ok = "ok";
+    store_->set(verdictKey, std::vector<uint8_t>(ok.begin(), ok.end()));
+    return;
+  }
+  std::ostringstream why;
+  why << (missing.size() == 1 ? "rank " : "ranks ");
+  for (size_t i = 0; i < missing.size(); ++i) why << (i ? ", " : "") << missing[i];
+  why << " did not reach monitored_barrier within " << timeout.count() << " ms";
+  const std::string text = why.str();
+  store_->set(verdictKey, std::vector<uint8_t>(text.begin(), text.end()));
+  TORCH_CHECK(false, "chorus backend: monitored_barrier (rank 0): ", text);
+}
+
+}  // namespace chorus::torch_backend
