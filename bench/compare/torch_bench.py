@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""torch_bench: torch.distributed All-Reduce (gloo backend, f32 sum) measured with chorus-bench's
-definitions (the same as common.h for the C++ peers). Run it with Debian's /usr/bin/python3
-(python3-torch).
+"""torch_bench: torch.distributed All-Reduce (gloo or chorus backend, f32 sum) measured with
+chorus-bench's definitions (the same as common.h for the C++ peers). Run it with Debian's
+/usr/bin/python3 (python3-torch); --backend chorus needs the chorus package on PYTHONPATH
+(<build>/python).
 
   chorus-run -n 4 -- env TORCH_BENCH_STORE_DIR=/tmp/d GLOO_SOCKET_IFNAME=lo \\
       /usr/bin/python3 torch_bench.py --min-bytes 8 --max-bytes 64M --json f.json
@@ -14,7 +15,8 @@ shared by all ranks (one filesystem). Network interface: $GLOO_SOCKET_IFNAME (re
 ProcessGroupGloo), set here to $CLUSTER_IFNAME (run-each) or "lo" when it is unset.
 
 What is timed: dist.all_reduce(tensor) (SUM, async_op=False), which PyTorch's ProcessGroupGloo
-turns into gloo::allreduce() (ring) on the CPU tensor. It is in place (torch.distributed has no
+turns into gloo::allreduce() (ring) on the CPU tensor, and the chorus backend into one Chorus
+all-reduce (shared memory between ranks of a host, TCP between hosts). It is in place (torch.distributed has no
 out-of-place all-reduce). Each call timed on its own with time.perf_counter.
 
 Definitions (copied from tools/chorus-bench, as in common.h):
@@ -70,7 +72,8 @@ def parse_args():
     p.add_argument("--op", choices=["allreduce"], default="allreduce")
     p.add_argument("--dtype", choices=["f32"], default="f32")
     p.add_argument("--redop", choices=["sum"], default="sum")
-    p.add_argument("--system", default="torch-gloo", help="JSON 'system' label")
+    p.add_argument("--backend", choices=["gloo", "chorus"], default="gloo")
+    p.add_argument("--system", default="", help="JSON 'system' label (default torch-BACKEND)")
     p.add_argument("--store-dir", default="")
     p.add_argument("--rank", type=int, default=-1)
     p.add_argument("--size", type=int, default=-1)
@@ -81,6 +84,7 @@ def parse_args():
         p.error("--step-factor must be >= 1.01")
     if a.iters < 1 or a.warmup < 0:
         p.error("bad --iters/--warmup")
+    a.system = a.system or "torch-" + a.backend
     if a.rank < 0:
         a.rank = env_int("CHORUS_RANK", "CLUSTER_RANK")
     if a.size < 0:
@@ -114,10 +118,13 @@ def main():
     import torch
     import torch.distributed as dist
 
+    if cfg.backend == "chorus":
+        import chorus.torch  # noqa: F401  registers the backend
+
     torch.set_num_threads(1)
     rank, n = cfg.rank, cfg.size
     os.makedirs(cfg.store_dir, exist_ok=True)
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(cfg.store_dir, "store"),
+    dist.init_process_group(cfg.backend, init_method="file://" + os.path.join(cfg.store_dir, "store"),
                             rank=rank, world_size=n, timeout=datetime.timedelta(seconds=600))
 
     buf = torch.zeros(cfg.max_bytes // 4 + 1, dtype=torch.float32)
@@ -152,9 +159,10 @@ def main():
             t.zero_()  # back to zeros (in place: the buffer holds the sums now)
         rows.append(row)
 
+    path = ("ProcessGroupGloo -> gloo::allreduce" if cfg.backend == "gloo" else
+            "ProcessGroupChorus -> Communicator::allReduce")
     notes = (f"in place (dist.all_reduce has no out-of-place form); torch {torch.__version__}, "
-             f"ProcessGroupGloo -> gloo::allreduce; GLOO_SOCKET_IFNAME={iface}; "
-             f"torch.set_num_threads(1); rendezvous file://")
+             f"{path}; GLOO_SOCKET_IFNAME={iface}; torch.set_num_threads(1); rendezvous file://")
     if rank == 0:
         print(f"# {cfg.system} op=allreduce ranks={n} dtype=f32 redop=sum algo=dist.all_reduce "
               f"iters={cfg.iters} warmup={cfg.warmup}")
