@@ -1,6 +1,27 @@
 """Chorus: collective communication for data-parallel training.
 
 ``import chorus.torch`` registers the torch.distributed backend "chorus".
+
+Without torch, the collectives work on any object with the buffer protocol (numpy arrays,
+bytearray, memoryview), for programs that would use mpi4py::
+
+    import numpy as np
+    import chorus
+
+    comm = chorus.Communicator.from_env()      # chorus-run -n 4 -- python3 prog.py
+    x = np.full(1024, comm.rank, dtype=np.float32)
+    comm.all_reduce(x)                         # in place, op="sum"
+    work = comm.all_reduce(x, op="max", async_op=True)
+    work.wait()
+
+``import chorus`` does not import torch.
 """
 
-__all__ = []
+from chorus._core import Communicator, Error, ReduceOp, Work
+
+__all__ = ["Communicator", "Error", "ReduceOp", "Work"]
+
+# The classes print as chorus.X rather than chorus._core.X.
+for _cls in (Communicator, Error, ReduceOp, Work):
+    _cls.__module__ = __name__
+del _cls
