@@ -18,6 +18,8 @@ if ! "$venv/bin/pip" install --no-index "$src" > "$tmp/pip.log" 2>&1; then
   exit 1
 fi
 site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_path('platlib'))")
-ls "$site/chorus"
+for f in "$site"/chorus/libchorus.so.* "$site"/chorus/_torch.*.so; do
+  [[ -f $f ]] || { echo "pip install test: $f missing in the installed package" >&2; exit 1; }
+done
 "$here/run_two_ranks.sh" "$venv/bin/python" "$venv" "$tmp"
 echo "pip install test passed"
