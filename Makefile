@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train test test-sanitize bench compare compare-cluster compare-host compare-hier install docs format clean
+.PHONY: all deps build demo demo-c demo-train test test-pip test-sanitize bench compare compare-cluster compare-host compare-hier install docs format clean
 
 all: build
 
@@ -39,6 +39,11 @@ test: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCHORUS_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# `pip install .` into a temporary venv (offline, Debian's setuptools), then 2 ranks all_reduce
+# through it; a full CMake build the first time (build-pip/), so not part of `make test`.
+test-pip: deps
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) tests/install/pip_install_test.sh $(CURDIR)
 
 test-sanitize: deps
 	cmake -S . -B $(BUILD)-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCHORUS_WERROR=ON -DCHORUS_SANITIZE=ON
