@@ -86,13 +86,14 @@ def test_accuracy(model, test_set, rank, world):
     return (counts[0] / counts[1]).item()
 
 
-def ranks_with_other_parameters(model):
+def ranks_with_other_parameters(model, keep):
     """How many ranks hold parameters that differ, in any bit, from rank 0's."""
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     reference = flat.clone()
     dist.broadcast(reference, src=0)
     differs = torch.tensor([0 if torch.equal(flat, reference) else 1], dtype=torch.int64)
     dist.all_reduce(differs)
+    keep += [reference, differs]
     return int(differs.item())
 
 
@@ -109,7 +110,11 @@ def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
     if args.backend == "chorus":
-        import chorus.torch  # noqa: F401  registers the backend "chorus"
+        try:
+            import chorus.torch  # noqa: F401  registers the backend "chorus"
+        except ImportError as e:
+            sys.exit(f"train_ddp: cannot import chorus.torch ({e}); build the package and set "
+                     "PYTHONPATH=<build>/python, or install it (cmake --install)")
     # env:// : torchrun and chorus-run set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
     dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=args.timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -132,7 +137,8 @@ def main():
     elapsed = time.perf_counter() - start
     mean_ms, slowest_ms = step_time_stats(times)
     accuracy = test_accuracy(model, test_set, rank, world)
-    differing = ranks_with_other_parameters(model)
+    last_tensors = []
+    differing = ranks_with_other_parameters(model, last_tensors)
 
     say(f"time per step: {mean_ms:.2f} ms (rank 0), {slowest_ms:.2f} ms (slowest rank), over "
         f"{len(times)} steps after {args.warmup} warm-up; {elapsed:.1f} s in all")
@@ -143,7 +149,13 @@ def main():
         say(f"parameters: {differing} of {world} ranks differ from rank 0")
     if args.save and rank == 0:
         torch.save(model.module.state_dict(), args.save)
+    # The group goes first, while Python still holds the tensors of the last collectives: torch
+    # 1.13's gloo group frees a finished collective's tensors on its worker thread, which needs
+    # the GIL for a tensor Python has let go, while destroying the group joins that thread with
+    # the GIL held (a hang at exit, seen one run in three). DDP holds the group too.
+    del model
     dist.destroy_process_group()
+    del last_tensors
     sys.exit(0 if differing == 0 else 3)
 
 
