@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train test test-pip test-sanitize bench compare compare-cluster compare-host compare-hier install docs format clean
+.PHONY: all deps build demo demo-c demo-train demo-torch test test-pip test-sanitize bench compare compare-cluster compare-host compare-hier install docs format clean
 
 all: build
 
@@ -30,6 +30,19 @@ demo-train:
 	OPENBLAS_NUM_THREADS=1 $(BUILD)/tools/chorus-run/chorus-run -n $(RANKS) -- \
 	  $(BUILD)/trainer/chorus-train --model mlp --epochs 1 --batch 64 --optimizer adam --lr 1e-3 \
 	  --bucket-mb 1 --metrics $(BUILD)/train-metrics.csv --plot $(BUILD)/train-metrics.png
+
+# The same training from PyTorch: unmodified DDP with the torch.distributed backend "chorus",
+# launched by torchrun on $(RANKS) local ranks; ends with the test accuracy and the parameter
+# check across ranks. TORCH_MODEL=cnn for the CNN; examples/torch/README.md has the other launches.
+TORCH_MODEL ?= mlp
+demo-torch:
+	scripts/install-deps
+	scripts/install-deps --train
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS) --target chorus_py_torch
+	PYTHONPATH=$(abspath $(BUILD))/python OPENBLAS_NUM_THREADS=1 \
+	  /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node $(RANKS) --redirects 2 --tee 2 \
+	  examples/torch/train_ddp.py --backend chorus --model $(TORCH_MODEL) --epochs 1
 
 # Four ranks on this machine All-Reduce a few sizes, verify them and print bandwidth.
 demo-c: build

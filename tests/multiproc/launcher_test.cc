@@ -74,11 +74,17 @@ TEST_F(LauncherTest, GivesEveryRankItsEnvironment) {
   ASSERT_EQ(r.exitCode, 0) << r.err;
   auto outLines = lines(r.out);
   ASSERT_EQ(outLines.size(), 4u) << r.out;
-  std::set<std::string> ranks, stores;
+  std::set<std::string> ranks, stores, masters;
   for (const auto& line : outLines) {
     auto f = fields(line);
     ranks.insert(f["rank"]);
     stores.insert(f["store"]);
+    masters.insert(f["master"]);
+    // What torch.distributed's env:// reads, equal to Chorus's own variables.
+    EXPECT_EQ(f["torch_rank"], f["rank"]) << line;
+    EXPECT_EQ(f["torch_world"], "4") << line;
+    EXPECT_EQ(f["torch_local_rank"], f["rank"]) << line;
+    EXPECT_EQ(f["torch_local_world"], "4") << line;
     EXPECT_EQ(f["world"], "4") << line;
     EXPECT_EQ(f["local_rank"], f["rank"]) << line;
     EXPECT_EQ(f["local_size"], "4") << line;
@@ -88,6 +94,13 @@ TEST_F(LauncherTest, GivesEveryRankItsEnvironment) {
   EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2", "3"}));
   ASSERT_EQ(stores.size(), 1u);
   EXPECT_EQ(stores.begin()->rfind("tcp://127.0.0.1:", 0), 0u) << *stores.begin();
+  ASSERT_EQ(masters.size(), 1u);  // one MASTER_ADDR:MASTER_PORT for all, a port torch can bind
+  const std::string master = *masters.begin();
+  ASSERT_EQ(master.rfind("127.0.0.1:", 0), 0u) << master;
+  int port = std::stoi(master.substr(std::string("127.0.0.1:").size()));
+  EXPECT_GT(port, 0);
+  EXPECT_LT(port, 65536);
+  EXPECT_NE("tcp://" + master, *stores.begin());  // not the port of chorus-run's own store
 }
 
 TEST_F(LauncherTest, PassesAGivenStoreUrl) {

@@ -9,6 +9,7 @@
 
 #include "common/errno_text.h"
 #include "options.h"
+#include "rank_environment.h"
 #include "rank_process.h"
 #include "supervisor.h"
 
@@ -25,16 +26,11 @@ int launch(const Options& options) {
     storeUrl = "tcp://127.0.0.1:" + std::to_string(server->port());
   }
 
+  LaunchEnvironment launchEnv{options.ranks, storeUrl, options.timeoutSeconds,
+                              pickFreeLoopbackPort()};
   Supervisor supervisor(options.tagOutput, options.graceSeconds);
-  std::string size = std::to_string(options.ranks);
   for (int rank = 0; rank < options.ranks; ++rank) {
-    std::vector<std::string> overrides = {"CHORUS_RANK=" + std::to_string(rank),
-                                          "CHORUS_WORLD_SIZE=" + size,
-                                          "CHORUS_LOCAL_RANK=" + std::to_string(rank),
-                                          "CHORUS_LOCAL_SIZE=" + size, "CHORUS_STORE=" + storeUrl};
-    if (options.timeoutSeconds) {
-      overrides.push_back("CHORUS_TIMEOUT=" + std::to_string(*options.timeoutSeconds));
-    }
+    auto overrides = rankEnvironment(launchEnv, rank);
     int execErrno = 0;
     try {
       supervisor.add(spawnRank(rank, options.command, buildEnvironment(overrides),

@@ -17,8 +17,10 @@ Everything after "--" is the program and its arguments; the program alone may al
 without "--" when it takes no options.
 
 Each rank gets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_SIZE,
-CHORUS_STORE and, with --timeout, CHORUS_TIMEOUT. SIGINT, SIGTERM and SIGHUP are forwarded to
-every rank. When a rank fails, the others get SIGTERM, then SIGKILL after the grace period.
+CHORUS_STORE and, with --timeout, CHORUS_TIMEOUT; also what torch.distributed's env:// init
+reads: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT
+(a free loopback port). SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank
+fails, the others get SIGTERM, then SIGKILL after the grace period.
 
 Exit status: 0 when every rank exited 0; otherwise that of the first rank that failed (its exit
 status, or 128+N when signal N killed it; 127 when the program cannot be executed); 128+N when

@@ -1,6 +1,7 @@
 // Rank program for launcher_test: behaves as argv[1] says, so each test can make ranks succeed,
 // fail, die or ignore signals.
-//   env [args...]       print this rank's CHORUS_* variables and the arguments, exit 0
+//   env [args...]       print this rank's CHORUS_* and torch env:// variables and the
+//                       arguments, exit 0
 //   exit-on R CODE      rank R exits CODE; the others wait for a signal
 //   kill-on R           rank R kills itself with SIGKILL; the others wait for a signal
 //   ignore-term-on R    rank R ignores SIGTERM; all print "ready" and wait for a signal
@@ -52,10 +53,13 @@ int main(int argc, char** argv) {
   int target = argc > 2 ? std::atoi(argv[2]) : -1;
 
   if (mode == "env") {
-    std::string line = "rank=" + env("CHORUS_RANK") + " world=" + env("CHORUS_WORLD_SIZE") +
-                       " local_rank=" + env("CHORUS_LOCAL_RANK") +
-                       " local_size=" + env("CHORUS_LOCAL_SIZE") + " store=" + env("CHORUS_STORE") +
-                       " timeout=" + env("CHORUS_TIMEOUT") + " args=";
+    std::string line =
+        "rank=" + env("CHORUS_RANK") + " world=" + env("CHORUS_WORLD_SIZE") +
+        " local_rank=" + env("CHORUS_LOCAL_RANK") + " local_size=" + env("CHORUS_LOCAL_SIZE") +
+        " store=" + env("CHORUS_STORE") + " timeout=" + env("CHORUS_TIMEOUT") +
+        " torch_rank=" + env("RANK") + " torch_world=" + env("WORLD_SIZE") +
+        " torch_local_rank=" + env("LOCAL_RANK") + " torch_local_world=" + env("LOCAL_WORLD_SIZE") +
+        " master=" + env("MASTER_ADDR") + ":" + env("MASTER_PORT") + " args=";
     for (int i = 2; i < argc; ++i) line += std::string(i > 2 ? "," : "") + argv[i];
     say(STDOUT_FILENO, line);
     return 0;

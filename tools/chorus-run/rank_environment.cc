@@ -1,0 +1,46 @@
+#include "rank_environment.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+namespace chorus::launcher {
+
+std::vector<std::string> rankEnvironment(const LaunchEnvironment& launch, int rank) {
+  const std::string r = std::to_string(rank);
+  const std::string size = std::to_string(launch.ranks);
+  std::vector<std::string> env = {
+      "CHORUS_RANK=" + r, "CHORUS_WORLD_SIZE=" + size, "CHORUS_LOCAL_RANK=" + r,
+      "CHORUS_LOCAL_SIZE=" + size, "CHORUS_STORE=" + launch.storeUrl,
+      // torch.distributed's env:// (all ranks are on this host, as with torchrun --nnodes 1).
+      "RANK=" + r, "WORLD_SIZE=" + size, "LOCAL_RANK=" + r, "LOCAL_WORLD_SIZE=" + size,
+      "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(launch.masterPort)};
+  if (launch.timeoutSeconds) {
+    env.push_back("CHORUS_TIMEOUT=" + std::to_string(*launch.timeoutSeconds));
+  }
+  return env;
+}
+
+int pickFreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int error = errno;
+    close(fd);
+    throw std::system_error(error, std::generic_category(), "choosing a free port for MASTER_PORT");
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace chorus::launcher

@@ -1,0 +1,25 @@
+// The variables chorus-run gives each rank: Chorus's own (CHORUS_*) and those torch.distributed's
+// env:// init method reads, so that a torch script runs under chorus-run as under torchrun.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace chorus::launcher {
+
+struct LaunchEnvironment {
+  int ranks = 0;
+  std::string storeUrl;               // CHORUS_STORE
+  std::optional<int> timeoutSeconds;  // CHORUS_TIMEOUT when set
+  int masterPort = 0;                 // MASTER_PORT, on MASTER_ADDR 127.0.0.1
+};
+
+// "NAME=value" overrides for one rank of the launch.
+std::vector<std::string> rankEnvironment(const LaunchEnvironment& launch, int rank);
+
+// A loopback TCP port that was free a moment ago (the kernel's pick for port 0). Rank 0's
+// torch store binds it; the short window in between is the same one torchrun leaves.
+int pickFreeLoopbackPort();
+
+}  // namespace chorus::launcher
