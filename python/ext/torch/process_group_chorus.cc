@@ -7,10 +7,12 @@
 #include <chorus/options.hpp>
 
 #include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
 
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -85,7 +87,15 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
   init();
 }
 
-ProcessGroupChorus::~ProcessGroupChorus() = default;
+ProcessGroupChorus::~ProcessGroupChorus() {
+  // The communicator's worker (and the completer's threads) may be dropping the last reference to
+  // a tensor whose Python object Python gave up, which takes the GIL: joining them while this
+  // thread holds the GIL (destroy_process_group, a group collected by Python) would deadlock.
+  std::optional<pybind11::gil_scoped_release> noGil;
+  if (Py_IsInitialized() && !_Py_IsFinalizing() && PyGILState_Check()) noGil.emplace();
+  comm_.reset();
+  completer_.reset();
+}
 
 std::string ProcessGroupChorus::describeGroup() const {
   std::ostringstream s;
