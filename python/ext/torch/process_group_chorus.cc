@@ -541,13 +541,14 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
   const std::string verdictKey = base + "verdict";
   if (getRank() != 0) {
     store_->set(base + "arrived/" + std::to_string(getRank()), std::vector<uint8_t>{1});
+    // Rank 0 gives its verdict on a missing rank only at the deadline: wait a little past it
+    // to report that verdict (naming the missing rank) rather than a timeout of our own.
+    const auto grace = std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10));
     try {
-      store_->wait({verdictKey}, remaining());
+      store_->wait({verdictKey}, remaining() + grace);
     } catch (const std::exception&) {
       TORCH_CHECK(false, "chorus backend: monitored_barrier (rank ", getRank(),
-                  "): rank 0 gave "
-                  "no verdict within ",
-                  timeout.count(), " ms");
+                  "): rank 0 gave no verdict within ", (timeout + grace).count(), " ms");
     }
     const auto verdict = store_->get(verdictKey);
     const std::string text(verdict.begin(), verdict.end());
