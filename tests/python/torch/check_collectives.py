@@ -605,6 +605,61 @@ def wait_with_timeout():
     dist.barrier()
 
 
+def threads_and_lifetimes():
+    """What DDP and comm hooks do: collectives from another thread and inside a future's callback,
+    Works dropped before they finish, a group destroyed with work pending."""
+    want = sum(ints(r, 9) for r in range(size)).float()
+    # A Work dropped at once still delivers, in issue order with the next collective.
+    t = filled(rank, 9, torch.float32)
+    dist.all_reduce(t, async_op=True)
+    dist.barrier()
+    h.expect_equal(t, want, "all_reduce whose Work was dropped")
+    # Issued from a thread other than the main one.
+    box = {}
+
+    def worker():
+        x = filled(rank, 9, torch.float32)
+        dist.all_reduce(x)
+        box["x"] = x
+
+    th = threading.Thread(target=worker)
+    th.start()
+    th.join(timeout=30)
+    h.expect("x" in box, "all_reduce from another thread finished")
+    if "x" in box:
+        h.expect_equal(box["x"], want, "all_reduce from another thread")
+
+    # A callback that runs another collective (blocking, then async) and waits for it, the way
+    # torch's PowerSGD hook does.
+    def blocking_inside(fut):
+        z = fut.value()[0].clone()
+        dist.all_reduce(z)
+        return z
+
+    def async_inside(fut):
+        z = fut.value()[0].clone()
+        dist.all_reduce(z, async_op=True).wait()
+        return z * 10
+
+    got = dist.all_reduce(filled(rank, 9, torch.float32), async_op=True).get_future() \
+        .then(blocking_inside).wait()
+    h.expect_equal(got, want * size, "a collective inside then()")
+    got = dist.all_reduce(filled(rank, 9, torch.float32), async_op=True).get_future() \
+        .then(async_inside).wait()
+    h.expect_equal(got, want * size * 10, "an async collective waited inside then()")
+
+    # A group destroyed with operations not waited for: no hang, and the world goes on.
+    g = dist.new_group(list(range(size)))
+    pending = [dist.all_reduce(torch.ones(50000), group=g, async_op=True) for _ in range(4)]
+    start = time.monotonic()
+    dist.destroy_process_group(g)
+    h.expect(time.monotonic() - start < 10, "destroying a group with pending work")
+    del pending
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    h.expect_equal(t, torch.full((3,), float(size)), "world after a destroyed busy group")
+
+
 # ---------------------------------------------------------------- misuse
 
 def misuse():
@@ -701,7 +756,7 @@ def main():
     h.run(backend_queries, all_reduce, all_reduce_async, large, all_reduce_coalesced, broadcast, reduce, all_gather,
           all_gather_into_tensor, all_gather_coalesced, reduce_scatter, reduce_scatter_tensor,
           gather, scatter, all_to_all, all_to_all_single, send_recv, barriers, objects, groups,
-          work_api, misuse)
+          work_api, threads_and_lifetimes, misuse)
     h.finish()
 
 

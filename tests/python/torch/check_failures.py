@@ -6,6 +6,7 @@
     launch.py -n 3 -- check_failures.py silent                   rank 2 never calls the collective
 """
 
+import datetime
 import os
 import signal
 import sys
@@ -82,7 +83,7 @@ def aborted(rank, size):
 def silent(rank, size, timeout_s):
     if rank == LOST:
         # Never calls the collective; stays alive past the others' deadline, then leaves.
-        time.sleep(timeout_s + 3)
+        time.sleep(timeout_s + 5)
         h.say("leaving without calling all_reduce")
         return
     start = time.monotonic()
@@ -91,6 +92,22 @@ def silent(rank, size, timeout_s):
     took = time.monotonic() - start
     h.say(f"after {took:.2f} s: {err}")
     h.expect(took >= timeout_s * 0.8, f"raised after {took:.2f} s, before the {timeout_s} s timeout")
+    # monitored_barrier names the rank that did not come (through the store, which still works).
+    # Every caller names it: rank 0 decides, the others report its verdict.
+    err = h.expect_raises(RuntimeError, lambda: dist.monitored_barrier(
+        timeout=datetime.timedelta(seconds=1)), "monitored_barrier without rank 2",
+        must_name=f"rank {LOST}", within_s=4)
+    h.say(f"monitored_barrier: {err}")
+
+
+def leave_together(rank, survivors):
+    """Rank 0 hosts the store: it stays until every survivor is done with it."""
+    store = dist.distributed_c10d._get_default_store()
+    store.add("chorus-test/finished", 1)
+    if rank == 0:
+        deadline = time.monotonic() + 20
+        while store.add("chorus-test/finished", 0) < survivors and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def main():
@@ -110,6 +127,7 @@ def main():
         silent(rank, size, timeout_s)
     else:
         raise SystemExit(f"unknown scenario {scenario}")
+    leave_together(rank, size - 1 if scenario == "killed" else size)
     h.say(f"{h.checks} checks, {len(h.failures)} failed")
     sys.stdout.flush()
     # A failed group cannot be torn down in agreement with its peers; leave at once.
