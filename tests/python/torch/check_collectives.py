@@ -719,6 +719,8 @@ def misuse():
                                             op=dist._make_nccl_premul_sum(2.0)),
                     "PREMUL_SUM on int32", must_name="chorus")
     h.expect_raises((ValueError, RuntimeError), lambda: dist.send(t, dst=rank), "send to self")
+    h.expect_raises(RuntimeError, lambda: dist.recv(t), "recv from any source",
+                    must_name="chorus")
     h.expect_raises((ValueError, RuntimeError), lambda: dist.recv(t, src=size + 3),
                     "recv from a rank outside the group")
     # Tensors the backend cannot read: a meta tensor, a sparse one. (No CUDA on these machines;

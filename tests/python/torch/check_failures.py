@@ -10,6 +10,7 @@ import datetime
 import os
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -26,18 +27,21 @@ def killed(rank, size):
     last_ok = t0
     for i in range(100000):
         if rank == LOST and i == 50:
-            os.kill(os.getpid(), signal.SIGKILL)
-        t = torch.full((1000,), float(rank))
+            # From another thread, a moment later: the kill lands inside a collective.
+            threading.Timer(0.002, os.kill, (os.getpid(), signal.SIGKILL)).start()
+        # Small and large (1 MiB, split into segments) in turn.
+        count = 1000 if i % 2 else 262144
+        t = torch.full((count,), float(rank))
         try:
             dist.all_reduce(t)
         except RuntimeError as e:
             took = time.monotonic() - last_ok
             h.say(f"iteration {i}: RuntimeError after {took:.2f} s: {e}")
-            h.expect(i >= 50, f"failed at iteration {i}, before rank {LOST} died")
+            h.expect(i >= 50 or rank == LOST, f"failed at iteration {i}, before rank {LOST} died")
             h.expect(took < 5.0, f"the loss was reported {took:.1f} s after the last success")
             h.expect(f"rank {LOST}" in str(e), f"the error does not name rank {LOST}: {e}")
             break
-        h.expect_equal(t, torch.full((1000,), float(sum(range(size)))), f"iteration {i}")
+        h.expect_equal(t, torch.full((count,), float(sum(range(size)))), f"iteration {i}")
         last_ok = time.monotonic()
         if last_ok - t0 > 30:
             h.fail("no error 30 s into the loop")
@@ -60,6 +64,32 @@ def mismatch(rank, size):
     h.expect(not work.is_success(), "is_success after the failure")
     h.expect_raises(RuntimeError, lambda: work.get_future().wait(), "the failed Work's future")
     h.expect_raises(RuntimeError, work.wait, "a second wait on the failed Work")
+
+
+def other_mismatches(rank, size):
+    """Ranks that disagree on dtype, op, root, collective or size: every rank raises at once. Each
+    case fails its group, so each gets a fresh one."""
+    R = dist.ReduceOp
+    cases = {
+        "dtype": lambda g: dist.all_reduce(
+            torch.ones(4, dtype=torch.float32 if rank == 0 else torch.int32), group=g),
+        "op": lambda g: dist.all_reduce(torch.ones(4), op=R.SUM if rank == 0 else R.MAX, group=g),
+        "root": lambda g: dist.broadcast(torch.ones(4), src=rank, group=g),
+        "collective": lambda g: dist.all_reduce(torch.ones(4), group=g) if rank == 0 else
+        dist.broadcast(torch.ones(4), src=0, group=g),
+        "all_gather size": lambda g: dist.all_gather([torch.empty(4 + rank)] * size,
+                                                     torch.ones(4 + rank), group=g),
+    }
+    for name, fn in cases.items():
+        g = dist.new_group(list(range(size)))
+        h.expect_raises(RuntimeError, lambda: fn(g), f"mismatched {name}", within_s=5.0)
+    # A message larger than the receiver's buffer: the receiver raises.
+    g = dist.new_group(list(range(size)))
+    if rank == 0:
+        dist.send(torch.ones(4), dst=1, group=g)
+    elif rank == 1:
+        h.expect_raises(RuntimeError, lambda: dist.recv(torch.ones(6), src=0, group=g),
+                        "recv of a message of another size", within_s=5.0)
 
 
 def aborted(rank, size):
@@ -122,6 +152,7 @@ def main():
         killed(rank, size)
     elif scenario == "mismatch":
         mismatch(rank, size)
+        other_mismatches(rank, size)
         aborted(rank, size)
     elif scenario == "silent":
         silent(rank, size, timeout_s)
