@@ -146,6 +146,32 @@ def large():
                    f"all_reduce MAX n={count}")
 
 
+def torch_semantics():
+    """Integer sums wrap as torch's own arithmetic does; 0-dim tensors; irecv's source rank."""
+    for dtype, v in [(torch.int8, 100), (torch.uint8, 200), (torch.int32, 2**31 - 10)]:
+        t = torch.full((3,), v, dtype=dtype)
+        dist.all_reduce(t)
+        want = (torch.full((3,), v, dtype=torch.int64) * size).to(dtype)
+        h.expect_equal(t, want, f"all_reduce SUM wrapping {dtype}")
+    t = torch.full((2,), 60000.0, dtype=torch.float16)
+    dist.all_reduce(t)
+    want = torch.full((2,), 60000.0 * size).to(torch.float16)  # inf from 2 ranks on
+    h.expect_equal(t, want, "all_reduce SUM float16 overflowing")
+    x = torch.tensor(float(rank))
+    dist.all_reduce(x)
+    h.expect_equal(x, torch.tensor(float(sum(range(size)))), "all_reduce of a 0-dim tensor")
+    outs = [torch.empty(()) for _ in range(size)]
+    dist.all_gather(outs, torch.tensor(float(rank) + 1))
+    h.expect_equal(torch.stack(outs), torch.arange(1, size + 1, dtype=torch.float32),
+                   "all_gather of 0-dim tensors")
+    if size >= 2 and rank == 0:
+        w = dist.irecv(torch.empty(2), src=1)
+        w.wait()
+        h.expect(w.source_rank() == 1, f"irecv source_rank {w.source_rank()}")
+    elif size >= 2 and rank == 1:
+        dist.send(torch.ones(2), dst=0)
+
+
 def backend_queries():
     """chorus.torch's helpers on the world group."""
     dist.all_reduce(torch.ones(4))
@@ -265,6 +291,7 @@ def reduce_scatter():
                 if name in ("AVG", "PRODUCT"):
                     continue  # covered by all_reduce; the inputs below are the plain ones
                 inputs = [filled(rank, count, dtype, salt=p) for p in range(size)]
+                inputs[-1] = strided(inputs[-1])
                 out = torch.empty(count, dtype=dtype)
                 dist.reduce_scatter(out, inputs, op=op)
                 contributions = [filled(r, count, dtype, salt=rank) for r in range(size)]
@@ -323,7 +350,8 @@ def gather():
                 if rank == root:
                     outs = [torch.empty(count, dtype=dtype) for _ in range(size)]
                     outs[0] = strided(outs[0])
-                dist.gather(filled(rank, count, dtype, salt=root), outs, dst=root)
+                mine = filled(rank, count, dtype, salt=root)
+                dist.gather(strided(mine) if root % 2 else mine, outs, dst=root)
                 if rank == root:
                     for r in range(size):
                         h.expect_equal(outs[r], filled(r, count, dtype, salt=root),
@@ -337,6 +365,7 @@ def scatter():
                 ins = None
                 if rank == root:
                     ins = [filled(p, count, dtype, salt=root + 1) for p in range(size)]
+                    ins[0] = strided(ins[0])
                 out = strided(torch.zeros(count, dtype=dtype)) if root % 2 else \
                     torch.zeros(count, dtype=dtype)
                 dist.scatter(out, ins, src=root)
@@ -755,7 +784,7 @@ def main():
     args = p.parse_args()
     rank, size = h.init(timeout_s=30, method=args.init)
     h.say(f"world of {size}, init {args.init}")
-    h.run(backend_queries, all_reduce, all_reduce_async, large, all_reduce_coalesced, broadcast, reduce, all_gather,
+    h.run(backend_queries, torch_semantics, all_reduce, all_reduce_async, large, all_reduce_coalesced, broadcast, reduce, all_gather,
           all_gather_into_tensor, all_gather_coalesced, reduce_scatter, reduce_scatter_tensor,
           gather, scatter, all_to_all, all_to_all_single, send_recv, barriers, objects, groups,
           work_api, threads_and_lifetimes, misuse)

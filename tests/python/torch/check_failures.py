@@ -3,7 +3,8 @@
     launch.py -n 3 --expect 2=-9 -- check_failures.py killed     rank 2 dies (SIGKILL) mid-loop
     launch.py -n 3 -- check_failures.py mismatch                 ranks pass different sizes; then
                                                                  rank 0 aborts a group
-    launch.py -n 3 -- check_failures.py silent                   rank 2 never calls the collective
+    launch.py -n 3 -- check_failures.py silent                   rank 2 never calls the collectives
+                                                                 (of a subgroup, then of the world)
 """
 
 import datetime
@@ -111,11 +112,21 @@ def aborted(rank, size):
 
 
 def silent(rank, size, timeout_s):
+    group_timeout_s = 1.5
+    g = dist.new_group(list(range(size)), timeout=datetime.timedelta(seconds=group_timeout_s))
     if rank == LOST:
-        # Never calls the collective; stays alive past the others' deadline, then leaves.
-        time.sleep(timeout_s + 5)
+        # Never calls the collectives; stays alive past the others' deadlines, then leaves.
+        time.sleep(group_timeout_s + timeout_s + 6)
         h.say("leaving without calling all_reduce")
         return
+    # A group's own timeout bounds its collectives.
+    start = time.monotonic()
+    h.expect_raises(RuntimeError, lambda: dist.all_reduce(torch.ones(4), group=g),
+                    "all_reduce on a group with a silent rank", within_s=group_timeout_s + 4)
+    took = time.monotonic() - start
+    h.say(f"group with a {group_timeout_s} s timeout: raised after {took:.2f} s")
+    h.expect(took >= group_timeout_s * 0.8, f"the group raised after {took:.2f} s, before its "
+             f"{group_timeout_s} s timeout")
     start = time.monotonic()
     err = h.expect_raises(RuntimeError, lambda: dist.all_reduce(torch.ones(4)),
                           "all_reduce with a silent rank", within_s=timeout_s + 4)
