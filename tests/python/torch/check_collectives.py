@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 import chorus.torch
 import rank_harness as h
-from tensors import DTYPES, FLOATS, INTS, SIZES, avg_inputs, filled, ints, product_factors, strided
+from tensors import DTYPES, FLOATS, SIZES, avg_inputs, filled, ints, product_factors, strided
 
 R = dist.ReduceOp
 rank = size = 0
@@ -784,10 +784,11 @@ def main():
     args = p.parse_args()
     rank, size = h.init(timeout_s=30, method=args.init)
     h.say(f"world of {size}, init {args.init}")
-    h.run(backend_queries, torch_semantics, all_reduce, all_reduce_async, large, all_reduce_coalesced, broadcast, reduce, all_gather,
-          all_gather_into_tensor, all_gather_coalesced, reduce_scatter, reduce_scatter_tensor,
-          gather, scatter, all_to_all, all_to_all_single, send_recv, barriers, objects, groups,
-          work_api, threads_and_lifetimes, misuse)
+    h.run(backend_queries, torch_semantics, all_reduce, all_reduce_async, large,
+          all_reduce_coalesced, broadcast, reduce, all_gather, all_gather_into_tensor,
+          all_gather_coalesced, reduce_scatter, reduce_scatter_tensor, gather, scatter, all_to_all,
+          all_to_all_single, send_recv, barriers, objects, groups, work_api, threads_and_lifetimes,
+          misuse)
     h.finish()
 
 

@@ -132,7 +132,8 @@ def silent(rank, size, timeout_s):
                           "all_reduce with a silent rank", within_s=timeout_s + 4)
     took = time.monotonic() - start
     h.say(f"after {took:.2f} s: {err}")
-    h.expect(took >= timeout_s * 0.8, f"raised after {took:.2f} s, before the {timeout_s} s timeout")
+    h.expect(took >= timeout_s * 0.8,
+             f"raised after {took:.2f} s, before the {timeout_s} s timeout")
     # monitored_barrier names the rank that did not come (through the store, which still works).
     # Every caller names it: rank 0 decides, the others report its verdict.
     err = h.expect_raises(RuntimeError, lambda: dist.monitored_barrier(

@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """Starts N rank processes of one Python script, the way torch's env:// rendezvous expects them.
 
-    launch.py -n N [--timeout S] [--python EXE] [--pythonpath DIR] [--expect RANK=CODE ...] -- script.py args...
+    launch.py -n N [--timeout S] [--python EXE] [--pythonpath DIR] [--expect RANK=CODE ...]
+              -- script.py args...
 
-Every rank runs EXE (default /usr/bin/python3, the interpreter with torch) with RANK, WORLD_SIZE, LOCAL_RANK,
-MASTER_ADDR=127.0.0.1 and a free MASTER_PORT, and PYTHONPATH=DIR in front of the inherited one.
+Every rank runs EXE (default /usr/bin/python3, the interpreter with torch) with RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT, and PYTHONPATH=DIR in front of the
+inherited one.
 Each rank is its own process group, so that on a timeout everything it started is killed too.
 Exits 0 when every rank exits with its expected code (0 unless --expect says otherwise); else
 prints every rank's output and exits 1.
@@ -29,11 +31,15 @@ def free_port():
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("-n", "--nproc", type=int, required=True, help="number of ranks")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds before every rank is killed")
-    p.add_argument("--python", default=PYTHON, help="interpreter of the ranks (default %(default)s)")
-    p.add_argument("--pythonpath", default="", help="put in front of PYTHONPATH (the built package)")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds before every rank is killed")
+    p.add_argument("--python", default=PYTHON,
+                   help="interpreter of the ranks (default %(default)s)")
+    p.add_argument("--pythonpath", default="",
+                   help="put in front of PYTHONPATH (the built package)")
     p.add_argument("--expect", action="append", default=[], metavar="RANK=CODE",
                    help="exit code expected from a rank (negative: killed by that signal)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- script.py args...")
@@ -56,7 +62,8 @@ def rank_env(args, rank, port):
                LOCAL_WORLD_SIZE=str(args.nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
     if args.pythonpath:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (args.pythonpath, env.get("PYTHONPATH")) if p)
+        paths = (args.pythonpath, env.get("PYTHONPATH"))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return env
 
 
@@ -85,7 +92,8 @@ def main(argv):
         for rank in range(args.nproc):
             log = tempfile.TemporaryFile(mode="w+b")
             logs.append(log)
-            procs.append(subprocess.Popen([args.python] + args.command, env=rank_env(args, rank, port),
+            procs.append(subprocess.Popen([args.python] + args.command,
+                                          env=rank_env(args, rank, port),
                                           stdout=log, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, start_new_session=True))
         deadline = start + args.timeout

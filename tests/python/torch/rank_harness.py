@@ -81,7 +81,8 @@ def expect_equal(got, want, what, atol=0.0, rtol=0.0):
     else:
         same = torch.equal(got, want)
     if not same:
-        fail(f"{what}:\n  got  {got.flatten()[:16].tolist()}\n  want {want.flatten()[:16].tolist()}")
+        fail(f"{what}:\n  got  {got.flatten()[:16].tolist()}\n"
+             f"  want {want.flatten()[:16].tolist()}")
     return same
 
 
