@@ -605,17 +605,21 @@ def work_api():
 
 
 def wait_with_timeout():
-    """Rank 1 sends 0.5 s late: rank 0's wait(timeout) expires first, the operation goes on and a
-    later wait() gets the data; a Python thread keeps running meanwhile (waiting frees the GIL)."""
+    """Rank 1 sends only after rank 0's wait(timeout) expired (told through the store): the
+    operation goes on and a later wait() gets the data; a Python thread keeps running meanwhile
+    (waiting frees the GIL)."""
+    store = dist.distributed_c10d._get_default_store()
     if rank == 1:
-        time.sleep(0.5)
+        store.wait(["chorus-test/late-send"])
+        time.sleep(0.2)
         dist.send(filled(1, 6, torch.int32), dst=0)
     elif rank == 0:
         got = torch.zeros(6, dtype=torch.int32)
         w = dist.irecv(got, src=1)
         h.expect_raises(RuntimeError, lambda: w.wait(timeout=datetime.timedelta(milliseconds=100)),
-                        "wait(timeout) expiring", within_s=0.45)
+                        "wait(timeout) expiring", within_s=2.0)
         h.expect(not w.is_completed(), "is_completed while the sender is late")
+        store.set("chorus-test/late-send", "go")
         ticks = [0]
         stop = threading.Event()
 
@@ -629,7 +633,7 @@ def wait_with_timeout():
         h.expect(w.wait(), "wait() after an expired wait(timeout)")
         stop.set()
         counter.join()
-        h.expect(ticks[0] > 20, f"a Python thread ran only {ticks[0]} times during wait()")
+        h.expect(ticks[0] > 10, f"a Python thread ran only {ticks[0]} times during wait()")
         h.expect_equal(got, filled(1, 6, torch.int32), "irecv after an expired wait(timeout)")
     dist.barrier()
 
