@@ -541,9 +541,11 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
   const std::string verdictKey = base + "verdict";
   if (getRank() != 0) {
     store_->set(base + "arrived/" + std::to_string(getRank()), std::vector<uint8_t>{1});
-    // Rank 0 gives its verdict on a missing rank only at the deadline: wait a little past it
-    // to report that verdict (naming the missing rank) rather than a timeout of our own.
-    const auto grace = std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10));
+    // Rank 0 gives its verdict on a missing rank only at its own deadline, which is later than
+    // ours when it arrived later: wait a grace period past ours (the timeout, between 5 and 10 s)
+    // to report that verdict, naming the missing rank, rather than a timeout of our own.
+    const auto grace = std::clamp<std::chrono::milliseconds>(timeout, std::chrono::seconds(5),
+                                                             std::chrono::seconds(10));
     try {
       store_->wait({verdictKey}, remaining() + grace);
     } catch (const std::exception&) {
