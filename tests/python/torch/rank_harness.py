@@ -86,7 +86,7 @@ def expect_equal(got, want, what, atol=0.0, rtol=0.0):
     return same
 
 
-def expect_raises(types, fn, what, must_name=None, within_s=2.0):
+def expect_raises(types, fn, what, must_name=None, within_s=5.0):
     """fn() raises one of `types` within `within_s` seconds, its message naming `must_name`."""
     global checks
     checks += 1
