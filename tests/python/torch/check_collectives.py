@@ -522,6 +522,18 @@ def groups():
         dist.all_gather(outs, filled(rank, 3, torch.int16), group=g)
         for i, r in enumerate(members):
             h.expect_equal(outs[i], filled(r, 3, torch.int16), f"group {name}: all_gather {r}")
+        # Roots are global ranks; torch maps them to the group's ranks.
+        t = filled(rank, 5, torch.int32)
+        dist.reduce(t, dst=src, op=R.MAX, group=g)
+        if rank == src:
+            h.expect_equal(t, torch.stack([ints(r, 5) for r in members]).max(0).values.int(),
+                           f"group {name}: reduce MAX to {src}")
+        out = torch.empty(2, dtype=torch.float64)
+        first = members[0]
+        dist.scatter(out, [filled(r, 2, torch.float64, salt=7) for r in members]
+                     if rank == first else None, src=first, group=g)
+        h.expect_equal(out, filled(rank, 2, torch.float64, salt=7),
+                       f"group {name}: scatter from {first}")
         objs = [None] * len(members)
         dist.all_gather_object(objs, ("member", rank), group=g)
         h.expect(objs == [("member", r) for r in members], f"group {name}: all_gather_object")
