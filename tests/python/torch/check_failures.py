@@ -1,6 +1,7 @@
 """Failures on backend "chorus" end in an error on every surviving rank, in bounded time.
 
     launch.py -n 3 --expect 2=-9 -- check_failures.py killed     rank 2 dies (SIGKILL) mid-loop
+                                     (CHORUS_TEST_LOST_RANK=0 --expect 0=-9: rank 0, the store's host)
     launch.py -n 3 -- check_failures.py mismatch                 ranks pass different sizes; then
                                                                  rank 0 aborts a group
     launch.py -n 3 -- check_failures.py silent                   rank 2 never calls the collectives
@@ -20,7 +21,7 @@ import torch.distributed as dist
 import chorus.torch
 import rank_harness as h
 
-LOST = 2  # the rank that dies or stays silent
+LOST = int(os.environ.get("CHORUS_TEST_LOST_RANK", "2"))  # the rank that dies or stays silent
 
 
 def killed(rank, size):
@@ -144,6 +145,8 @@ def silent(rank, size, timeout_s):
 
 def leave_together(rank, survivors):
     """Rank 0 hosts the store: it stays until every survivor is done with it."""
+    if LOST == 0:
+        return  # killed, with the store
     store = dist.distributed_c10d._get_default_store()
     store.add("chorus-test/finished", 1)
     if rank == 0:
