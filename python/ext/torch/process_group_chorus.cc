@@ -7,10 +7,12 @@
 #include <chorus/options.hpp>
 
 #include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
 
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -85,7 +87,15 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
   init();
 }
 
-ProcessGroupChorus::~ProcessGroupChorus() = default;
+ProcessGroupChorus::~ProcessGroupChorus() {
+  // The communicator's worker (and the completer's threads) may be dropping the last reference to
+  // a tensor whose Python object Python gave up, which takes the GIL: joining them while this
+  // thread holds the GIL (destroy_process_group, a group collected by Python) would deadlock.
+  std::optional<pybind11::gil_scoped_release> noGil;
+  if (Py_IsInitialized() && !_Py_IsFinalizing() && PyGILState_Check()) noGil.emplace();
+  comm_.reset();
+  completer_.reset();
+}
 
 std::string ProcessGroupChorus::describeGroup() const {
   std::ostringstream s;
@@ -531,13 +541,16 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
   const std::string verdictKey = base + "verdict";
   if (getRank() != 0) {
     store_->set(base + "arrived/" + std::to_string(getRank()), std::vector<uint8_t>{1});
+    // Rank 0 gives its verdict on a missing rank only at its own deadline, which is later than
+    // ours when it arrived later: wait a grace period past ours (the timeout, between 5 and 10 s)
+    // to report that verdict, naming the missing rank, rather than a timeout of our own.
+    const auto grace = std::clamp<std::chrono::milliseconds>(timeout, std::chrono::seconds(5),
+                                                             std::chrono::seconds(10));
     try {
-      store_->wait({verdictKey}, remaining());
+      store_->wait({verdictKey}, remaining() + grace);
     } catch (const std::exception&) {
       TORCH_CHECK(false, "chorus backend: monitored_barrier (rank ", getRank(),
-                  "): rank 0 gave "
-                  "no verdict within ",
-                  timeout.count(), " ms");
+                  "): rank 0 gave no verdict within ", (timeout + grace).count(), " ms");
     }
     const auto verdict = store_->get(verdictKey);
     const std::string text(verdict.begin(), verdict.end());
