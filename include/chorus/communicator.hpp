@@ -156,10 +156,12 @@ class Communicator {
   }
   // A message to / from one other rank. Only the two ranks take part; each places the call at
   // the same point among its collectives (between the same two collectives), and a pair's
-  // messages arrive in the order they were sent. A send may finish before the matching recv
-  // starts, except for messages larger than the transport buffers (shared-memory ring, socket
-  // buffers): those wait for it, so two ranks that exchange large messages order their calls
-  // send-then-recv on one and recv-then-send on the other. The sizes must match (kMismatch).
+  // messages arrive in the order they were sent. The sends and receives issued between the same
+  // two collectives run together, so each rank may issue them in any order (receives first on
+  // both ranks included), as long as it does not wait for one before it has issued those the
+  // peer needs first. A send may finish before the matching recv starts, except for messages
+  // larger than the transport buffers (shared-memory ring, socket buffers). The sizes must match
+  // (kMismatch).
   template <class T>
   Work send(std::span<const T> buf, int peer) {
     return send(buf.data(), buf.size(), dataTypeOf<T>, peer);

@@ -64,6 +64,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   };
   void workerLoop();
   void execute(Task& task);
+  // Sends and receives between the same two collectives, run together (point_to_point.cc).
+  void executePointToPoint(Task& first);
   // Runs a task on the calling thread, which has set busy_ (runBlocking, runIfNext).
   void runTask(Task& task);
   void prepare(algo::Args& args);

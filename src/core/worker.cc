@@ -252,6 +252,7 @@ void Communicator::Impl::workerLoop() {
 
 void Communicator::Impl::execute(Task& task) {
   const OpDesc& d = task.args.desc;
+  if (d.kind == CollectiveKind::kSendRecv) return executePointToPoint(task);
   try {
     if (tx_) tx_->beginOp(d);
     algo::run(group_, task.args);

@@ -110,6 +110,43 @@ TEST(SendRecv, LargeExchange) {
   }
 }
 
+// Both ranks post their receive first and their send second, without waiting in between (torch's
+// batch_isend_irecv with the receive listed first): the sends queued behind the receives run
+// with them. Small and larger than the transport buffers, over shared memory and TCP; and a send
+// issued only after a pause, while the receive already waits.
+TEST(SendRecv, ReceiveFirstOnBothRanks) {
+  for (const char* transport : {"auto", "tcp"}) {
+    SCOPED_TRACE(transport);
+    Options o = testOptions(std::chrono::seconds(10));
+    o.transport = parseTransportKind(transport);
+    expectRanks(
+        2,
+        [](Communicator& c) {
+          const int me = c.rank(), other = 1 - me;
+          for (size_t count : {size_t{3}, size_t{3} << 20}) {
+            std::vector<int32_t> out(count, me + 1), in(count, 0);
+            Work r = c.recv(std::span<int32_t>(in), other);
+            Work s = c.send(std::span<const int32_t>(out), other);
+            r.wait();
+            s.wait();
+            for (int32_t v : in) {
+              if (v != other + 1) throw std::runtime_error("wrong data");
+            }
+          }
+          std::vector<int64_t> out(5, 7 * (me + 1)), in(5, 0);
+          Work r = c.recv(std::span<int64_t>(in), other);
+          std::this_thread::sleep_for(std::chrono::milliseconds(150));
+          c.send(std::span<const int64_t>(out), other).wait();
+          r.wait();
+          if (in[4] != 7 * (other + 1)) throw std::runtime_error("wrong data after a pause");
+          float x = 1.0f;  // still in step for the collectives that follow
+          c.allReduce(std::span<float>(&x, 1)).wait();
+          if (x != 2.0f) throw std::runtime_error("all-reduce after the messages");
+        },
+        o);
+  }
+}
+
 TEST(SendRecv, MismatchedSizesAndDepartedPeers) {
   // The receiver expects more than was sent: it fails with kMismatch naming the sizes.
   auto errors = runRanks(2, [](Communicator& c) {

@@ -452,6 +452,15 @@ def send_recv():
     for w in dist.batch_isend_irecv(ops):
         w.wait()
     h.expect_equal(got, filled(prv, 6, torch.float64), "batch_isend_irecv ring")
+    # The receive listed first on every rank, small and larger than the transport buffers (a
+    # 2 MiB message): the sends issued after the receives run with them.
+    for count in (3, 1 << 19):
+        got = torch.empty(count, dtype=torch.float32)
+        ops = [dist.P2POp(dist.irecv, got, prv),
+               dist.P2POp(dist.isend, filled(rank, count, torch.float32), nxt)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        h.expect_equal(got, filled(prv, count, torch.float32), f"receive-first batch n={count}")
 
 
 def barriers():
