@@ -4,6 +4,8 @@
 # the warm-up) and test accuracy, per model and world size, on one host (chorus-run) and on the
 # emulated cluster (scripts/cluster run-each, one rank per host, RATE per host link; needs root).
 #   bench/compare/torch_ddp.sh build                     # SETTINGS="host cluster" NS="2 4"
+# SYSTEMS="gloo chorus nocomm": nocomm is the chorus run inside DDP's no_sync() (no gradient
+# all-reduce), the compute-only floor of a step.
 # Results: $RESULTS_DIR/ddp-<setting>-n<N>-<model>-r<round>-<backend>.log and a table on stdout.
 set -euo pipefail
 build=${1:?usage: torch_ddp.sh BUILD_DIR}
@@ -16,6 +18,7 @@ ROUNDS=${ROUNDS:-1}
 RATE=${RATE:-1gbit}
 EPOCHS=${EPOCHS:-1}
 EXTRA=${EXTRA:-}
+SYSTEMS=${SYSTEMS:-"gloo chorus"}
 RESULTS_DIR=${RESULTS_DIR:-bench/results/torch-ddp}
 RUN_TIMEOUT=${RUN_TIMEOUT:-900}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -28,10 +31,13 @@ for setting in $SETTINGS; do
     if [[ $setting == cluster ]]; then "$repo/scripts/cluster" up "$n" --rate "$RATE" > /dev/null; fi
     for model in $MODELS; do
       for round in $(seq 1 "$ROUNDS"); do
-        for backend in gloo chorus; do
+        for backend in $SYSTEMS; do
           log=$RESULTS_DIR/ddp-$setting-n$n-$model-r$round-$backend.log
           echo "== $setting n=$n $model round $round: $backend (load $(cut -d' ' -f1 /proc/loadavg))"
           args=(--backend "$backend" --model "$model" --epochs "$EPOCHS" $EXTRA)
+          if [[ $backend == nocomm ]]; then
+            args=(--backend chorus --no-communication --model "$model" --epochs "$EPOCHS" $EXTRA)
+          fi
           if [[ $setting == host ]]; then
             timeout "$RUN_TIMEOUT" "$build/tools/chorus-run/chorus-run" -n "$n" -- \
               "$PYTHON" "$example" "${args[@]}" > "$log" 2>&1 || echo "   failed: $log"
@@ -69,12 +75,13 @@ for path in glob.glob(os.path.join(sys.argv[1], "ddp-*.log")):
     ms = float(t.group(1))
     if m.group(4) not in cur or ms < cur[m.group(4)][0]:
         cur[m.group(4)] = (ms, float(a.group(1)) if a else float("nan"), same)
-print("| setting | N | model | gloo ms/step | chorus ms/step | gloo / chorus | gloo acc % | chorus acc % | identical (chorus) |")
-print("|---|---:|---|---:|---:|---:|---:|---:|---|")
+print("| setting | N | model | gloo ms/step | chorus ms/step | gloo / chorus | no-comm ms/step | gloo acc % | chorus acc % | identical (chorus) |")
+print("|---|---:|---|---:|---:|---:|---:|---:|---:|---|")
 for key in sorted(best):
-    g, c = best[key].get("gloo"), best[key].get("chorus")
+    g, c, z = best[key].get("gloo"), best[key].get("chorus"), best[key].get("nocomm")
     if not g or not c:
         continue
-    print(f"| {key[0]} | {key[1]} | {key[2]} | {g[0]:.2f} | {c[0]:.2f} | {g[0] / c[0]:.2f}x | "
+    floor = f"{z[0]:.2f}" if z else ""
+    print(f"| {key[0]} | {key[1]} | {key[2]} | {g[0]:.2f} | {c[0]:.2f} | {g[0] / c[0]:.2f}x | {floor} | "
           f"{g[1]:.2f} | {c[1]:.2f} | {'yes' if c[2] else 'NO'} |")
 PY
