@@ -51,11 +51,23 @@ void unpackFrom(const uint8_t* src, std::vector<at::Tensor>& list) {
   }
 }
 
+uint8_t* bytesOf(const at::Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
+
+// The copy from a staging buffer back into the caller's tensor; nothing when the operation
+// worked on the tensor itself.
+std::function<void()> copyBack(at::Tensor target, at::Tensor staged) {
+  if (staged.is_same(target)) return nullptr;
+  return [target, staged]() mutable { target.copy_(staged); };
+}
+
+// The copy from one flat staging buffer into the caller's list of tensors.
+std::function<void()> unpackInto(std::vector<at::Tensor> targets, at::Tensor flat) {
+  return [targets, flat]() mutable { unpackFrom(bytesOf(flat), targets); };
+}
+
 at::Tensor byteBuffer(size_t bytes) {
   return at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte));
 }
-
-uint8_t* bytesOf(const at::Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
 
 // A Chorus failure at issue time is a misuse found on this rank: torch's ValueError for a bad
 // argument, RuntimeError otherwise.
@@ -140,10 +152,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
   at::Tensor t = tensors[0];
   const Reduction red = reductionFor(t, opts.reduceOp, "allreduce");
   at::Tensor buf = contiguousOf(t);
-  const bool staged = !buf.is_same(t);
   if (red.premul) buf.mul_(*red.premul);  // buf is the output: scaling it in place is fine
-  std::function<void()> copyOut;
-  if (staged) copyOut = [t, buf]() mutable { t.copy_(buf); };
+  auto copyOut = copyBack(t, buf);
   return launch(c10d::OpType::ALLREDUCE, "chorus:all_reduce", {t}, {buf}, std::move(copyOut), [&] {
     return comm_->allReduce(buf.data_ptr(), buf.data_ptr(), static_cast<size_t>(buf.numel()),
                             red.type, red.op);
@@ -165,7 +175,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
   packInto(bytesOf(flat), tensors);
   if (red.premul) flat.mul_(*red.premul);
   std::vector<at::Tensor> outs = tensors;
-  auto copyOut = [outs, flat]() mutable { unpackFrom(bytesOf(flat), outs); };
+  auto copyOut = unpackInto(outs, flat);
   return launch(c10d::OpType::ALLREDUCE_COALESCED, "chorus:all_reduce_coalesced", tensors, {flat},
                 std::move(copyOut), [&] {
                   return comm_->allReduce(flat.data_ptr(), flat.data_ptr(),
@@ -181,10 +191,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Ten
                     opts.rootTensor);
   at::Tensor t = tensors[0];
   at::Tensor buf = contiguousOf(t);
-  std::function<void()> copyOut;
-  if (!buf.is_same(t) && opts.rootRank != getRank()) {
-    copyOut = [t, buf]() mutable { t.copy_(buf); };
-  }
+  // The root's tensor is only read.
+  auto copyOut = opts.rootRank == getRank() ? nullptr : copyBack(t, buf);
   const int root = static_cast<int>(opts.rootRank);
   return launch(c10d::OpType::BROADCAST, "chorus:broadcast", {t}, {buf}, std::move(copyOut), [&] {
     return comm_->broadcast(buf.data_ptr(), byteCount(buf), DataType::kU8, root);
@@ -209,8 +217,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor
     // Other ranks keep their tensor: a scaled or contiguous copy is sent instead.
     buf = red.premul ? t.mul(*red.premul).contiguous() : contiguousOf(t);
   }
-  std::function<void()> copyOut;
-  if (isRoot && !buf.is_same(t)) copyOut = [t, buf]() mutable { t.copy_(buf); };
+  auto copyOut = isRoot ? copyBack(t, buf) : nullptr;
   return launch(c10d::OpType::REDUCE, "chorus:reduce", {t}, {buf}, std::move(copyOut), [&] {
     return comm_->reduce(buf.data_ptr(), isRoot ? buf.data_ptr() : nullptr,
                          static_cast<size_t>(buf.numel()), red.type, red.op, root);
@@ -228,7 +235,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
   const size_t block = byteCount(in);
   at::Tensor flat = byteBuffer(block * static_cast<size_t>(getSize()));
   std::vector<at::Tensor> outs = outputs[0];
-  auto copyOut = [outs, flat]() mutable { unpackFrom(bytesOf(flat), outs); };
+  auto copyOut = unpackInto(outs, flat);
   return launch(
       c10d::OpType::ALLGATHER, "chorus:all_gather", outputs[0], {in, flat}, std::move(copyOut),
       [&] { return comm_->allGather(in.data_ptr(), flat.data_ptr(), block, DataType::kU8); });
@@ -237,18 +244,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(at::Tensor& output,
                                                                    at::Tensor& input,
                                                                    const c10d::AllgatherOptions&) {
-  checkCpuDense(input, "all_gather_into_tensor");
-  checkCpuDense(output, "all_gather_into_tensor");
-  TORCH_CHECK_TYPE(input.scalar_type() == output.scalar_type(),
-                   "chorus backend: all_gather_into_tensor: output dtype ", output.scalar_type(),
-                   " differs from input dtype ", input.scalar_type());
-  TORCH_CHECK_VALUE(output.numel() == input.numel() * getSize(),
-                    "chorus backend: all_gather_into_tensor: the output holds ", output.numel(),
-                    " elements, expected world size x input = ", input.numel() * getSize());
+  checkFlatPair(output, input, getSize(), "all_gather_into_tensor", "output");
   const at::Tensor in = contiguousOf(input);
   at::Tensor out = contiguousOf(output);
-  std::function<void()> copyOut;
-  if (!out.is_same(output)) copyOut = [output, out]() mutable { output.copy_(out); };
+  auto copyOut = copyBack(output, out);
   return launch(c10d::OpType::_ALLGATHER_BASE, "chorus:all_gather_into_tensor", {output}, {in, out},
                 std::move(copyOut), [&] {
                   return comm_->allGather(in.data_ptr(), out.data_ptr(), byteCount(in),
@@ -281,7 +280,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
   at::Tensor flat = byteBuffer(block * n);
   std::vector<at::Tensor> all;
   for (const auto& list : outputLists) all.insert(all.end(), list.begin(), list.end());
-  auto copyOut = [all, flat]() mutable { unpackFrom(bytesOf(flat), all); };
+  auto copyOut = unpackInto(all, flat);
   return launch(c10d::OpType::ALLGATHER_COALESCED, "chorus:all_gather_coalesced", all, {in, flat},
                 std::move(copyOut), [&] {
                   return comm_->allGather(in.data_ptr(), flat.data_ptr(), block, DataType::kU8);
@@ -307,7 +306,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(
     checkList(outputs[0], static_cast<size_t>(getSize()), in, "gather", "the output list");
     outs = outputs[0];
     flat = byteBuffer(block * static_cast<size_t>(getSize()));
-    copyOut = [outs, flat]() mutable { unpackFrom(bytesOf(flat), outs); };
+    copyOut = unpackInto(outs, flat);
   } else {
     TORCH_CHECK_VALUE(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                       "chorus backend: gather: only the root (rank ", root,
@@ -341,8 +340,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
                       "chorus backend: scatter: only the root (rank ", root,
                       ") passes an input list");
   }
-  std::function<void()> copyOut;
-  if (!buf.is_same(out)) copyOut = [out, buf]() mutable { out.copy_(buf); };
+  auto copyOut = copyBack(out, buf);
   return launch(c10d::OpType::SCATTER, "chorus:scatter", {out}, {buf, flat}, std::move(copyOut),
                 [&] {
                   return comm_->scatter(flat.defined() ? flat.data_ptr() : nullptr, buf.data_ptr(),
@@ -365,8 +363,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(
   packInto(bytesOf(flat), inputs[0]);
   if (red.premul) flat.mul_(*red.premul);
   at::Tensor buf = contiguousOf(out);
-  std::function<void()> copyOut;
-  if (!buf.is_same(out)) copyOut = [out, buf]() mutable { out.copy_(buf); };
+  auto copyOut = copyBack(out, buf);
   return launch(c10d::OpType::REDUCE_SCATTER, "chorus:reduce_scatter", {out}, {buf, flat},
                 std::move(copyOut), [&] {
                   return comm_->reduceScatter(flat.data_ptr(), buf.data_ptr(),
@@ -376,19 +373,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  checkCpuDense(input, "reduce_scatter_tensor");
-  checkCpuDense(output, "reduce_scatter_tensor");
-  TORCH_CHECK_TYPE(input.scalar_type() == output.scalar_type(),
-                   "chorus backend: reduce_scatter_tensor: output dtype ", output.scalar_type(),
-                   " differs from input dtype ", input.scalar_type());
-  TORCH_CHECK_VALUE(input.numel() == output.numel() * getSize(),
-                    "chorus backend: reduce_scatter_tensor: the input holds ", input.numel(),
-                    " elements, expected world size x output = ", output.numel() * getSize());
+  checkFlatPair(input, output, getSize(), "reduce_scatter_tensor", "input");
   const Reduction red = reductionFor(output, opts.reduceOp, "reduce_scatter_tensor");
   const at::Tensor in = red.premul ? input.mul(*red.premul).contiguous() : contiguousOf(input);
   at::Tensor out = contiguousOf(output);
-  std::function<void()> copyOut;
-  if (!out.is_same(output)) copyOut = [output, out]() mutable { output.copy_(out); };
+  auto copyOut = copyBack(output, out);
   return launch(c10d::OpType::_REDUCE_SCATTER_BASE, "chorus:reduce_scatter_tensor", {output},
                 {in, out}, std::move(copyOut), [&] {
                   return comm_->reduceScatter(in.data_ptr(), out.data_ptr(),
@@ -409,8 +398,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& out
   const auto n = static_cast<size_t>(getSize());
   const at::Tensor in = contiguousOf(input);
   at::Tensor out = contiguousOf(output);
-  std::function<void()> copyOut;
-  if (!out.is_same(output)) copyOut = [output, out]() mutable { output.copy_(out); };
+  auto copyOut = copyBack(output, out);
   if (outputSplits.empty() && inputSplits.empty()) {
     TORCH_CHECK_VALUE(in.numel() == out.numel() && in.numel() % getSize() == 0,
                       "chorus backend: all_to_all_single without split sizes needs input and "
@@ -480,7 +468,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
   packInto(bytesOf(in), inputs);
   at::Tensor flat = byteBuffer(totalBytes(outputs));
   std::vector<at::Tensor> outs = outputs;
-  auto copyOut = [outs, flat]() mutable { unpackFrom(bytesOf(flat), outs); };
+  auto copyOut = unpackInto(outs, flat);
   return launch(
       c10d::OpType::ALLTOALL, "chorus:all_to_all", outputs, {in, flat}, std::move(copyOut),
       [&] {
@@ -510,8 +498,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>&
                     " cannot receive from itself");
   at::Tensor t = tensors[0];
   at::Tensor buf = contiguousOf(t);
-  std::function<void()> copyOut;
-  if (!buf.is_same(t)) copyOut = [t, buf]() mutable { t.copy_(buf); };
+  auto copyOut = copyBack(t, buf);
   return launch(
       c10d::OpType::RECV, "chorus:recv", {t}, {buf}, std::move(copyOut),
       [&] { return comm_->recv(buf.data_ptr(), byteCount(buf), DataType::kU8, srcRank); }, nullptr,

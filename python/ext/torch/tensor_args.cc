@@ -143,6 +143,18 @@ void checkList(const std::vector<at::Tensor>& list, size_t expected, const at::T
   }
 }
 
+void checkFlatPair(const at::Tensor& large, const at::Tensor& small, int times, const char* op,
+                   const char* largeName) {
+  checkCpuDense(large, op);
+  checkCpuDense(small, op);
+  TORCH_CHECK_TYPE(large.scalar_type() == small.scalar_type(), "chorus backend: ", op,
+                   ": the tensors' dtypes differ (", typeName(large), " and ", typeName(small),
+                   ")");
+  TORCH_CHECK_VALUE(large.numel() == small.numel() * times, "chorus backend: ", op, ": the ",
+                    largeName, " holds ", large.numel(), " elements, expected world size x ",
+                    small.numel(), " = ", small.numel() * times);
+}
+
 size_t byteCount(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
 }  // namespace chorus::torch_backend

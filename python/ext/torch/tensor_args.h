@@ -35,6 +35,11 @@ void checkRank(int64_t rank, int size, const char* op, const char* what);
 void checkList(const std::vector<at::Tensor>& list, size_t expected, const at::Tensor& like,
                const char* op, const char* what);
 
+// The flat forms (all_gather_into_tensor, reduce_scatter_tensor): two dense CPU tensors of one
+// dtype, `large` holding `times` as many elements as `small`.
+void checkFlatPair(const at::Tensor& large, const at::Tensor& small, int times, const char* op,
+                   const char* largeName);
+
 // Collectives that move data without reducing it move bytes: every dtype works, bool included.
 size_t byteCount(const at::Tensor& t);
 
