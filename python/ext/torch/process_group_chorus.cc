@@ -186,9 +186,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
                                                              const c10d::BroadcastOptions& opts) {
   checkSingle(tensors, "broadcast");
-  checkRank(opts.rootRank, getSize(), "broadcast", "root rank");
-  TORCH_CHECK_VALUE(opts.rootTensor == 0, "chorus backend: broadcast: invalid root tensor ",
-                    opts.rootTensor);
+  checkRoot(opts.rootRank, opts.rootTensor, getSize(), "broadcast");
   at::Tensor t = tensors[0];
   at::Tensor buf = contiguousOf(t);
   // The root's tensor is only read.
@@ -202,9 +200,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
   checkSingle(tensors, "reduce");
-  checkRank(opts.rootRank, getSize(), "reduce", "root rank");
-  TORCH_CHECK_VALUE(opts.rootTensor == 0, "chorus backend: reduce: invalid root tensor ",
-                    opts.rootTensor);
+  checkRoot(opts.rootRank, opts.rootTensor, getSize(), "reduce");
   at::Tensor t = tensors[0];
   const Reduction red = reductionFor(t, opts.reduceOp, "reduce");
   const int root = static_cast<int>(opts.rootRank);

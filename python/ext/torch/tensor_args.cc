@@ -130,6 +130,11 @@ void checkRank(int64_t rank, int size, const char* op, const char* what) {
                     " (the group has ranks 0 to ", size - 1, ")");
 }
 
+void checkRoot(int64_t rootRank, int64_t rootTensor, int size, const char* op) {
+  checkRank(rootRank, size, op, "root rank");
+  TORCH_CHECK_VALUE(rootTensor == 0, "chorus backend: ", op, ": invalid root tensor ", rootTensor);
+}
+
 void checkList(const std::vector<at::Tensor>& list, size_t expected, const at::Tensor& like,
                const char* op, const char* what) {
   TORCH_CHECK_VALUE(list.size() == expected, "chorus backend: ", op, ": ", what, " has ",

@@ -31,6 +31,8 @@ void checkCpuDense(const at::Tensor& t, const char* op);
 void checkSingle(const std::vector<at::Tensor>& tensors, const char* op);
 // A rank of this group (roots, peers).
 void checkRank(int64_t rank, int size, const char* op, const char* what);
+// A root rank of this group, and root tensor 0 (one tensor per process).
+void checkRoot(int64_t rootRank, int64_t rootTensor, int size, const char* op);
 // Same dtype and element count as the reference, for every tensor of a list of `expected` length.
 void checkList(const std::vector<at::Tensor>& list, size_t expected, const at::Tensor& like,
                const char* op, const char* what);
