@@ -84,14 +84,14 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
                                        int size, std::chrono::milliseconds timeout,
                                        std::vector<int64_t> globalRanks, std::string groupName)
     : c10d::ProcessGroup(rank, size),
-      store_(store),
+      store_(bridgeStore(store)),
       timeout_(timeout),
       globalRanks_(std::move(globalRanks)),
       groupName_(std::move(groupName)) {
   chorus::Options options = chorus::Options::fromEnv();
   options.timeout = timeout;
   try {
-    comm_ = Communicator::create(bridgeStore(store), rank, size, options);
+    comm_ = Communicator::create(store_, rank, size, options);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "chorus backend: creating ", describeGroup(), " failed on rank ", rank, ": ",
                 e.what());
@@ -535,7 +535,7 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
       TORCH_CHECK(false, "chorus backend: monitored_barrier (rank ", getRank(),
                   "): rank 0 gave no verdict within ", (timeout + grace).count(), " ms");
     }
-    const auto verdict = store_->get(verdictKey);
+    const auto verdict = store_->get(verdictKey, timeout_);
     const std::string text(verdict.begin(), verdict.end());
     TORCH_CHECK(text == "ok", "chorus backend: monitored_barrier (rank ", getRank(), "): ", text);
     return;

@@ -8,6 +8,7 @@
 #include "work_chorus.h"
 
 #include <chorus/communicator.hpp>
+#include <chorus/store.hpp>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -92,7 +93,8 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                                         std::shared_ptr<void> extra = nullptr, int source = -1);
   std::string describeGroup() const;
 
-  c10::intrusive_ptr<c10d::Store> store_;
+  // torch's store, through the bridge that never lets a c10d wait time out (store_bridge.h).
+  std::shared_ptr<Store> store_;
   std::chrono::milliseconds timeout_;
   std::vector<int64_t> globalRanks_;
   std::string groupName_;

@@ -2,8 +2,11 @@
 
 #include <chorus/error.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace chorus::torch_backend {
@@ -33,9 +36,9 @@ class C10dStore final : public Store {
   }
 
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
+    waitFor({key}, timeout, "get " + key);
     std::lock_guard<std::mutex> lock(mu_);
     try {
-      inner_->wait({key}, timeout);
       return inner_->get(key);
     } catch (const std::exception& e) {
       rethrowAsChorus(e, "get " + key);
@@ -61,15 +64,40 @@ class C10dStore final : public Store {
   }
 
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    try {
-      inner_->wait(keys, timeout);
-    } catch (const std::exception& e) {
-      rethrowAsChorus(e, "wait");
-    }
+    waitFor(keys, timeout, "wait");
   }
 
  private:
+  // torch 1.13's TCPStore client cannot take back a wait that timed out: the server still answers
+  // it when the key appears, and that late answer is read as the reply to the next request, which
+  // leaves the connection out of step for good. So never hand the store a wait that may run out;
+  // poll with check(), which returns at once, until the keys are there or the deadline passes.
+  void waitFor(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+               const std::string& what) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout;
+    auto pause = std::chrono::microseconds(200);
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        try {
+          if (inner_->check(keys)) return;
+        } catch (const std::exception& e) {
+          rethrowAsChorus(e, what);
+        }
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        throw Error(ErrorCode::kTimeout, "torch store: " + what + ": timed out after " +
+                                             std::to_string(timeout.count()) + " ms");
+      }
+      // Unlocked while asleep, so other threads of this process can use the store meanwhile.
+      std::this_thread::sleep_for(
+          std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+      pause = std::min(pause * 2, std::chrono::microseconds(20000));
+    }
+  }
+
   // A c10d TCPStore client is one socket: calls from two threads must not interleave.
   std::mutex mu_;
   c10::intrusive_ptr<c10d::Store> inner_;

@@ -117,7 +117,7 @@ def silent(rank, size, timeout_s):
     g = dist.new_group(list(range(size)), timeout=datetime.timedelta(seconds=group_timeout_s))
     if rank == LOST:
         # Never calls the collectives; stays alive past the others' deadlines, then leaves.
-        time.sleep(group_timeout_s + timeout_s + 6)
+        time.sleep(group_timeout_s + timeout_s + 8)
         h.say("leaving without calling all_reduce")
         return
     # A group's own timeout bounds its collectives.
@@ -136,11 +136,32 @@ def silent(rank, size, timeout_s):
     h.expect(took >= timeout_s * 0.8,
              f"raised after {took:.2f} s, before the {timeout_s} s timeout")
     # monitored_barrier names the rank that did not come (through the store, which still works).
-    # Every caller names it: rank 0 decides, the others report its verdict.
+    # Every caller names it: rank 0 decides, the others report its verdict. The survivors enter it
+    # together: the errors above reach them at different times, and a survivor that came late
+    # would rightly be named first.
+    store = dist.distributed_c10d._get_default_store()
+    late = 1
+    if rank == late:
+        time.sleep(1.0)  # comes after rank 0 gave up on it
     err = h.expect_raises(RuntimeError, lambda: dist.monitored_barrier(
-        timeout=datetime.timedelta(seconds=1)), "monitored_barrier without rank 2",
-        must_name=f"rank {LOST}", within_s=4)
+        timeout=datetime.timedelta(seconds=0.3)), "monitored_barrier with a late rank",
+        must_name=f"rank {late}", within_s=8)
+    h.say(f"monitored_barrier, rank {late} late: {err}")
+    arrived = store.add("chorus-test/before-monitored", 1)
+    while arrived < size - 1:
+        time.sleep(0.01)
+        arrived = store.add("chorus-test/before-monitored", 0)
+    err = h.expect_raises(RuntimeError, lambda: dist.monitored_barrier(
+        timeout=datetime.timedelta(seconds=2)), "monitored_barrier without rank 2",
+        must_name=f"rank {LOST}", within_s=8)
     h.say(f"monitored_barrier: {err}")
+    # The waits that ran out inside (on rank 0, for a rank that came later) left the store's
+    # connection in step: replies still match.
+    store.set(f"chorus-test/echo/{rank}", str(rank))
+    count = store.add("chorus-test/before-monitored", 0)
+    h.expect(count == size - 1, f"a store counter after monitored_barrier timed out: {count}")
+    echo = store.get(f"chorus-test/echo/{rank}")
+    h.expect(echo == str(rank).encode(), f"a store value after monitored_barrier timed out: {echo}")
 
 
 def leave_together(rank, survivors):
