@@ -157,8 +157,8 @@ int run(const TrainOptions& o) {
 
   int threads = o.threads;
   if (threads == 0) {
-    const char* local = std::getenv("CHORUS_LOCAL_SIZE");
-    int localSize = local ? std::max(1, std::atoi(local)) : 1;
+    // The ranks on this host share its cores; every launcher says how many there are.
+    const int localSize = std::max(1, chorus::launchInfoFromEnv().localSize);
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / localSize);
   }
   setThreads(threads);

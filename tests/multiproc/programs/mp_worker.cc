@@ -828,23 +828,28 @@ int runGarbage(int attacker) {
   std::vector<uint8_t> job;
   int connections = 0;
 
+  std::thread setupAttack;
   if (rank == attacker) {
-    // The other ranks are all waiting for this one to connect: their listening ports are open
-    // and still in setup. Their addresses are in this job's first-generation keys.
-    auto store = chorus::openStore(storeUrl, std::chrono::seconds(10));
-    for (int r = 0; r < n; ++r) {
-      if (r == rank) continue;
-      auto v = store->get("chorus/1/addr/" + std::to_string(r), std::chrono::seconds(10));
-      peers.push_back(parseAddress(std::string(v.begin(), v.end())));
-    }
-    job = store->get("chorus/1/job", std::chrono::seconds(10));
-    for (int r = 0, i = 0; r < n; ++r) {
-      if (r != rank)
-        connections += attack(peers[static_cast<size_t>(i++)], rankPayloads(job, r, n, rng));
-    }
+    // The ranks publish their listening addresses once every rank has joined the store (this one
+    // too, from init() below): read them as soon as they appear and attack while the ranks
+    // connect, the others still waiting for this one's connection.
+    setupAttack = std::thread([&] {
+      auto store = chorus::openStore(storeUrl, std::chrono::seconds(10));
+      for (int r = 0; r < n; ++r) {
+        if (r == rank) continue;
+        auto v = store->get("chorus/1/addr/" + std::to_string(r), std::chrono::seconds(10));
+        peers.push_back(parseAddress(std::string(v.begin(), v.end())));
+      }
+      job = store->get("chorus/1/job", std::chrono::seconds(10));
+      for (int r = 0, i = 0; r < n; ++r) {
+        if (r != rank)
+          connections += attack(peers[static_cast<size_t>(i++)], rankPayloads(job, r, n, rng));
+      }
+    });
   }
 
   Ctx c = init();
+  if (setupAttack.joinable()) setupAttack.join();
   std::atomic<bool> stop{false};
   std::atomic<int> rounds{0};
   std::thread during;

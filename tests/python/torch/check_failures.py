@@ -141,16 +141,14 @@ def silent(rank, size, timeout_s):
     # would rightly be named first.
     store = dist.distributed_c10d._get_default_store()
     late = 1
+    survivors_meet(store, "late", size - 1)
     if rank == late:
         time.sleep(1.0)  # comes after rank 0 gave up on it
     err = h.expect_raises(RuntimeError, lambda: dist.monitored_barrier(
         timeout=datetime.timedelta(seconds=0.3)), "monitored_barrier with a late rank",
         must_name=f"rank {late}", within_s=8)
     h.say(f"monitored_barrier, rank {late} late: {err}")
-    arrived = store.add("chorus-test/before-monitored", 1)
-    while arrived < size - 1:
-        time.sleep(0.01)
-        arrived = store.add("chorus-test/before-monitored", 0)
+    survivors_meet(store, "on time", size - 1)
     err = h.expect_raises(RuntimeError, lambda: dist.monitored_barrier(
         timeout=datetime.timedelta(seconds=2)), "monitored_barrier without rank 2",
         must_name=f"rank {LOST}", within_s=8)
@@ -158,10 +156,20 @@ def silent(rank, size, timeout_s):
     # The waits that ran out inside (on rank 0, for a rank that came later) left the store's
     # connection in step: replies still match.
     store.set(f"chorus-test/echo/{rank}", str(rank))
-    count = store.add("chorus-test/before-monitored", 0)
+    count = store.add("chorus-test/meet/on time", 0)
     h.expect(count == size - 1, f"a store counter after monitored_barrier timed out: {count}")
     echo = store.get(f"chorus-test/echo/{rank}")
     h.expect(echo == str(rank).encode(), f"a store value after monitored_barrier timed out: {echo}")
+
+
+def survivors_meet(store, name, survivors):
+    """The ranks still running wait for each other through the store."""
+    key = f"chorus-test/meet/{name}"
+    arrived = store.add(key, 1)
+    deadline = time.monotonic() + 20
+    while arrived < survivors and time.monotonic() < deadline:
+        time.sleep(0.01)
+        arrived = store.add(key, 0)
 
 
 def leave_together(rank, survivors):
