@@ -1,5 +1,5 @@
 # Slurm: a private one-node Slurm (scripts/slurm-local) runs chorus-bench under srun -n 2 and -n 4,
-# chorus-train through sbatch --wait, and a job whose rank 1 is killed (slurm_test.sh). About 15 s;
+# chorus-train through sbatch --wait, and a job whose rank 1 is killed (slurm_test.sh). About 10 s;
 # skipped (77) without root or without Slurm and munge. chorus-train is optional (LibTorch): its
 # check is skipped when it is not built.
 add_test(NAME launchers.slurm

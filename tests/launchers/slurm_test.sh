@@ -2,7 +2,8 @@
 # Chorus under a real Slurm: a private one-node Slurm (scripts/slurm-local) for the time of the
 # test, then, in sequence on it:
 #   - srun -n 2 and srun -n 4 of chorus-bench: every row's #wrong is 0, and rank 0's launch line
-#     says launcher=Slurm with the right size and local size;
+#     says launcher=Slurm with the right size and local size, and a store at the port derived
+#     from the job and step ids;
 #   - sbatch --wait of slurm_train.sbatch: chorus-train on 2 ranks ends with identical parameters;
 #   - srun -n 2 of mp_worker with rank 1 killed: srun fails, naming task 1, and rank 0's error
 #     names the lost rank 1.
@@ -52,8 +53,8 @@ check() { # check DESCRIPTION function args...: runs it, prints ok/FAIL with the
   fi
 }
 bad() { # bad MESSAGE [OUTPUT]: explain a failed check, with the output that shows it
-  echo "  $1" >&2
-  [[ -z ${2:-} ]] || while IFS= read -r line; do echo "  | $line"; done <<<"$2" >&2
+  echo "  $1"
+  [[ -z ${2:-} ]] || while IFS= read -r line; do echo "  | $line"; done <<<"$2"
   return 1
 }
 
@@ -71,9 +72,16 @@ bench_under_srun() {
   [[ -z $wrong ]] || { bad "rows with wrong results" "$out"; return 1; }
   launch=$(grep '^# launch: ' <<<"$out")
   [[ $(grep -c . <<<"$launch") -eq 1 ]] || { bad "expected one '# launch:' line (rank 0's)" "$out"; return 1; }
-  for field in launcher=Slurm rank=0 "size=$n" local_rank=0 "local_size=$n" "store=tcp://$(hostname -s):"; do
+  for field in launcher=Slurm rank=0 "size=$n" local_rank=0 "local_size=$n" \
+    "store=tcp://$(hostname -s):" 'store_from="Slurm job'; do
     [[ " ${launch#\# launch: } " == *" $field"* ]] || { bad "launch line lacks '$field'" "$launch"; return 1; }
   done
+  # The port comes from the job and step ids: 20000 + (job * 16 + step) mod 12000.
+  [[ $launch =~ store=tcp://[^:]+:([0-9]+)\ store_from=\"Slurm\ job\ ([0-9]+)\ step\ ([0-9]+) ]] ||
+    { bad "cannot read the store port, job and step from the launch line" "$launch"; return 1; }
+  local port=${BASH_REMATCH[1]} job=${BASH_REMATCH[2]} step=${BASH_REMATCH[3]}
+  ((port == 20000 + (job * 16 + step) % 12000)) ||
+    { bad "store port $port is not the one derived from job $job step $step" "$launch"; return 1; }
 }
 
 # sbatch --wait: chorus-train on 2 ranks through srun inside the batch script.
@@ -99,8 +107,12 @@ rank_killed_under_srun() {
 
 # --- run ---------------------------------------------------------------------------------------
 
-# Each job finds its own store; a store or rank left in this environment would override that.
-unset CHORUS_RANK CHORUS_WORLD_SIZE CHORUS_LOCAL_RANK CHORUS_LOCAL_SIZE
+# Each job finds its place and its store from Slurm's variables alone: those of any other launcher
+# left in this environment (srun passes it on) would take precedence.
+unset CHORUS_STORE CHORUS_RANK CHORUS_WORLD_SIZE CHORUS_LOCAL_RANK CHORUS_LOCAL_SIZE \
+  OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK OMPI_COMM_WORLD_LOCAL_SIZE \
+  PMI_RANK PMI_SIZE MPI_LOCALRANKID MPI_LOCALNRANKS TORCHELASTIC_RUN_ID MASTER_ADDR MASTER_PORT \
+  RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE
 t0=$EPOCHREALTIME
 if ! up_out=$(timeout 60 "$slurm_local" up "$scratch/slurm" 2>&1); then
   echo "FAIL - bring up a private Slurm:" >&2
