@@ -38,7 +38,27 @@ cleanup() {
   if [[ ${SLURM_TEST_KEEP:-0} == 1 ]]; then echo "kept $scratch"; else rm -rf "$scratch"; fi
 }
 trap cleanup EXIT
-trap 'exit 143' TERM INT HUP # through the EXIT trap: the daemons are not our children any more
+# A signal ends the step under way and goes through the EXIT trap: the daemons are not our
+# children any more, only the trap stops them.
+step_pid=
+interrupted() {
+  [[ -z $step_pid ]] || kill -TERM "$step_pid" 2>/dev/null
+  exit 143
+}
+trap interrupted TERM INT HUP
+
+# bounded SECONDS OUT command...: run it under timeout with its output in OUT, as a background job
+# that the shell waits for (a signal interrupts that wait at once, not a foreground command).
+bounded() {
+  local seconds=$1 out=$2 rc
+  shift 2
+  timeout "$seconds" "$@" >"$out" 2>&1 &
+  step_pid=$!
+  wait "$step_pid"
+  rc=$?
+  step_pid=
+  return "$rc"
+}
 
 failures=0
 check() { # check DESCRIPTION function args...: runs it, prints ok/FAIL with the time taken
@@ -64,7 +84,9 @@ bad() { # bad MESSAGE [OUTPUT]: explain a failed check, with the output that sho
 # srun -n N chorus-bench: a small all-reduce sweep, results checked on every row.
 bench_under_srun() {
   local n=$1 out rc=0 rows wrong launch
-  out=$(timeout 30 srun --ntasks="$n" "$bench" --op allreduce -b 8 -e 1M -f 4 -n 3 -w 1 2>&1) || rc=$?
+  bounded 30 "$scratch/bench$n.out" srun --ntasks="$n" "$bench" --op allreduce -b 8 -e 1M -f 4 -n 3 -w 1 ||
+    rc=$?
+  out=$(<"$scratch/bench$n.out")
   ((rc == 0)) || { bad "srun exited $rc" "$out"; return 1; }
   # Table rows start with the size in bytes; column 8 is #wrong.
   rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8' <<<"$out" | wc -l)
@@ -88,8 +110,10 @@ bench_under_srun() {
 # sbatch --wait: chorus-train on 2 ranks through srun inside the batch script.
 train_under_sbatch() {
   local log=$scratch/train.out rc=0 out
-  out=$(timeout 60 sbatch --wait --output="$log" "$here/slurm_train.sbatch" "$train" 2>&1) || rc=$?
-  [[ -f $log ]] && out+=$'\n'$(cat "$log")
+  bounded 60 "$scratch/sbatch.out" sbatch --wait --output="$log" "$here/slurm_train.sbatch" "$train" ||
+    rc=$?
+  out=$(<"$scratch/sbatch.out")
+  [[ -f $log ]] && out+=$'\n'$(<"$log")
   ((rc == 0)) || { bad "sbatch --wait exited $rc" "$out"; return 1; }
   grep -q "^parameters identical on all 2 ranks" <<<"$out" ||
     { bad "no 'parameters identical on all 2 ranks' line" "$out"; return 1; }
@@ -98,7 +122,8 @@ train_under_sbatch() {
 # srun -n 2 mp_worker kill 1: rank 1 SIGKILLs itself while both loop on 16 MiB all-reduces.
 rank_killed_under_srun() {
   local out rc=0
-  out=$(timeout 30 srun --ntasks=2 "$worker" kill 1 16 300 1000 2>&1) || rc=$?
+  bounded 30 "$scratch/kill.out" srun --ntasks=2 "$worker" kill 1 16 300 1000 || rc=$?
+  out=$(<"$scratch/kill.out")
   ((rc != 0 && rc != 124)) || { bad "srun exited $rc (expected a failure, not 0 or a timeout)" "$out"; return 1; }
   grep -q "^KILL rank=1" <<<"$out" || { bad "rank 1 did not get to kill itself" "$out"; return 1; }
   grep -Eq "srun: error: .*task 1: Killed" <<<"$out" || { bad "srun did not report task 1 killed" "$out"; return 1; }
@@ -115,9 +140,9 @@ unset CHORUS_STORE CHORUS_RANK CHORUS_WORLD_SIZE CHORUS_LOCAL_RANK CHORUS_LOCAL_
   PMI_RANK PMI_SIZE MPI_LOCALRANKID MPI_LOCALNRANKS TORCHELASTIC_RUN_ID MASTER_ADDR MASTER_PORT \
   RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE
 t0=$EPOCHREALTIME
-if ! up_out=$(timeout 90 "$slurm_local" up "$scratch/slurm" 2>&1); then
-  echo "FAIL - bring up a private Slurm:" >&2
-  echo "$up_out" >&2
+if ! bounded 90 "$scratch/up.out" "$slurm_local" up "$scratch/slurm"; then
+  echo "FAIL - bring up a private Slurm:"
+  cat "$scratch/up.out"
   exit 1
 fi
 echo "ok   - private Slurm up ($(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')s)"
