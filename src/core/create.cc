@@ -3,6 +3,7 @@
 #include "core/connect.h"
 
 #include "core/launch_env.h"
+#include "core/roll_call.h"
 #include "transport/connect.h"
 
 #include <chorus/error.hpp>
@@ -55,8 +56,11 @@ std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const 
   // Each communicator created on the same store gets fresh keys: the n-th creation by a rank
   // pairs with the n-th creation by every other rank.
   int64_t generation = store->add("chorus/created/" + std::to_string(rank), 1);
-  return connectScoped(makePrefixStore("chorus/" + std::to_string(generation), store), route, rank,
-                       size, std::move(options));
+  rollCall(*store, generation, rank, size, Deadline::after(options.timeout));
+  auto impl = connectScoped(makePrefixStore("chorus/" + std::to_string(generation), store), route,
+                            rank, size, std::move(options));
+  checkNoConflict(*store, generation);
+  return impl;
 }
 
 }  // namespace
