@@ -12,8 +12,8 @@
 #   tests/launchers/slurm_test.sh CHORUS_BENCH MP_WORKER [CHORUS_TRAIN]
 #
 # Without CHORUS_TRAIN (built only with LibTorch) the sbatch check is skipped. Exit 0: pass,
-# 1: fail, 77: skipped (not root, or Slurm or munge not installed). SLURM_TEST_KEEP=1 keeps the
-# scratch directory (configuration, daemon logs, job output) for a look afterwards.
+# 1: fail, 77: skipped (not root, or Slurm or munge not installed). CHORUS_SLURM_TEST_KEEP=1 keeps
+# the scratch directory (configuration, daemon logs, job output) for a look afterwards.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,6 +21,7 @@ slurm_local=$here/../../scripts/slurm-local
 bench=${1:?usage: slurm_test.sh CHORUS_BENCH MP_WORKER [CHORUS_TRAIN]}
 worker=${2:?usage: slurm_test.sh CHORUS_BENCH MP_WORKER [CHORUS_TRAIN]}
 train=${3:-}
+keep=${CHORUS_SLURM_TEST_KEEP:-0}
 
 skip() {
   echo "SKIP: $*"
@@ -35,7 +36,7 @@ done
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/chorus-slurm-test.XXXXXX")
 cleanup() {
   "$slurm_local" down "$scratch/slurm" >/dev/null
-  if [[ ${SLURM_TEST_KEEP:-0} == 1 ]]; then echo "kept $scratch"; else rm -rf "$scratch"; fi
+  if [[ $keep == 1 ]]; then echo "kept $scratch"; else rm -rf "$scratch"; fi
 }
 trap cleanup EXIT
 # A signal ends the step under way and goes through the EXIT trap: the daemons are not our
