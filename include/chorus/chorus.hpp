@@ -4,6 +4,7 @@
 #include <chorus/communicator.hpp>
 #include <chorus/dp.hpp>
 #include <chorus/error.hpp>
+#include <chorus/launch.hpp>
 #include <chorus/options.hpp>
 #include <chorus/store.hpp>
 #include <chorus/types.hpp>

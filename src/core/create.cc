@@ -92,8 +92,8 @@ std::unique_ptr<Communicator> Communicator::fromEnv() { return fromEnv(Options::
 
 std::unique_ptr<Communicator> Communicator::fromEnv(Options options) {
   if (launchedAlone()) return create(makeHashStore(), 0, 1, std::move(options));
-  LaunchEnv env = readLaunchEnv();
-  return create(env.store, env.rank, env.size, std::move(options));
+  LaunchInfo launch = readLaunchInfo();
+  return create(launch.store, launch.rank, launch.size, std::move(options));
 }
 
 }  // namespace chorus

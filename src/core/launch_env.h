@@ -1,23 +1,17 @@
-// Where a rank learns its place in the job: CHORUS_* variables, or those of mpirun and srun.
+// Where a rank learns its place in the job (include/chorus/launch.hpp): the variables of
+// chorus-run, torchrun, mpirun (Open MPI, MPICH's Hydra) and srun.
 #pragma once
 
-#include <string>
+#include <chorus/launch.hpp>
 
 namespace chorus {
 
-struct LaunchEnv {
-  int rank = -1;
-  int size = -1;
-  std::string store;   // CHORUS_STORE
-  std::string source;  // which variables supplied rank and size, for messages
-};
-
-// Reads CHORUS_RANK/CHORUS_WORLD_SIZE, else OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/PMI_SIZE,
-// SLURM_PROCID/SLURM_NTASKS. Throws Error(kInvalidArgument) naming what is missing or malformed.
-LaunchEnv readLaunchEnv();
-
-// True when no launcher variable and no CHORUS_STORE is set: the program was started on its own,
-// and Communicator::fromEnv makes a world of one (as MPI does for a singleton).
+// True when no launcher's rank variables and no CHORUS_STORE are set: the program was started on
+// its own, and Communicator::fromEnv makes a world of one (as MPI does for a singleton).
 bool launchedAlone();
+
+// launchInfoFromEnv for a process that must be part of a launched job: throws when no launcher
+// gave a rank, rather than answering "alone".
+LaunchInfo readLaunchInfo();
 
 }  // namespace chorus

@@ -1,9 +1,9 @@
-// The only place that reads the CHORUS_* settings and the launchers' rank variables (launch_env.h).
+// Options::fromEnv: the CHORUS_* settings (launch_env.cc reads the launchers' variables).
 #include <chorus/error.hpp>
 #include <chorus/options.hpp>
 
 #include "core/c_options.h"
-#include "core/launch_env.h"
+#include "core/env_vars.h"
 
 #include <cstdlib>
 #include <optional>
@@ -12,26 +12,10 @@
 namespace chorus {
 namespace {
 
-std::optional<std::string> env(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  return std::string(v);
-}
+std::optional<std::string> env(const char* name) { return envVar(name); }
 
 long long parseNumber(const char* name, const std::string& text, long long lo, long long hi) {
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used, 10);
-  } catch (...) {
-    used = 0;
-  }
-  if (used != text.size() || v < lo || v > hi) {
-    throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + text +
-                                                 "' is not a number in [" + std::to_string(lo) +
-                                                 ", " + std::to_string(hi) + "]");
-  }
-  return v;
+  return parseEnvNumber(name, text, lo, hi);
 }
 
 double parseSeconds(const char* name, const std::string& text) {
@@ -131,53 +115,6 @@ Options Options::fromEnv() {
         static_cast<size_t>(parseNumber("CHORUS_SHM_SINGLE_COPY_BYTES", *v, 0, 1LL << 40));
   }
   return o;
-}
-
-bool launchedAlone() {
-  for (const char* v :
-       {"CHORUS_RANK", "CHORUS_WORLD_SIZE", "CHORUS_STORE", "OMPI_COMM_WORLD_RANK",
-        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS"}) {
-    if (env(v)) return false;
-  }
-  return true;
-}
-
-LaunchEnv readLaunchEnv() {
-  LaunchEnv e;
-  struct Source {
-    const char* rank;
-    const char* size;
-  };
-  const Source sources[] = {{"CHORUS_RANK", "CHORUS_WORLD_SIZE"},
-                            {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                            {"PMI_RANK", "PMI_SIZE"},
-                            {"SLURM_PROCID", "SLURM_NTASKS"}};
-  for (const auto& s : sources) {
-    auto r = env(s.rank);
-    auto n = env(s.size);
-    if (!r && !n) continue;
-    if (!r || !n) {
-      throw Error(ErrorCode::kInvalidArgument, std::string(r ? s.size : s.rank) +
-                                                   " is not set although " + (r ? s.rank : s.size) +
-                                                   " is");
-    }
-    e.size = static_cast<int>(parseNumber(s.size, *n, 1, 1 << 24));
-    e.rank = static_cast<int>(parseNumber(s.rank, *r, 0, e.size - 1));
-    e.source = std::string(s.rank) + "/" + s.size;
-    break;
-  }
-  if (e.rank < 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "no rank in the environment: set CHORUS_RANK and CHORUS_WORLD_SIZE, or start the "
-                "program with chorus-run, mpirun or srun");
-  }
-  auto store = env("CHORUS_STORE");
-  if (!store) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "CHORUS_STORE is not set (for example tcp://<host of rank 0>:29500)");
-  }
-  e.store = *store;
-  return e;
 }
 
 }  // namespace chorus

@@ -1,5 +1,5 @@
-// Environment parsing: Options::fromEnv and the launch variables of chorus-run, mpirun and srun.
-#include "core/launch_env.h"
+// Environment parsing: Options::fromEnv (launch_env_test.cc: the launchers' variables).
+#include "unit/scoped_env.h"
 
 #include <chorus/communicator.hpp>
 #include <chorus/error.hpp>
@@ -17,38 +17,6 @@
 
 namespace chorus {
 namespace {
-
-// Sets variables for one test and restores the previous environment afterwards.
-class ScopedEnv {
- public:
-  ~ScopedEnv() {
-    for (auto& [k, v] : saved_) {
-      if (v) {
-        setenv(k.c_str(), v->c_str(), 1);
-      } else {
-        unsetenv(k.c_str());
-      }
-    }
-  }
-  void set(const std::string& k, const char* v) {
-    if (!saved_.count(k)) {
-      const char* old = std::getenv(k.c_str());
-      saved_[k] = old ? std::optional<std::string>(old) : std::nullopt;
-    }
-    if (v) {
-      setenv(k.c_str(), v, 1);
-    } else {
-      unsetenv(k.c_str());
-    }
-  }
-
- private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
-
-const char* kLaunchVars[] = {"CHORUS_RANK",          "CHORUS_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
-                             "OMPI_COMM_WORLD_SIZE", "PMI_RANK",          "PMI_SIZE",
-                             "SLURM_PROCID",         "SLURM_NTASKS",      "CHORUS_STORE"};
 
 TEST(Options, DefaultsAndOverrides) {
   ScopedEnv env;
@@ -254,67 +222,6 @@ TEST(Options, TransportAndDebugNamesRoundTrip) {
   EXPECT_EQ(o.transport, TransportKind::kShm);
   env.set("CHORUS_DEBUG", "0");
   EXPECT_EQ(Options::fromEnv().debug, DebugLevel::kOff);
-}
-
-TEST(LaunchEnv, ReadsChorusThenMpiThenSlurm) {
-  ScopedEnv env;
-  for (const char* v : kLaunchVars) env.set(v, nullptr);
-  env.set("CHORUS_STORE", "tcp://127.0.0.1:1234");
-  env.set("SLURM_PROCID", "3");
-  env.set("SLURM_NTASKS", "8");
-  EXPECT_EQ(readLaunchEnv().rank, 3);
-  env.set("PMI_RANK", "2");
-  env.set("PMI_SIZE", "4");
-  EXPECT_EQ(readLaunchEnv().rank, 2);
-  env.set("OMPI_COMM_WORLD_RANK", "1");
-  env.set("OMPI_COMM_WORLD_SIZE", "2");
-  EXPECT_EQ(readLaunchEnv().size, 2);
-  env.set("CHORUS_RANK", "0");
-  env.set("CHORUS_WORLD_SIZE", "5");
-  LaunchEnv e = readLaunchEnv();
-  EXPECT_EQ(e.rank, 0);
-  EXPECT_EQ(e.size, 5);
-  EXPECT_EQ(e.store, "tcp://127.0.0.1:1234");
-}
-
-TEST(LaunchEnv, NothingSetMeansAlone) {
-  ScopedEnv env;
-  for (const char* v : kLaunchVars) env.set(v, nullptr);
-  EXPECT_TRUE(launchedAlone());
-  env.set("SLURM_PROCID", "0");
-  EXPECT_FALSE(launchedAlone());  // a half-set launcher is an error below, never a singleton
-  env.set("SLURM_PROCID", nullptr);
-  env.set("CHORUS_STORE", "tcp://127.0.0.1:1");
-  EXPECT_FALSE(launchedAlone());
-}
-
-TEST(LaunchEnv, AloneGivesAWorldOfOne) {
-  ScopedEnv env;
-  for (const char* v : kLaunchVars) env.set(v, nullptr);
-  auto comm = Communicator::fromEnv();
-  ASSERT_EQ(comm->size(), 1);
-  EXPECT_EQ(comm->rank(), 0);
-  std::vector<float> x{1.5f, -2.0f};
-  comm->allReduce(std::span<float>(x), ReduceOp::kAvg).wait();
-  EXPECT_EQ(x, (std::vector<float>{1.5f, -2.0f}));
-}
-
-TEST(LaunchEnv, MissingOrBadValuesSayWhat) {
-  ScopedEnv env;
-  for (const char* v : kLaunchVars) env.set(v, nullptr);
-  EXPECT_THROW(readLaunchEnv(), Error);
-  env.set("CHORUS_RANK", "4");
-  env.set("CHORUS_WORLD_SIZE", "4");  // rank out of range
-  env.set("CHORUS_STORE", "tcp://x:1");
-  EXPECT_THROW(readLaunchEnv(), Error);
-  env.set("CHORUS_RANK", "1");
-  env.set("CHORUS_STORE", nullptr);
-  try {
-    readLaunchEnv();
-    ADD_FAILURE();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("CHORUS_STORE"), std::string::npos);
-  }
 }
 
 }  // namespace

@@ -73,6 +73,9 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
 // nccl-tests bus bandwidth factor.
 double busFactor(const std::string& op, int worldSize);
 
+// "# launch: launcher=... rank=... size=... local_rank=... local_size=... store=... store_from=..."
+void printLaunch(const LaunchInfo& launch);
+
 void printTable(const Config& cfg, int worldSize, const std::string& algo,
                 const std::vector<Row>& rows, const BoundInfo& bound = {});
 void writeJson(const Config& cfg, int worldSize, const std::string& algo,

@@ -65,14 +65,6 @@ double medianRate(size_t bytes, int reps, F&& body) {
   return rates[rates.size() / 2];
 }
 
-int envInt(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return 0;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  return (end != nullptr && *end == '\0' && x > 0 && x < (1 << 24)) ? static_cast<int>(x) : 0;
-}
-
 }  // namespace
 
 int coresAvailable() {
@@ -84,11 +76,9 @@ int coresAvailable() {
 }
 
 int ranksOnThisHost(int worldSize) {
-  // chorus-run and scripts/cluster set CHORUS_LOCAL_SIZE; mpirun and Hydra their own names.
-  for (const char* name : {"CHORUS_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    if (int v = envInt(name)) return v;
-  }
-  return worldSize;  // nothing says otherwise: every rank on this host
+  // chorus-run, torchrun, mpirun, Hydra and srun each say it in their own variables.
+  const int local = chorus::launchInfoFromEnv().localSize;
+  return local > 0 ? local : worldSize;  // nothing says otherwise: every rank on this host
 }
 
 BoundInfo measureBound(const std::vector<size_t>& sizes, int worldSize, int reps) {

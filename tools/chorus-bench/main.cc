@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
       bench::calibrate(c, calibrateTo);
       return 0;
     }
+    if (comm.rank() == 0) bench::printLaunch(chorus::launchInfoFromEnv());
     bench::BoundInfo bound;
     if (cfg.bound) {
       // Rank 0 measures while the others wait in the barrier (asleep after a short poll).

@@ -8,6 +8,18 @@
 
 namespace chorus::bench {
 
+void printLaunch(const LaunchInfo& launch) {
+  // Values with spaces ("Open MPI") are quoted so the line splits into key=value words.
+  auto word = [](const std::string& v) {
+    return v.find(' ') == std::string::npos ? v : "\"" + v + "\"";
+  };
+  std::printf(
+      "# launch: launcher=%s rank=%d size=%d local_rank=%d local_size=%d store=%s "
+      "store_from=%s\n",
+      word(launch.launcher).c_str(), launch.rank, launch.size, launch.localRank, launch.localSize,
+      word(launch.store).c_str(), word(launch.storeFrom).c_str());
+}
+
 void printTable(const Config& cfg, int n, const std::string& algo, const std::vector<Row>& rows,
                 const BoundInfo& bound) {
   std::printf("# chorus-bench op=%s ranks=%d dtype=%s redop=%s algo=%s iters=%d warmup=%d\n",
