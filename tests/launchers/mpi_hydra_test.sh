@@ -46,13 +46,8 @@ show "$out"
 bench_passed() { [[ $rc == 0 ]] && grep -q 'ranks=3' "$out" && bench_ok "$out" 6; }
 check "$(basename "$hydra") -n 3 chorus-bench: exit 0, 6 sizes (8 B .. 256 KiB), #wrong 0 on every row" \
   bench_passed
-if grep -q '^# launch:' "$out"; then
-  check "rank 0's launch line: launcher=MPICH (Hydra), rank 0 of 3, local_rank=0 local_size=3" \
-    bash -c "grep '^# launch:' '$out' | grep 'launcher=MPICH (Hydra)' | grep ' rank=0 ' |
-             grep ' size=3 ' | grep ' local_rank=0 ' | grep -q ' local_size=3'"
-else
-  echo "note - this chorus-bench prints no '# launch:' line: launcher and local rank not checked"
-fi
+check "rank 0's launch line: launcher=\"MPICH (Hydra)\" rank=0 size=3 local_rank=0 local_size=3" \
+  grep -q '^# launch: launcher="MPICH (Hydra)" rank=0 size=3 local_rank=0 local_size=3 store=tcp://127.0.0.1:' "$out"
 
 # 2. Ranks and transports, as Chorus sees them.
 out=$scratch/probe.out
@@ -62,9 +57,9 @@ hydra3 "$probe" >"$out" 2>&1 || rc=$?
 took_since "$t0"
 show "$out"
 ns=$(stat -L -c %i /proc/self/ns/net)
-expected="rank=0 size=3 netns=$ns launcher_local=0/3 to=self,shm,shm
-rank=1 size=3 netns=$ns launcher_local=1/3 to=shm,self,shm
-rank=2 size=3 netns=$ns launcher_local=2/3 to=shm,shm,self"
+expected="rank=0 size=3 netns=$ns local=0/3 to=self,shm,shm launcher=MPICH (Hydra)
+rank=1 size=3 netns=$ns local=1/3 to=shm,self,shm launcher=MPICH (Hydra)
+rank=2 size=3 netns=$ns local=2/3 to=shm,shm,self launcher=MPICH (Hydra)"
 check "ranks 0..2 with local rank i/3 from Hydra, shared memory between every pair" \
   bash -c "[[ $rc == 0 && \$(cat '$out') == '$expected' ]]"
 finish

@@ -79,13 +79,8 @@ hier_rows=$(bench_rows "$out" | awk '$9 == "hier" { printf "%s ", $1 }')
 echo "    hier chosen at: ${hier_rows:-no size}"
 check "the cost model chooses the hierarchical all-reduce (algo column 'hier')" \
   test -n "$hier_rows"
-if grep -q '^# launch:' "$out"; then
-  check "rank 0's launch line: launcher=Open MPI, rank 0 of 4, local_rank=0 local_size=2" bash -c \
-    "grep '^# launch:' '$out' | grep 'launcher=Open MPI' | grep ' rank=0 ' | grep ' size=4 ' |
-     grep ' local_rank=0 ' | grep -q ' local_size=2'"
-else
-  echo "note - this chorus-bench prints no '# launch:' line: launcher and local rank not checked"
-fi
+check "rank 0's launch line: launcher=\"Open MPI\" rank=0 size=4 local_rank=0 local_size=2" \
+  grep -q '^# launch: launcher="Open MPI" rank=0 size=4 local_rank=0 local_size=2 store=tcp://10.77.0.1:29501 ' "$out"
 
 # 2. Placement and transports, as Chorus sees them.
 out=$scratch/probe.out
@@ -96,11 +91,11 @@ took_since "$t0"
 show "$out"
 ns0=$(ip netns exec "$p-h0" stat -L -c %i /proc/self/ns/net)
 ns1=$(ip netns exec "$p-h1" stat -L -c %i /proc/self/ns/net)
-expected="rank=0 size=4 netns=$ns0 launcher_local=0/2 to=self,shm,tcp,tcp
-rank=1 size=4 netns=$ns0 launcher_local=1/2 to=shm,self,tcp,tcp
-rank=2 size=4 netns=$ns1 launcher_local=0/2 to=tcp,tcp,self,shm
-rank=3 size=4 netns=$ns1 launcher_local=1/2 to=tcp,tcp,shm,self"
-check "ranks 0,1 on host 0 and 2,3 on host 1 (local rank i/2 from Open MPI), shm within a host, tcp across" \
+expected="rank=0 size=4 netns=$ns0 local=0/2 to=self,shm,tcp,tcp launcher=Open MPI
+rank=1 size=4 netns=$ns0 local=1/2 to=shm,self,tcp,tcp launcher=Open MPI
+rank=2 size=4 netns=$ns1 local=0/2 to=tcp,tcp,self,shm launcher=Open MPI
+rank=3 size=4 netns=$ns1 local=1/2 to=tcp,tcp,shm,self launcher=Open MPI"
+check "ranks 0,1 on host 0 and 2,3 on host 1, local rank i/2 (Open MPI's), shm within a host, tcp across" \
   bash -c "[[ $rc == 0 && \$(cat '$out') == '$expected' ]]"
 
 # 3. Rank 3 (host 1) killed with SIGKILL while the ranks run all-reduces of 1 MiB.

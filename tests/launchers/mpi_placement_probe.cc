@@ -1,19 +1,18 @@
 // Prints where each rank of a launched job runs and how Chorus reaches its peers, for the
 // launcher tests (tests/launchers/mpi_*.sh). Rank 0 prints one line per rank, in rank order:
 //
-//   rank=R size=N netns=<network namespace inode> launcher_local=L/M to=self,shm,tcp,tcp
+//   rank=R size=N netns=<network namespace inode> local=L/M to=self,shm,tcp,tcp launcher=<name>
 //
-// netns tells the emulated hosts apart (they share the hostname); launcher_local is the local
-// rank and size the launcher set (Open MPI's OMPI_COMM_WORLD_LOCAL_*, Hydra's MPI_LOCAL*);
-// to[p] is Communicator::transportTo(p). The lines travel through an all-gather, so the output
-// is one block whatever the launcher does with each rank's stdout.
+// netns tells the emulated hosts apart (they share the hostname); local and launcher are what
+// Chorus read from the launcher's variables (chorus::launchInfoFromEnv); to[p] is
+// Communicator::transportTo(p). The lines travel through an all-gather, so the output is one
+// block whatever the launcher does with each rank's stdout.
 #include <chorus/chorus.hpp>
 
 #include <sys/stat.h>
 
 #include <array>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <span>
 #include <string>
@@ -22,22 +21,6 @@
 namespace {
 
 constexpr size_t kLineBytes = 256;
-
-std::string envOr(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v ? v : fallback;
-}
-
-std::string launcherLocal() {
-  if (std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) {
-    return envOr("OMPI_COMM_WORLD_LOCAL_RANK", "?") + "/" +
-           envOr("OMPI_COMM_WORLD_LOCAL_SIZE", "?");
-  }
-  if (std::getenv("MPI_LOCALRANKID")) {
-    return envOr("MPI_LOCALRANKID", "?") + "/" + envOr("MPI_LOCALNRANKS", "?");
-  }
-  return "none";
-}
 
 std::string netnsInode() {
   struct stat st {};
@@ -49,11 +32,14 @@ std::string netnsInode() {
 
 int main() {
   try {
+    const chorus::LaunchInfo launch = chorus::launchInfoFromEnv();
     auto comm = chorus::Communicator::fromEnv();
     std::string line = "rank=" + std::to_string(comm->rank()) +
                        " size=" + std::to_string(comm->size()) + " netns=" + netnsInode() +
-                       " launcher_local=" + launcherLocal() + " to=";
+                       " local=" + std::to_string(launch.localRank) + "/" +
+                       std::to_string(launch.localSize) + " to=";
     for (int p = 0; p < comm->size(); ++p) line += (p ? "," : "") + comm->transportTo(p);
+    line += " launcher=" + launch.launcher;
     std::array<uint8_t, kLineBytes> mine{};
     line.copy(reinterpret_cast<char*>(mine.data()), kLineBytes - 1);
     std::vector<uint8_t> all(kLineBytes * static_cast<size_t>(comm->size()));
