@@ -118,8 +118,10 @@ check "the survivors' errors name the killed rank ('lost connection to rank 3')"
 # that had already exited with its error, so it is logged, not checked.
 if grep -q 'process rank 3 .*signal 9' "$out"; then
   echo "    mpirun's verdict: rank 3 killed by signal 9"
-else
+elif grep -q 'exited with non-zero status' "$out"; then
   echo "    mpirun's verdict: a survivor's non-zero exit came first"
+else
+  echo "    mpirun's verdict: none recognised"
 fi
 
 check "scripts/cluster down" "$cluster" down
