@@ -10,7 +10,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=mpi_lib.sh
+# shellcheck source-path=SCRIPTDIR source=mpi_lib.sh
 source "$here/mpi_lib.sh"
 
 if (($# != 2)); then

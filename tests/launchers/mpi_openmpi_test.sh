@@ -17,7 +17,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-# shellcheck source=mpi_lib.sh
+# shellcheck source-path=SCRIPTDIR source=mpi_lib.sh
 source "$here/mpi_lib.sh"
 cluster=$repo/scripts/cluster
 rsh=$here/mpi_netns_rsh.sh
