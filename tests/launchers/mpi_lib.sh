@@ -1,0 +1,76 @@
+# shellcheck shell=bash
+# Helpers shared by the MPI launcher tests (mpi_openmpi_test.sh, mpi_hydra_test.sh); sourced.
+
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+
+failures=0
+# check DESCRIPTION command...: runs the command, prints ok/FAIL with its time, counts failures.
+check() {
+  local what=$1 t0=$EPOCHREALTIME rc=0 took
+  shift
+  "$@" || rc=$?
+  took=$(seconds_since "$t0")
+  if ((rc == 0)); then
+    echo "ok   - $what (${took}s)"
+  else
+    echo "FAIL - $what (exit $rc, ${took}s)"
+    failures=$((failures + 1))
+  fi
+}
+
+finish() {
+  if ((failures)); then
+    echo "$failures check(s) failed"
+    exit 1
+  fi
+  echo "all checks passed"
+}
+
+# A launch of the test inherits nothing that would tell Chorus another rank, size or store.
+clear_launch_env() {
+  local v
+  for v in "${!CHORUS_@}" "${!OMPI_@}" "${!PMI_@}" "${!PMIX_@}" "${!SLURM_@}" "${!MPI_LOCAL@}"; do
+    [[ $v == CHORUS_CLUSTER_PREFIX ]] || unset "$v"
+  done
+}
+
+# A TCP port nothing listens on right now (in this network namespace).
+free_port() {
+  local p i
+  for ((i = 0; i < 50; i++)); do
+    p=$((20000 + RANDOM % 12000))
+    if [[ -z $(ss -Htln "sport = :$p" 2>/dev/null) ]]; then
+      echo "$p"
+      return 0
+    fi
+  done
+  echo "no free port found" >&2
+  return 1
+}
+
+# bench_rows FILE: chorus-bench's table rows (lines that start with the size in bytes).
+bench_rows() { awk '$1 ~ /^[0-9]+$/ && NF >= 9' "$1"; }
+
+# bench_ok FILE ROWS: exactly ROWS table rows, every one with #wrong (column 8) 0.
+bench_ok() {
+  local rows bad
+  rows=$(bench_rows "$1" | wc -l)
+  bad=$(bench_rows "$1" | awk '$8 != 0' | wc -l)
+  if ((rows != $2 || bad != 0)); then
+    echo "    expected $2 rows with #wrong 0, got $rows rows, $bad with wrong results:" >&2
+    sed 's/^/    | /' "$1" >&2
+    return 1
+  fi
+}
+
+# seconds_since T0: seconds (2 decimals) since $EPOCHREALTIME was T0.
+seconds_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'; }
+
+# took_since T0: logs how long the launch that started at T0 took.
+took_since() { echo "    launch took $(seconds_since "$1")s"; }
+
+# show FILE: the file indented, for the log.
+show() { sed 's/^/    | /' "$1"; }
