@@ -42,5 +42,11 @@ if [[ ! $i =~ ^[0-9]+$ ]]; then
   echo "netns-rsh.sh: unknown host '$host' (expected hI, $prefix-hI or 10.77.0.(I+1))" >&2
   exit 255
 fi
+# Every emulated host has this machine's hostname and /tmp, so mpirun and each Open MPI daemon
+# would share the session directory /tmp/ompi.<hostname>.<uid>/jf.<job family>: they race to
+# create it (orte_init fails, about one launch in ten) and the first to finish deletes it under
+# the others. A temporary directory per host keeps them apart.
+export TMPDIR=${TMPDIR:-/tmp}/ompi-host-h$i
+mkdir -p "$TMPDIR"
 # Like ssh: the remote side gets one command line, run by a shell.
 exec "$cluster" exec "$i" bash -c "$*"

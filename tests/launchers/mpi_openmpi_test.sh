@@ -9,8 +9,8 @@
 # ranks 0,1 on host 0 and 2,3 on host 1, shared memory within a host and TCP across
 # (mpi_placement_probe); a rank killed mid-run ends the job, the survivors' errors name it.
 #
-# mpirun runs on host 0 and starts a daemon on each host through mpi_netns_rsh.sh, an "ssh" that
-# enters the host's network namespace (bench/compare/netns-rsh.sh) and gives each daemon a
+# mpirun runs on host 0 and starts a daemon on each host through bench/compare/netns-rsh.sh, an
+# "ssh" that enters the host's network namespace and gives each daemon a
 # temporary directory of its own. The cluster has a prefix of its own (chorusm-*), and a lock
 # keeps two runs of this test (say, from two checkouts) apart.
 set -euo pipefail
@@ -20,7 +20,7 @@ repo=$(cd "$here/../.." && pwd)
 # shellcheck source-path=SCRIPTDIR source=mpi_lib.sh
 source "$here/mpi_lib.sh"
 cluster=$repo/scripts/cluster
-rsh=$here/mpi_netns_rsh.sh
+rsh=$here/../../bench/compare/netns-rsh.sh
 export CHORUS_CLUSTER_PREFIX=chorusm
 p=$CHORUS_CLUSTER_PREFIX
 
