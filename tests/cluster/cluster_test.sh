@@ -17,10 +17,8 @@ export CHORUS_CLUSTER_PREFIX=chorust
 export CHORUS_BUILD_DIR=${1:-${CHORUS_BUILD_DIR:-$here/../../build}}
 p=$CHORUS_CLUSTER_PREFIX
 
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
+# shellcheck source-path=SCRIPTDIR source=../harness/checks.sh
+source "$here/../harness/checks.sh"
 [[ $(id -u) -eq 0 ]] || skip "needs root (network namespaces)"
 for t in ip tc ethtool; do
   command -v "$t" >/dev/null || skip "'$t' not found (Debian packages iproute2, ethtool)"
@@ -28,19 +26,6 @@ done
 ip netns add "$p-probe" 2>/dev/null || skip "'ip netns add' does not work here"
 ip netns del "$p-probe"
 
-failures=0
-check() { # check DESCRIPTION command...
-  local what=$1 t0=$EPOCHREALTIME rc=0 took
-  shift
-  "$@" || rc=$?
-  took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
-  if ((rc == 0)); then
-    echo "ok   - $what (${took}s)"
-  else
-    echo "FAIL - $what (exit $rc, ${took}s)"
-    failures=$((failures + 1))
-  fi
-}
 leftovers() { # our namespaces, plus links named like ours in the root namespace
   ip netns list | awk '{print $1}' | grep -E "^$p-"
   ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | grep -E "^$p-"
@@ -118,8 +103,4 @@ check "down leaves no $p- namespaces or links" no_leftovers
 check "down twice is fine" "$cluster" down
 check "status says down (exit 1)" bash -c "'$cluster' status | grep -q down; [[ \${PIPESTATUS[0]} == 1 ]]"
 
-if ((failures)); then
-  echo "$failures check(s) failed"
-  exit 1
-fi
-echo "all checks passed"
+finish

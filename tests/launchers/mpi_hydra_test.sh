@@ -10,8 +10,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=mpi_lib.sh
-source "$here/mpi_lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../harness/checks.sh
+source "$here/../harness/checks.sh"
 
 if (($# != 2)); then
   echo "usage: $0 CHORUS_BENCH PLACEMENT_PROBE" >&2

@@ -17,8 +17,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-# shellcheck source-path=SCRIPTDIR source=mpi_lib.sh
-source "$here/mpi_lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../harness/checks.sh
+source "$here/../harness/checks.sh"
 cluster=$repo/scripts/cluster
 rsh=$here/../../bench/compare/netns-rsh.sh
 export CHORUS_CLUSTER_PREFIX=chorusm

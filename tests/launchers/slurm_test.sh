@@ -23,10 +23,8 @@ worker=${2:?usage: slurm_test.sh CHORUS_BENCH MP_WORKER [CHORUS_TRAIN]}
 train=${3:-}
 keep=${CHORUS_SLURM_TEST_KEEP:-0}
 
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
+# shellcheck source-path=SCRIPTDIR source=../harness/checks.sh
+source "$here/../harness/checks.sh"
 [[ $(id -u) -eq 0 ]] || skip "needs root (slurmd starts job steps as their user)"
 for c in munged mungekey slurmctld slurmd srun sbatch sinfo scancel; do
   command -v "$c" >/dev/null ||
@@ -61,19 +59,6 @@ bounded() {
   return "$rc"
 }
 
-failures=0
-check() { # check DESCRIPTION function args...: runs it, prints ok/FAIL with the time taken
-  local what=$1 t0=$EPOCHREALTIME rc=0 took
-  shift
-  "$@" || rc=$?
-  took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
-  if ((rc == 0)); then
-    echo "ok   - $what (${took}s)"
-  else
-    echo "FAIL - $what (${took}s)"
-    failures=$((failures + 1))
-  fi
-}
 bad() { # bad MESSAGE [OUTPUT]: explain a failed check, with the output that shows it
   echo "  $1"
   [[ -z ${2:-} ]] || while IFS= read -r line; do echo "  | $line"; done <<<"$2"
@@ -158,8 +143,4 @@ else
 fi
 check "srun -n 2, rank 1 killed: srun fails, rank 0 names rank 1" rank_killed_under_srun
 
-if ((failures > 0)); then
-  echo "slurm_test: $failures check(s) failed"
-  exit 1
-fi
-echo "slurm_test: all passed"
+finish

@@ -6,6 +6,9 @@
 #   rendezvous_conflicts_test.sh BUILD_DIR
 set -uo pipefail
 
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=../harness/checks.sh
+source "$here/../harness/checks.sh"
 build=${1:?usage: rendezvous_conflicts_test.sh BUILD_DIR}
 bench=$build/tools/chorus-bench/chorus-bench
 store_server=$build/tools/chorus-store/chorus-store
@@ -17,19 +20,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-failures=0
-check() { # check DESCRIPTION command...
-  local what=$1
-  shift
-  if "$@"; then
-    echo "ok   - $what"
-  else
-    echo "FAIL - $what"
-    failures=$((failures + 1))
-  fi
-}
-
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # start NAME STORE RANK SIZE: one rank of chorus-bench in the background, output in NAME.out.
 # The timeout is long (30 s): every case below must end well before it.
@@ -39,8 +29,8 @@ start() {
     timeout 60 "$bench" -b 8 -e 8 -n 1 -w 0 >"$scratch/$1.out" 2>&1 &
   pids+=($!)
 }
-# finish: waits for the started ranks; their exit codes in $codes, the time taken in $took.
-finish() {
+# await_ranks: waits for the started ranks; their exit codes in $codes, the seconds in $elapsed.
+await_ranks() {
   local t0=$EPOCHREALTIME
   codes=()
   for p in "${pids[@]}"; do
@@ -48,17 +38,17 @@ finish() {
     codes+=($?)
   done
   pids=()
-  took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", b - a }')
+  elapsed=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", b - a }')
 }
 says() { grep -q -- "$2" "$scratch/$1.out" || { echo "  $1 says: $(tail -2 "$scratch/$1.out")"; false; }; }
-failed_fast() { [[ ${codes[0]} -ne 0 && ${codes[1]} -ne 0 && $took -lt 10 ]] || { echo "  exit codes ${codes[*]} after ${took} s"; false; }; }
+failed_fast() { [[ ${codes[0]} -ne 0 && ${codes[1]} -ne 0 && $elapsed -lt 10 ]] || { echo "  exit codes ${codes[*]} after ${elapsed} s"; false; }; }
 
 # 1. Two processes both start as rank 0 of 2 (no rank 1 at all).
 store=tcp://127.0.0.1:$(free_port)
 start first "$store" 0 2
 sleep 0.3
 start second "$store" 0 2
-finish
+await_ranks
 check "two claimants of rank 0: both fail within 10 s" failed_fast
 for who in first second; do
   check "two claimants of rank 0: the $who names the conflict and both processes" \
@@ -69,7 +59,7 @@ done
 store=tcp://127.0.0.1:$(free_port)
 start zero "$store" 0 2
 start one "$store" 1 3
-finish
+await_ranks
 check "world sizes 2 and 3: both fail within 10 s" failed_fast
 for who in zero one; do
   check "world sizes 2 and 3: rank $who names both sizes" \
@@ -83,11 +73,11 @@ server_pid=$!
 store=tcp://127.0.0.1:$port
 start job1-rank0 "$store" 0 2
 start job1-rank1 "$store" 1 2
-finish
+await_ranks
 check "the first job on a chorus-store server runs" [ "${codes[*]}" = "0 0" ]
 start job2-rank0 "$store" 0 2
 start job2-rank1 "$store" 1 2
-finish
+await_ranks
 check "a second job on the same store: both ranks fail within 10 s" failed_fast
 for r in 0 1; do
   check "a second job on the same store: rank $r says the store holds another job" \
@@ -100,8 +90,4 @@ CHORUS_TIMEOUT=1 CHORUS_STORE=tcp://127.0.0.1:$(free_port) CHORUS_RANK=0 CHORUS_
 check "a rank alone fails" [ $? -ne 0 ]
 check "a rank alone names the missing ranks" says alone "timed out waiting for ranks 1, 2 to join (1 of 3 came)"
 
-if ((failures > 0)); then
-  echo "$failures check(s) failed"
-  exit 1
-fi
-echo "all checks passed"
+finish

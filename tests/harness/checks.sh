@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Helpers shared by the MPI launcher tests (mpi_openmpi_test.sh, mpi_hydra_test.sh); sourced.
+# Helpers for the test scripts (tests/launchers, tests/cluster, tests/multiproc): sourced.
+# check/finish print one ok/FAIL line per check and a summary; skip exits 77 (ctest SKIP_RETURN_CODE).
 
 skip() {
   echo "SKIP: $*"
