@@ -30,6 +30,9 @@ for c in munged mungekey slurmctld slurmd srun sbatch sinfo scancel; do
   command -v "$c" >/dev/null ||
     skip "'$c' not found (Debian packages slurmctld slurmd slurm-client munge: scripts/install-deps)"
 done
+# The node is this machine under its short name; the store address derived from the job names it.
+getent hosts "$(hostname -s)" >/dev/null ||
+  skip "this machine's name '$(hostname -s)' does not resolve (/etc/hosts): a job's first host could not be reached"
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/chorus-slurm-test.XXXXXX")
 cleanup() {
