@@ -43,8 +43,26 @@ typedef enum { CHORUS_SUM, CHORUS_PROD, CHORUS_MIN, CHORUS_MAX, CHORUS_AVG } cho
 /* Version of the library this program runs with. Any pointer may be NULL (that part is skipped). */
 void chorus_get_version(int* major, int* minor, int* patch);
 
-/* Creates a communicator from CHORUS_RANK / CHORUS_WORLD_SIZE / CHORUS_STORE, or from the rank and
- * size that Open MPI, MPICH (PMI) or Slurm put in the environment. */
+/* Where this process sits in its job, as its launcher says (docs/config.md, "Launch variables"),
+ * before any communicator exists: to pick a core or a device by local rank, or to log the launch.
+ * struct_size must be sizeof(chorus_launch_info) of the caller's header. */
+typedef struct chorus_launch_info {
+  size_t struct_size;
+  int rank;
+  int world_size;
+  int local_rank;      /* index among the ranks of this host; -1 when the launcher does not say */
+  int local_size;      /* ranks on this host; -1 when the launcher does not say */
+  char launcher[32];   /* "chorus", "torchrun", "Open MPI", "MPICH (Hydra)", "Slurm", "alone" */
+  char store[256];     /* the store URL the ranks meet at ("" when alone) */
+  char store_from[64]; /* "CHORUS_STORE", "Slurm job J step S", "MASTER_ADDR, MASTER_PORT + 1" */
+} chorus_launch_info;
+/* CHORUS_ERR_INVALID_ARGUMENT (chorus_last_error(NULL) says why) when a launch variable is missing
+ * or malformed, info is NULL, struct_size is too small, or a text does not fit its field. */
+chorus_status chorus_get_launch_info(chorus_launch_info* info);
+
+/* Creates a communicator from CHORUS_RANK / CHORUS_WORLD_SIZE / CHORUS_STORE, or from the
+ * variables torchrun, Open MPI, MPICH's Hydra or Slurm put in the environment (the store address
+ * derived under Slurm and torchrun). */
 chorus_status chorus_init_from_env(chorus_comm** comm);
 /* store_url: "tcp://host:port" or "file:///path". */
 chorus_status chorus_init(const char* store_url, int rank, int world_size, chorus_comm** comm);

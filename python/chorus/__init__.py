@@ -9,6 +9,7 @@ bytearray, memoryview), for programs that would use mpi4py::
     import chorus
 
     comm = chorus.Communicator.from_env()      # chorus-run -n 4 -- python3 prog.py
+    chorus.launch_info()["local_rank"]         # from chorus-run, torchrun, mpirun or srun
     x = np.full(1024, comm.rank, dtype=np.float32)
     comm.all_reduce(x)                         # in place, op="sum"
     work = comm.all_reduce(x, op="max", async_op=True)
@@ -17,9 +18,9 @@ bytearray, memoryview), for programs that would use mpi4py::
 ``import chorus`` does not import torch.
 """
 
-from chorus._core import Communicator, Error, ReduceOp, Work
+from chorus._core import Communicator, Error, ReduceOp, Work, launch_info
 
-__all__ = ["Communicator", "Error", "ReduceOp", "Work"]
+__all__ = ["Communicator", "Error", "ReduceOp", "Work", "launch_info"]
 
 # The classes print as chorus.X rather than chorus._core.X.
 for _cls in (Communicator, Error, ReduceOp, Work):

@@ -100,6 +100,39 @@ void chorus_get_version(int* major, int* minor, int* patch) {
   if (patch) *patch = CHORUS_VERSION_PATCH;
 }
 
+chorus_status chorus_get_launch_info(chorus_launch_info* info) {
+  try {
+    if (info == nullptr || info->struct_size < sizeof(chorus_launch_info)) {
+      throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                          "chorus_get_launch_info: info is null or its struct_size too small");
+    }
+    const chorus::LaunchInfo launch = chorus::launchInfoFromEnv();
+    auto copy = [](char* field, size_t capacity, const std::string& text, const char* name) {
+      if (text.size() >= capacity) {
+        throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                            std::string("chorus_get_launch_info: the ") + name + " '" + text +
+                                "' is longer than the field (" + std::to_string(capacity - 1) +
+                                " characters)");
+      }
+      std::memcpy(field, text.c_str(), text.size() + 1);
+    };
+    chorus_launch_info out{};
+    out.struct_size = sizeof(out);
+    out.rank = launch.rank;
+    out.world_size = launch.size;
+    out.local_rank = launch.localRank;
+    out.local_size = launch.localSize;
+    copy(out.launcher, sizeof(out.launcher), launch.launcher, "launcher");
+    copy(out.store, sizeof(out.store), launch.store, "store");
+    copy(out.store_from, sizeof(out.store_from), launch.storeFrom, "store source");
+    *info = out;
+    return CHORUS_OK;
+  } catch (const chorus::Error& e) {
+    initError = e.what();
+    return toStatus(e.code());
+  }
+}
+
 chorus_status chorus_init_with_options(const char* store_url, int rank, int world_size,
                                        const chorus_options* options, chorus_comm** comm) {
   return initWith(comm, [&] {

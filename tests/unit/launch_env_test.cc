@@ -4,6 +4,7 @@
 #include "core/slurm_env.h"
 #include "unit/scoped_env.h"
 
+#include <chorus/chorus.h>
 #include <chorus/communicator.hpp>
 #include <chorus/error.hpp>
 #include <chorus/launch.hpp>
@@ -255,6 +256,36 @@ TEST(LaunchEnv, MissingOrBadValuesSayWhat) {
   env.set("CHORUS_WORLD_SIZE", nullptr);
   EXPECT_NE(errorOf([] { readLaunchInfo(); }).find("CHORUS_WORLD_SIZE is not set"),
             std::string::npos);
+}
+
+TEST(LaunchEnv, TheCApiGivesTheSame) {
+  CleanEnv env;
+  env.set("SLURM_PROCID", "2");
+  env.set("SLURM_NTASKS", "3");
+  env.set("SLURM_LOCALID", "0");
+  env.set("SLURM_NODEID", "1");
+  env.set("SLURM_TASKS_PER_NODE", "2,1");
+  env.set("SLURM_JOB_ID", "9");
+  env.set("SLURM_JOB_NODELIST", "a[1-2]");
+  chorus_launch_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(chorus_get_launch_info(&info), CHORUS_OK) << chorus_last_error(nullptr);
+  EXPECT_EQ(info.rank, 2);
+  EXPECT_EQ(info.world_size, 3);
+  EXPECT_EQ(info.local_rank, 0);
+  EXPECT_EQ(info.local_size, 1);
+  EXPECT_STREQ(info.launcher, "Slurm");
+  EXPECT_EQ(std::string(info.store), "tcp://a1:" + std::to_string(20000 + 9 * 16));
+  EXPECT_STREQ(info.store_from, "Slurm job 9 step 0");
+  // A store URL longer than the field is an error, not a silently cut address.
+  env.set("CHORUS_STORE", ("tcp://" + std::string(300, 'h') + ":1").c_str());
+  EXPECT_EQ(chorus_get_launch_info(&info), CHORUS_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(chorus_last_error(nullptr)).find("longer than the field"),
+            std::string::npos);
+  chorus_launch_info small{};
+  small.struct_size = 8;
+  EXPECT_EQ(chorus_get_launch_info(&small), CHORUS_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(chorus_get_launch_info(nullptr), CHORUS_ERR_INVALID_ARGUMENT);
 }
 
 TEST(SlurmEnv, FirstHostOfAHostList) {

@@ -4,6 +4,7 @@
 #include "py_communicator.h"
 #include "py_work.h"
 
+#include <chorus/launch.hpp>
 #include <chorus/types.hpp>
 
 #include <pybind11/pybind11.h>
@@ -42,4 +43,18 @@ chorus.Error if the operation failed.)doc")
            "The chorus.Error the operation failed with; None while it runs or after success.");
 
   chorus::python::registerCommunicator(m);
+
+  m.def(
+      "launch_info",
+      [] {
+        const chorus::LaunchInfo l = chorus::launchInfoFromEnv();
+        return py::dict("rank"_a = l.rank, "size"_a = l.size, "local_rank"_a = l.localRank,
+                        "local_size"_a = l.localSize, "launcher"_a = l.launcher,
+                        "store"_a = l.store, "store_from"_a = l.storeFrom);
+      },
+      R"doc(Where this process sits in its job, as its launcher says, before any communicator
+exists: a dict with rank, size, local_rank and local_size (-1 when the launcher does not say),
+launcher ("chorus", "torchrun", "Open MPI", "MPICH (Hydra)", "Slurm" or "alone"), store (the URL
+the ranks meet at) and store_from (what gave it). Raises chorus.Error naming a launch variable
+that is missing or malformed.)doc");
 }

@@ -338,6 +338,21 @@ def test_explicit_store(comm):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def test_launch_info(comm):
+    """chorus-run's variables, as chorus.launch_info() reads them; a malformed one is an error."""
+    info = chorus.launch_info()
+    want = {"rank": comm.rank, "size": comm.size, "local_rank": comm.rank,
+            "local_size": comm.size, "launcher": "chorus", "store": os.environ["CHORUS_STORE"],
+            "store_from": "CHORUS_STORE"}
+    assert info == want, (info, want)
+    saved = os.environ["CHORUS_LOCAL_RANK"]
+    os.environ["CHORUS_LOCAL_RANK"] = "x"
+    try:
+        expect(chorus.Error, chorus.launch_info, "a malformed CHORUS_LOCAL_RANK")
+    finally:
+        os.environ["CHORUS_LOCAL_RANK"] = saved
+
+
 def run_collectives(comm):
     assert comm.rank == int(os.environ["CHORUS_RANK"]) and comm.size == int(os.environ["CHORUS_WORLD_SIZE"])
     test_all_reduce(comm)
@@ -348,6 +363,7 @@ def run_collectives(comm):
     test_barrier_and_work(comm)
     test_split(comm)
     test_explicit_store(comm)
+    test_launch_info(comm)
     assert comm.last_algorithm() != ""
     assert "torch" not in sys.modules, "import chorus imported torch"
 
