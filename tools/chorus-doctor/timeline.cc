@@ -62,6 +62,8 @@ void addCalls(json& events, const Dump& d, int pid, int64_t origin) {
         if (p.firstArrivalUs && (!last || p.firstArrivalUs > last->firstArrivalUs)) last = &p;
       }
     }
+    // The recorder knows whom a blocked call waits for better than the arrivals do.
+    if (const PeerIo* blocking = e.waitingOn >= 0 ? e.peer(e.waitingOn) : nullptr) last = blocking;
     if (!last) continue;
     int64_t waitEnd = last->firstArrivalUs ? last->firstArrivalUs : end;
     if (waitEnd <= e.startedUs) continue;
