@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The doctor on a real job (programs/stall_rank.cc): 3 ranks, rank 2 alive but stuck before its
+# sixth all-reduce (#5).
+#   1. CHORUS_TIMEOUT=3 and CHORUS_TRACE_DIR: the ranks fail, dumps appear, and the verdict on
+#      them names rank 2.
+#   2. No timeout: chorus-doctor --live names rank 2 while the job hangs, and chorus-run
+#      --hang-seconds 2 --hang-action stop prints the verdict from the dumps and stops the job.
+# Exits 77 (skip) while the library writes no dumps or progress records.
+#
+#   e2e_test.sh BUILD_DIR
+set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=doctor_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/doctor_lib.sh"
+stall=$build/tests/doctor/doctor_stall_rank
+
+# 1. Dumps after a timeout.
+mkdir -p "$scratch/dumps"
+t0=$EPOCHREALTIME
+CHORUS_TRACE_DIR=$scratch/dumps timeout 60 "$launcher" -n 3 --timeout 3 --grace 2 -- \
+  "$stall" 10 2 5 30 >"$scratch/timeout.out" 2>&1
+rc=$?
+echo "    timeout: exit $rc after $(seconds_since "$t0")s"
+check "timeout: the job fails" [ "$rc" != 0 ]
+if [[ -z $(find "$scratch/dumps" -name 'chorus-trace-*.json') ]]; then
+  show "$scratch/timeout.out"
+  skip "the library does not write dumps yet"
+fi
+"$doctor" "$scratch/dumps" >"$scratch/doctor.out" 2>&1
+show "$scratch/doctor.out"
+check "timeout: the verdict names rank 2 first" has '^verdict: rank 2 ' "$scratch/doctor.out"
+check "timeout: the verdict names allreduce #5" has '^verdict: .*allreduce #5' "$scratch/doctor.out"
+check "timeout: the doctor's timeline is valid JSON" \
+  bash -c '"$0" --timeline "$1/t.json" "$1/dumps" >/dev/null 2>&1 && python3 -m json.tool "$1/t.json" >/dev/null' \
+  "$doctor" "$scratch"
+
+# 2. Live, then the launcher's hang watch.
+start_store || exit 1
+timeout 60 "$launcher" -n 3 --store "$store" --hang-seconds 2 --hang-action stop --grace 2 -- \
+  "$stall" 10 2 5 30 >"$scratch/hang.out" 2>&1 &
+job_pid=$!
+line=
+for ((i = 0; i < 40; i++)); do
+  sleep 0.25
+  line=$(live_verdict)
+  [[ $line == "verdict: rank 2"* ]] && break
+  # The ranks register within a second or two of the start when the library publishes.
+  ((i >= 16)) && [[ $line == "verdict: no progress records"* ]] && break
+done
+echo "    live: $line"
+if [[ $line == "verdict: no progress records"* ]]; then
+  kill -TERM "$job_pid"
+  wait "$job_pid"
+  job_pid=
+  skip "the library does not publish progress records yet"
+fi
+check "live: the verdict names rank 2 before any timeout" \
+  grep -Eq '^verdict: rank 2 has not issued allreduce #5' <<<"$line"
+wait "$job_pid"
+rc=$?
+job_pid=
+show "$scratch/hang.out"
+check "hang watch: the job is stopped (124)" [ "$rc" = 124 ]
+check "hang watch: the verdict names rank 2" \
+  has '^verdict: rank 2 never entered allreduce #5; ranks 0 and 1 wait in it for rank 2' "$scratch/hang.out"
+finish
