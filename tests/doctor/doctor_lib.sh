@@ -4,6 +4,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=../harness/checks.sh
 source "$here/../harness/checks.sh"
 build=${1:?usage: $(basename "$0") BUILD_DIR}
+# shellcheck disable=SC2034  # used by the scripts that source this file
 launcher=$build/tools/chorus-run/chorus-run
 doctor=$build/tools/chorus-doctor/chorus-doctor
 store_server=$build/tools/chorus-store/chorus-store

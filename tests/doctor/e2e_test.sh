@@ -29,9 +29,11 @@ fi
 show "$scratch/doctor.out"
 check "timeout: the verdict names rank 2 first" has '^verdict: rank 2 ' "$scratch/doctor.out"
 check "timeout: the verdict names allreduce #5" has '^verdict: .*allreduce #5' "$scratch/doctor.out"
-check "timeout: the doctor's timeline is valid JSON" \
-  bash -c '"$0" --timeline "$1/t.json" "$1/dumps" >/dev/null 2>&1 && python3 -m json.tool "$1/t.json" >/dev/null' \
-  "$doctor" "$scratch"
+timeline_ok() {
+  "$doctor" --timeline "$scratch/t.json" "$scratch/dumps" >/dev/null 2>&1 &&
+    python3 -m json.tool "$scratch/t.json" >/dev/null
+}
+check "timeout: the doctor's timeline is valid JSON" timeline_ok
 
 # 2. Live, then the launcher's hang watch.
 start_store || exit 1
