@@ -33,6 +33,9 @@ const Case kCases[] = {
     {"missing_dump", "hang",
      "verdict: rank 2 left no dump and its peers heard nothing from it in allreduce #5; ranks 0 "
      "and 1 wait in it for rank 2"},
+    {"relayed_timeout", "hang",
+     "verdict: rank 2 left no dump and its peers heard nothing from it in allreduce #5; ranks 0 "
+     "and 1 wait in it for rank 2"},
     {"mismatch", "mismatch",
      "verdict: ranks disagree at #7: rank 0 calls allreduce(f32, sum, 1024), rank 1 calls "
      "broadcast(f32, 1024, root 0)"},

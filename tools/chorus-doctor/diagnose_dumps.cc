@@ -190,9 +190,12 @@ int64_t firstUnfinished(const Dump& d) {
 std::vector<int> waitsFor(const Dump& d, const Entry& e) {
   if (e.waitingOn >= 0) return {e.waitingOn};
   if (d.error) {
+    static const std::regex kItself(R"(this rank was itself waiting for rank (\d+))");
     static const std::regex kTimedOut(R"(timed out waiting for rank (\d+))");
     std::smatch m;
     const std::string& text = *d.error;
+    // A failure relayed from a peer still says whom this rank was waiting for.
+    if (std::regex_search(text, m, kItself)) return {std::stoi(m[1].str())};
     // Only its own timeout, not one relayed from a peer ("rank 1 failed: timed out ...").
     if (std::regex_search(text, m, kTimedOut) &&
         text.substr(0, static_cast<size_t>(m.position(0))).find("failed:") == std::string::npos) {
