@@ -3,7 +3,9 @@
 # sixth all-reduce (#5).
 #   1. CHORUS_TIMEOUT=3 and CHORUS_TRACE_DIR: the ranks fail, dumps appear, and the verdict on
 #      them names rank 2.
-#   2. No timeout: chorus-doctor --live names rank 2 while the job hangs, and chorus-run
+#   2. Mismatched calls (a different collective, a different count) and a rank killed mid-job
+#      (tests/multiproc/programs/mp_worker.cc): the verdict names both calls, the lost rank.
+#   3. No timeout: chorus-doctor --live names rank 2 while the job hangs, and chorus-run
 #      --hang-seconds 2 --hang-action stop prints the verdict from the dumps and stops the job.
 # Exits 77 (skip) while the library writes no dumps or progress records.
 #
@@ -35,7 +37,33 @@ timeline_ok() {
 }
 check "timeout: the doctor's timeline is valid JSON" timeline_ok
 
-# 2. Live, then the launcher's hang watch.
+# 2. Mismatches and a lost rank, from the dumps of mp_worker's cases.
+worker=$build/tests/mp_worker
+# doctor_on NAME MODE...: runs mp_worker MODE on 3 ranks with dumps to $scratch/NAME; the doctor's
+# output in $scratch/NAME.doctor.
+doctor_on() {
+  local name=$1
+  shift
+  mkdir -p "$scratch/$name"
+  CHORUS_TRACE_DIR=$scratch/$name timeout 60 "$launcher" -n 3 --timeout 5 --grace 2 -- \
+    "$worker" "$@" >"$scratch/$name.out" 2>&1
+  "$doctor" "$scratch/$name" >"$scratch/$name.doctor" 2>&1
+  head -1 "$scratch/$name.doctor"
+}
+doctor_on collective mismatch-collective
+check "mismatch: a different collective, both calls named" has \
+  '^verdict: ranks disagree at #2: ranks 0 and 2 call allreduce\(f32, sum, 1000\), rank 1 calls broadcast\(f32, 1000, root 0\)$' \
+  "$scratch/collective.doctor"
+doctor_on count mismatch-count
+check "mismatch: a different count, both calls named" has \
+  '^verdict: ranks disagree at #2: ranks 0 and 2 call allreduce\(f32, sum, 1000\), rank 1 calls allreduce\(f32, sum, 1001\)$' \
+  "$scratch/count.doctor"
+doctor_on killed kill 2 1 300 500
+check "lost: rank 2, killed, is named with the last call it completed" has \
+  '^verdict: rank 2 was lost after completing allreduce #[0-9]+.*\(ranks 0 and 1 report it\)$' \
+  "$scratch/killed.doctor"
+
+# 3. Live, then the launcher's hang watch.
 start_store || exit 1
 timeout 60 "$launcher" -n 3 --store "$store" --hang-seconds 2 --hang-action stop --grace 2 -- \
   "$stall" 10 2 5 30 >"$scratch/hang.out" 2>&1 &

@@ -37,7 +37,7 @@ std::string describeEntry(const Entry& e, int64_t dumpedUs) {
                   ", " + std::to_string(e.bytes) + " bytes): " + e.state;
   if (e.waitingOn >= 0) s += " on rank " + std::to_string(e.waitingOn);
   int64_t since = e.startedUs ? e.startedUs : e.issuedUs;
-  if (!e.done() && e.state != "failed" && since > 0 && dumpedUs > since) {
+  if (!e.done() && e.state != "failed" && since > 0 && dumpedUs > since + 50000) {
     s += " for " + seconds(static_cast<double>(dumpedUs - since) / 1e6) + " before the dump";
   }
   return s;
