@@ -20,8 +20,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_store: a chorus-store on a free loopback port; its URL in $store.
+# start_store: a new chorus-store on a free loopback port (a store serves one job); its URL in
+# $store.
 start_store() {
+  if [[ -n $server_pid ]]; then
+    kill "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+  fi
   "$store_server" --host 127.0.0.1 --port 0 >"$scratch/store.out" 2>&1 &
   server_pid=$!
   local i

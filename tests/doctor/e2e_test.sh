@@ -7,6 +7,7 @@
 #      (tests/multiproc/programs/mp_worker.cc): the verdict names both calls, the lost rank.
 #   3. No timeout: chorus-doctor --live names rank 2 while the job hangs, and chorus-run
 #      --hang-seconds 2 --hang-action stop prints the verdict from the dumps and stops the job.
+#   4. Rank 2 frozen by SIGSTOP: --live names it, and its record as stale.
 # Exits 77 (skip) while the library writes no dumps or progress records.
 #
 #   e2e_test.sh BUILD_DIR
@@ -92,4 +93,30 @@ show "$scratch/hang.out"
 check "hang watch: the job is stopped (124)" [ "$rc" = 124 ]
 check "hang watch: the verdict names rank 2" \
   has '^verdict: rank 2 never entered allreduce #5; ranks 0 and 1 wait in it for rank 2' "$scratch/hang.out"
+# 4. A rank frozen by SIGSTOP stops publishing too: --live names it as stale.
+start_store || exit 1
+timeout 60 "$launcher" -n 3 --store "$store" --grace 1 -- "$stall" 10 2 5 30 \
+  >"$scratch/stopped.out" 2>&1 &
+job_pid=$!
+pid=
+for ((i = 0; i < 40; i++)); do
+  sleep 0.25
+  line=$(live_verdict)
+  [[ $line == "verdict: rank 2 has not issued"* ]] || continue
+  pid=$(timeout 20 "$doctor" --live --store "$store" | sed -n 's/^  rank 2 ([^,]*, pid \([0-9]*\)).*/\1/p' | tail -1)
+  break
+done
+check "sigstop: rank 2's pid is in the evidence" [ -n "$pid" ]
+if [[ -n $pid ]]; then
+  kill -STOP "$pid"
+  sleep 3.5  # records are published every second: 2.5 s without one is stale
+  line=$(timeout 20 "$doctor" --live --stale-seconds 2.5 --store "$store" 2>&1 | head -1)
+  kill -CONT "$pid"
+  echo "    sigstop: $line"
+  check "sigstop: the verdict names rank 2, stale" \
+    grep -Eq '^verdict: rank 2 has not issued allreduce #5 .*; rank 2 stopped publishing' <<<"$line"
+fi
+kill -TERM "$job_pid"
+wait "$job_pid"
+job_pid=
 finish

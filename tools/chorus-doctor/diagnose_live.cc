@@ -134,8 +134,9 @@ Finding diagnoseCommunicator(const Communicator& c, int64_t now, const LiveOptio
     }
   }
   if (!staleOthers.empty()) {
-    f.verdict += "; " + rankList(staleOthers) + " also stopped" +
-                 " publishing (a suspect: its record may be out of date)";
+    f.verdict += "; " + rankList(staleOthers) + " also stopped publishing" +
+                 (staleOthers.size() == 1 ? " (a suspect: its record may be out of date)"
+                                          : " (suspects: their records may be out of date)");
   }
   if (quiet >= 0) f.verdict += " (no progress for " + seconds(quiet) + ")";
   v.details["completed"] = first;

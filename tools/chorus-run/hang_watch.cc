@@ -66,6 +66,7 @@ HangWatch::HangWatch(std::string storeUrl, double hangSeconds, std::string trace
       traceDir_(std::move(traceDir)),
       stopOnHang_(stopOnHang),
       supervisor_(supervisor),
+      startedUs_(doctor::nowUs()),
       nextRead_(Clock::now()) {}
 
 void HangWatch::tick() {
@@ -98,7 +99,11 @@ void HangWatch::readRecords() {
       pending = pending || p.state != "idle" || p.issued > p.completed;
     }
     for (const auto& p : c.records) pending = pending || p.completed != lowestCompleted;
-    if (!pending || latest == 0) continue;
+    // A communicator none of whose records was published since the launch belongs to an
+    // earlier job that used the same store.
+    bool ours = false;
+    for (const auto& p : c.records) ours = ours || p.publishedUs >= startedUs_;
+    if (!pending || latest == 0 || !ours) continue;
     if (c.id == hungCommunicator_ && latest <= hungAtProgressUs_) continue;  // already reported
     const double quiet = static_cast<double>(now - latest) / 1e6;
     if (quiet < hangSeconds_) continue;

@@ -7,6 +7,7 @@
 #include <chorus/store.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -39,6 +40,7 @@ class HangWatch {
   bool stopOnHang_;
   Supervisor& supervisor_;
   std::shared_ptr<Store> store_;
+  int64_t startedUs_;  // wall clock at the launch, as the records' times
   Clock::time_point nextRead_;
   // The hang being handled: its communicator, size and the progress time it was seen at (a new
   // hang needs progress past it).
