@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "common/errno_text.h"
+#include "hang_watch.h"
 #include "options.h"
 #include "rank_environment.h"
 #include "rank_process.h"
@@ -26,9 +27,17 @@ int launch(const Options& options) {
     storeUrl = "tcp://127.0.0.1:" + std::to_string(server->port());
   }
 
-  LaunchEnvironment launchEnv{options.ranks, storeUrl, options.timeoutSeconds,
-                              pickFreeLoopbackPort()};
+  LaunchEnvironment launchEnv{
+      options.ranks, storeUrl, options.timeoutSeconds, pickFreeLoopbackPort(), {}};
   Supervisor supervisor(options.tagOutput, options.graceSeconds);
+  std::unique_ptr<HangWatch> hangWatch;
+  if (options.hangSeconds) {
+    launchEnv.traceDir = makeTraceDir();
+    writeAll(2, "chorus-run: the ranks' traces go to " + launchEnv.traceDir + "\n");
+    hangWatch = std::make_unique<HangWatch>(storeUrl, *options.hangSeconds, launchEnv.traceDir,
+                                            options.stopOnHang, supervisor);
+    supervisor.setTick(HangWatch::kTickPeriod, [&hangWatch] { hangWatch->tick(); });
+  }
   for (int rank = 0; rank < options.ranks; ++rank) {
     auto overrides = rankEnvironment(launchEnv, rank);
     int execErrno = 0;

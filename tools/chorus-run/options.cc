@@ -25,7 +25,13 @@ fails, the others get SIGTERM, then SIGKILL after the grace period.
 Exit status: 0 when every rank exited 0; otherwise that of the first rank that failed (its exit
 status, or 128+N when signal N killed it; 127 when the program cannot be executed); 128+N when
 chorus-run itself received signal N; 2 for a usage error; 1 when chorus-run cannot start the
-ranks.)";
+ranks; 124 when --hang-action stop stopped a job that made no progress.
+
+With --hang-seconds S, the ranks also get CHORUS_TRACE_DIR (a new directory, printed; or the
+one already set in the environment) and CHORUS_TRACE_SIGNAL=USR1. chorus-run reads their
+progress records from the store every second; when no rank made progress for S seconds while a
+call is pending, it sends SIGUSR1 to every rank, waits briefly for their dumps and prints
+chorus-doctor's verdict.)";
 
 // Usage errors get the error and the one-line usage, not the whole help.
 std::nullopt_t usageError(const std::string& message, int& exitCode) {
@@ -59,6 +65,14 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
   app.add_option("--grace", options.graceSeconds,
                  "Seconds between SIGTERM and SIGKILL when stopping ranks (default 5)")
       ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--hang-seconds", options.hangSeconds,
+                 "When no rank made progress for S seconds, dump every rank's trace and print "
+                 "the doctor's verdict")
+      ->check(CLI::Range(0.5, 1e6));
+  std::string hangAction = "report";
+  app.add_option("--hang-action", hangAction,
+                 "After the verdict: report (keep running, the default) or stop the job")
+      ->check(CLI::IsMember({"report", "stop"}));
   app.add_option("program", positional, "Program and arguments (or give them after --)");
 
   try {
@@ -71,6 +85,10 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
     return usageError(e.what(), exitCode);
   }
 
+  options.stopOnHang = hangAction == "stop";
+  if (options.stopOnHang && !options.hangSeconds) {
+    return usageError("--hang-action needs --hang-seconds", exitCode);
+  }
   std::vector<std::string> afterDashes(argv + std::min(split + 1, argc), argv + argc);
   if (!positional.empty() && !afterDashes.empty()) {
     return usageError("the program must come either before or after \"--\", not both", exitCode);

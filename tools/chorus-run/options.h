@@ -17,12 +17,19 @@ struct Options {
   std::optional<int> timeoutSeconds;
   // How long ranks get between SIGTERM (or a forwarded signal) and SIGKILL.
   double graceSeconds = 5.0;
+  // --hang-seconds: when no rank made progress for this long while a call is pending, the
+  // ranks dump their traces and the doctor's verdict is printed; unset: no watch.
+  std::optional<double> hangSeconds;
+  // --hang-action stop: also stop the job after the verdict (else it keeps running).
+  bool stopOnHang = false;
   // Program and its arguments.
   std::vector<std::string> command;
 };
 
 // Exit status of chorus-run for a command line it rejects.
 inline constexpr int kUsageExit = 2;
+// Exit status when --hang-action stop stopped a job that made no progress (as timeout(1)).
+inline constexpr int kHangExit = 124;
 
 // Parses argv. On --help or a usage error, prints the message and returns nullopt with
 // exitCode set (0 for --help, kUsageExit for an error).

@@ -22,6 +22,10 @@ std::vector<std::string> rankEnvironment(const LaunchEnvironment& launch, int ra
   if (launch.timeoutSeconds) {
     env.push_back("CHORUS_TIMEOUT=" + std::to_string(*launch.timeoutSeconds));
   }
+  if (!launch.traceDir.empty()) {
+    env.push_back("CHORUS_TRACE_DIR=" + launch.traceDir);
+    env.push_back("CHORUS_TRACE_SIGNAL=USR1");
+  }
   return env;
 }
 

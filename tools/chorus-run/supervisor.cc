@@ -104,6 +104,11 @@ int Supervisor::run() {
       auto left = std::chrono::ceil<std::chrono::milliseconds>(killAt_ - Clock::now());
       timeoutMs = static_cast<int>(std::max<int64_t>(0, left.count()));
     }
+    if (tick_) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(nextTick_ - Clock::now());
+      int tickMs = static_cast<int>(std::max<int64_t>(0, left.count()));
+      timeoutMs = timeoutMs < 0 ? tickMs : std::min(timeoutMs, tickMs);
+    }
     if (poll(fds.data(), fds.size(), timeoutMs) < 0 && errno != EINTR) {
       throw std::system_error(errno, std::generic_category(), "poll");
     }
@@ -112,6 +117,10 @@ int Supervisor::run() {
       if (fds[i + 1].revents != 0 && polled[i]->fd >= 0) drain(*polled[i], kReadsPerWakeup);
     }
     if (stopping_ && !killed_ && Clock::now() >= killAt_) killRemaining();
+    if (tick_ && live_ > 0 && Clock::now() >= nextTick_) {
+      tick_();
+      nextTick_ = Clock::now() + tickPeriod_;
+    }
   }
   // Whatever the ranks wrote last; a descendant still holding a pipe is not waited for.
   for (auto& stream : streams_) {
@@ -120,6 +129,25 @@ int Supervisor::run() {
     closeStream(stream);
   }
   return exitCode_ < 0 ? 0 : exitCode_;
+}
+
+void Supervisor::setTick(std::chrono::milliseconds period, std::function<void()> tick) {
+  tickPeriod_ = period;
+  tick_ = std::move(tick);
+  nextTick_ = Clock::now() + period;
+}
+
+void Supervisor::signalAll(int sig) {
+  for (auto& rank : ranks_) {
+    if (rank.alive) kill(rank.process.pid, sig);
+  }
+}
+
+void Supervisor::stopAll(int exitCode, const std::string& why) {
+  if (stopping_ || live_ == 0) return;
+  setExitCode(exitCode);
+  report(why + "; stopping the " + ranksWord(live_));
+  beginStop(SIGTERM);
 }
 
 void Supervisor::handleSignals() {

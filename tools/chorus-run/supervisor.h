@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,15 @@ class Supervisor {
   void abort(int exitCode);
   // Returns once every rank has been reaped; the value is chorus-run's exit status.
   int run();
+  // run() calls tick about every period while ranks are alive (the hang watch).
+  void setTick(std::chrono::milliseconds period, std::function<void()> tick);
+  // Sends sig to every live rank's process (not its group: the rank's own children may not
+  // handle it).
+  void signalAll(int sig);
+  // Stops every rank as after a failure (SIGTERM, then SIGKILL after the grace period); run()
+  // then returns exitCode unless a rank failed first.
+  void stopAll(int exitCode, const std::string& why);
+  bool stopping() const { return stopping_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -68,6 +78,9 @@ class Supervisor {
   bool killed_ = false;
   int stopSignal_ = 0;
   Clock::time_point killAt_;
+  std::chrono::milliseconds tickPeriod_{0};
+  std::function<void()> tick_;
+  Clock::time_point nextTick_;
 };
 
 }  // namespace chorus::launcher
