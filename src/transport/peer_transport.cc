@@ -77,6 +77,7 @@ void PeerTransport::beginOp(const OpDesc& op) {
   op_.current = op;
   op_.remember(op);
   op_.inOp = true;
+  op_.dry = false;
   for (auto& s : sockets_) {
     if (s) s->onBeginOp();
   }
@@ -96,6 +97,8 @@ void PeerTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uin
 }
 
 void PeerTransport::wait(Request& r, Deadline deadline) {
+  if (r.done()) return;
+  if (op_.recorder) op_.recorder->waitingOn(r.peer);
   std::unique_ptr<Error> mine;  // set once this wait has timed out
   while (!r.done()) {
     if (deadline.expired()) {
@@ -107,7 +110,7 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
       deadline = Deadline::after(kTimeoutGrace);
     }
     if (!mine) {
-      pollStuckOn(r, deadline);
+      pollStuck(r, deadline);
       continue;
     }
     try {
@@ -117,9 +120,16 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
       // Another rank's account of the same stall; keep waiting for the one that matters.
     }
   }
+  if (op_.recorder) op_.recorder->running();
 }
 
 void PeerTransport::pollStuckOn(const Request& r, Deadline deadline) {
+  if (op_.recorder) op_.recorder->waitingOn(r.peer);
+  pollStuck(r, deadline);
+  if (op_.recorder) op_.recorder->running();
+}
+
+void PeerTransport::pollStuck(const Request& r, Deadline deadline) {
   try {
     progress(deadline);
   } catch (const Error& e) {
