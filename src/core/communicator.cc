@@ -88,7 +88,7 @@ std::string Communicator::dumpTrace(const std::string& dir) const { return impl_
 StragglerReport Communicator::stragglerReport() const {
   StragglerReport out;
   out.seenBy = impl_->rank;
-  const trace::StragglerCopy s = impl_->trace().recorder.stragglers();
+  const trace::StragglerCopy s = impl_->trace().recorder.stragglers(trace::WallClock::now());
   out.collectives = s.collectives;
   for (const auto& q : s.ranks) {
     StragglerReport::Rank row;

@@ -69,7 +69,10 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   struct Task {
     algo::Args args;
     std::shared_ptr<detail::WorkState> state;
-    uint64_t traceId = 0;  // the call's entry in the flight recorder (0: none)
+    uint64_t traceId = 0;   // the call's entry in the flight recorder (0: none)
+    uint64_t issuedAt = 0;  // trace::ticks() at issue
+    // Runs at once on the issuing thread: its start is its issue (one clock read less).
+    bool startsAtIssue = false;
   };
   void workerLoop();
   void execute(Task& task);

@@ -67,15 +67,18 @@ void Communicator::Impl::traceIssue(Task& task) {
   const OpDesc& d = task.args.desc;
   const uint64_t bytes =
       d.kind == CollectiveKind::kSendRecv ? task.args.bytes : d.count * sizeOf(d.dtype);
-  task.traceId = recorder_->issue(d, bytes, trace::wallMicros());
+  task.issuedAt = trace::ticks();
+  task.traceId = recorder_->issue(d, bytes, task.issuedAt);
 }
 
 void Communicator::Impl::traceStart(const Task& task) {
-  if (recorder_) recorder_->start(task.traceId, task.args.desc.algo, trace::wallMicros());
+  if (!recorder_) return;
+  recorder_->start(task.traceId, task.args.desc.algo,
+                   task.startsAtIssue ? task.issuedAt : trace::ticks());
 }
 
 void Communicator::Impl::traceEnd(const Task& task, bool ok) {
-  if (recorder_) recorder_->end(task.traceId, ok, trace::wallMicros());
+  if (recorder_) recorder_->end(task.traceId, ok, trace::ticks());
 }
 
 void Communicator::Impl::traceFailure(const Error& e) {
@@ -91,7 +94,8 @@ void Communicator::Impl::traceFailure(const Error& e) {
 
 void Communicator::Impl::printStragglerReport() const {
   if (!recorder_) return;
-  const std::string text = trace::stragglerText(recorder_->stragglers(), rank);
+  const std::string text =
+      trace::stragglerText(recorder_->stragglers(trace::WallClock::now()), rank);
   if (!text.empty()) std::fputs(text.c_str(), stderr);
 }
 

@@ -104,7 +104,7 @@ Work Communicator::Impl::issue(algo::Args args, Run run) {
     Task task{std::move(args), state};
     traceIssue(task);
     if (abortCause_ || abortRequested_) {
-      if (recorder_) recorder_->dropQueued(task.traceId, trace::wallMicros());
+      if (recorder_) recorder_->dropQueued(task.traceId, trace::ticks());
       state->finishedEarly(abortedError(task.args.desc));
       return Work(state);
     }
@@ -123,7 +123,7 @@ std::shared_ptr<detail::WorkState> Communicator::Impl::runBlocking(algo::Args ar
     task.args.desc.seq = takeSeq(task.args.desc.kind);
     traceIssue(task);
     if (abortCause_ || abortRequested_) {
-      if (recorder_) recorder_->dropQueued(task.traceId, trace::wallMicros());
+      if (recorder_) recorder_->dropQueued(task.traceId, trace::ticks());
       std::rethrow_exception(abortedError(task.args.desc));
     }
     if (!queue_.empty() || busy_) {
@@ -135,6 +135,7 @@ std::shared_ptr<detail::WorkState> Communicator::Impl::runBlocking(algo::Args ar
       return task.state;
     }
     busy_ = true;
+    task.startsAtIssue = true;
   }
   runTask(task);
   if (task.state->error) std::rethrow_exception(task.state->error);
@@ -247,7 +248,7 @@ void Communicator::Impl::workerLoop() {
       queue_.pop_front();
       if (abortCause_) {
         lock.unlock();  // completion callbacks may issue new work
-        if (recorder_) recorder_->dropQueued(task.traceId, trace::wallMicros());
+        if (recorder_) recorder_->dropQueued(task.traceId, trace::ticks());
         task.state->finish(abortedError(task.args.desc));
         continue;
       }
@@ -298,7 +299,7 @@ void Communicator::Impl::abortWith(const Error& cause) {
   }
   // Outside the lock: completion callbacks may issue new work (which then fails at once).
   for (auto& t : failed) {
-    if (recorder_) recorder_->dropQueued(t.traceId, trace::wallMicros());
+    if (recorder_) recorder_->dropQueued(t.traceId, trace::ticks());
     t.state->finish(abortedError(t.args.desc));
   }
 }

@@ -139,8 +139,9 @@ void entryJson(std::string& out, const EntryCopy& e) {
 std::string dumpJson(const Subject& s, const char* reason, const std::string* error) {
   const Recorder& r = s.recorder;
   // Entries first: `recorded` is read after them, so it counts at least every entry listed.
-  std::vector<EntryCopy> entries = r.entries();
-  StragglerCopy st = r.stragglers();
+  const WallClock clock = WallClock::now();
+  std::vector<EntryCopy> entries = r.entries(clock);
+  StragglerCopy st = r.stragglers(clock);
   std::string out;
   out.reserve(512 + entries.size() * 400);
   out += "{\n  ";
@@ -188,8 +189,9 @@ std::string dumpJson(const Subject& s, const char* reason, const std::string* er
 
 std::string progressJson(const Subject& s) {
   const Recorder& r = s.recorder;
+  const WallClock clock = WallClock::now();
   EntryCopy cur;
-  const bool pending = r.oldestPending(&cur);
+  const bool pending = r.oldestPending(&cur, clock);
   std::string out = "{";
   field(out, "format", "chorus-progress/1");
   out += ", ";
@@ -215,7 +217,7 @@ std::string progressJson(const Subject& s) {
     out += "null";
   }
   out += ", ";
-  number(out, "last_progress_us", r.lastProgressUs());
+  number(out, "last_progress_us", r.lastProgressUs(clock));
   out += ", ";
   number(out, "published_us", wallMicros());
   out += "}";

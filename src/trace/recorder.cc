@@ -22,10 +22,10 @@ const char* toString(CallState s) {
   return "unknown";
 }
 
-int lagBucket(uint64_t lagUs) {
-  if (lagUs == 0) return 0;
-  const int msb = 63 - __builtin_clzll(lagUs);
-  const uint64_t frac = msb >= 2 ? (lagUs >> (msb - 2)) & 3 : (lagUs << (2 - msb)) & 3;
+int lagBucket(uint64_t lag) {
+  if (lag == 0) return 0;
+  const int msb = 63 - __builtin_clzll(lag);
+  const uint64_t frac = msb >= 2 ? (lag >> (msb - 2)) & 3 : (lag << (2 - msb)) & 3;
   return std::min(1 + msb * 4 + static_cast<int>(frac), kLagBuckets - 1);
 }
 
@@ -41,6 +41,7 @@ uint64_t lagOfBucket(int bucket) {
 Recorder::Recorder(size_t capacity, int rank, int size)
     : capacity_(capacity), rank_(rank), size_(size) {
   if (capacity_ == 0) return;
+  startTickClock();
   const auto n = static_cast<size_t>(size);
   ring_ = std::make_unique<Entry[]>(capacity_);
   slotCall_.assign(n, 0);
@@ -50,7 +51,7 @@ Recorder::Recorder(size_t capacity, int rank, int size)
   lagHist_ = std::make_unique<std::atomic<uint32_t>[]>(n * kLagBuckets);
 }
 
-uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t nowUs) {
+uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
   const uint64_t id = recorded_.load(std::memory_order_relaxed) + 1;
   Entry& e = ring_[(id - 1) % capacity_];
   const uint64_t v = e.version.load(std::memory_order_relaxed);
@@ -68,16 +69,16 @@ uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t nowUs) {
   e.waitingOn.store(-1, r);
   e.count.store(d.kind == CollectiveKind::kSendRecv ? bytes : d.count, r);
   e.bytes.store(bytes, r);
-  e.issuedUs.store(nowUs, r);
-  e.startedUs.store(0, r);
-  e.endedUs.store(0, r);
+  e.issuedAt.store(now, r);
+  e.startedAt.store(0, r);
+  e.endedAt.store(0, r);
   const uint8_t used = e.peerCount.load(r);
   for (uint8_t i = 0; i < used && i < kPeerSlots; ++i) {
     PeerSlot& s = e.peers[i];
     s.rank.store(-1, r);
     s.sent.store(0, r);
     s.received.store(0, r);
-    s.firstArrivalUs.store(0, r);
+    s.firstArrivalAt.store(0, r);
     s.early.store(false, r);
   }
   e.peerCount.store(0, r);
@@ -89,31 +90,31 @@ uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t nowUs) {
   return id;
 }
 
-void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t nowUs) {
+void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
   Entry* e = entryOf(id);
   current_ = e;
   if (++callMark_ == 0) {  // after 2^32 calls: forget the old marks
     std::fill(slotCall_.begin(), slotCall_.end(), 0);
     callMark_ = 1;
   }
-  lastProgressUs_.store(nowUs, std::memory_order_relaxed);
+  lastProgressAt_.store(now, std::memory_order_relaxed);
   if (e == nullptr) return;
   e->algo.store(static_cast<uint8_t>(algo), std::memory_order_relaxed);
-  e->startedUs.store(nowUs, std::memory_order_relaxed);
+  e->startedAt.store(now, std::memory_order_relaxed);
   e->state.store(static_cast<uint8_t>(CallState::kStarted), std::memory_order_relaxed);
 }
 
-void Recorder::end(uint64_t id, bool ok, uint64_t nowUs) {
+void Recorder::end(uint64_t id, bool ok, uint64_t now) {
   current_ = nullptr;
   Entry* e = entryOf(id);
   if (e == nullptr) return;
   constexpr auto r = std::memory_order_relaxed;
-  e->endedUs.store(nowUs, r);
+  e->endedAt.store(now, r);
   e->waitingOn.store(-1, r);
   e->state.store(static_cast<uint8_t>(ok ? CallState::kDone : CallState::kFailed), r);
   const bool collective = e->kind.load(r) != static_cast<uint8_t>(CollectiveKind::kSendRecv);
   if (ok) {
-    lastProgressUs_.store(nowUs, r);
+    lastProgressAt_.store(now, r);
     if (collective) {
       completed_.store(completed_.load(r) + 1, r);
       countStraggler(*e);
@@ -121,10 +122,10 @@ void Recorder::end(uint64_t id, bool ok, uint64_t nowUs) {
   }
 }
 
-void Recorder::dropQueued(uint64_t id, uint64_t nowUs) {
+void Recorder::dropQueued(uint64_t id, uint64_t now) {
   Entry* e = entryOf(id);
   if (e == nullptr) return;
-  e->endedUs.store(nowUs, std::memory_order_relaxed);
+  e->endedAt.store(now, std::memory_order_relaxed);
   e->state.store(static_cast<uint8_t>(CallState::kFailed), std::memory_order_relaxed);
 }
 
@@ -141,14 +142,14 @@ void Recorder::countStraggler(const Entry& e) {
   auto later = [](const Arrival& a, const Arrival& b) {
     return a.t != b.t ? a.t > b.t : a.order > b.order;
   };
-  const uint64_t start = e.startedUs.load(r);
+  const uint64_t start = e.startedAt.load(r);
   Arrival last{rank_, start, 1};
   Arrival second{-1, 0, -1};
   const int n = std::min<int>(e.peerCount.load(r), kPeerSlots);
   int heard = 0;
   for (int i = 0; i < n; ++i) {
     const PeerSlot& s = e.peers[i];
-    const uint64_t t = s.firstArrivalUs.load(r);
+    const uint64_t t = s.firstArrivalAt.load(r);
     if (t == 0) continue;
     ++heard;
     Arrival a = s.early.load(r) ? Arrival{s.rank.load(r), start, 0} : Arrival{s.rank.load(r), t, 2};
@@ -169,7 +170,7 @@ void Recorder::countStraggler(const Entry& e) {
   lagSamples_[who].store(lagSamples_[who].load(r) + 1, r);
 }
 
-bool Recorder::copy(const Entry& e, EntryCopy* out) const {
+bool Recorder::copy(const Entry& e, EntryCopy* out, const WallClock& clock) const {
   constexpr auto r = std::memory_order_relaxed;
   for (int tries = 0; tries < 64; ++tries) {
     const uint64_t v1 = e.version.load(std::memory_order_acquire);
@@ -185,15 +186,15 @@ bool Recorder::copy(const Entry& e, EntryCopy* out) const {
     out->waitingOn = e.waitingOn.load(r);
     out->count = e.count.load(r);
     out->bytes = e.bytes.load(r);
-    out->issuedUs = e.issuedUs.load(r);
-    out->startedUs = e.startedUs.load(r);
-    out->endedUs = e.endedUs.load(r);
+    out->issuedUs = clock.micros(e.issuedAt.load(r));
+    out->startedUs = clock.micros(e.startedAt.load(r));
+    out->endedUs = clock.micros(e.endedAt.load(r));
     out->started = out->startedUs != 0;
     out->peerCount = std::min<int>(e.peerCount.load(std::memory_order_acquire), kPeerSlots);
     for (int i = 0; i < out->peerCount; ++i) {
       const PeerSlot& s = e.peers[i];
       out->peers[i] = {s.rank.load(r), s.sent.load(r), s.received.load(r),
-                       s.firstArrivalUs.load(r)};
+                       clock.micros(s.firstArrivalAt.load(r))};
     }
     std::atomic_thread_fence(std::memory_order_acquire);
     if (e.version.load(r) == v1) return true;
@@ -201,7 +202,7 @@ bool Recorder::copy(const Entry& e, EntryCopy* out) const {
   return false;
 }
 
-std::vector<EntryCopy> Recorder::entries() const {
+std::vector<EntryCopy> Recorder::entries(const WallClock& clock) const {
   std::vector<EntryCopy> out;
   if (capacity_ == 0) return out;
   const uint64_t n = recorded();
@@ -210,18 +211,18 @@ std::vector<EntryCopy> Recorder::entries() const {
   for (uint64_t id = first; id <= n; ++id) {
     EntryCopy c;
     // An entry being rewritten, or already holding a newer call, is left out.
-    if (copy(ring_[(id - 1) % capacity_], &c) && c.id == id) out.push_back(c);
+    if (copy(ring_[(id - 1) % capacity_], &c, clock) && c.id == id) out.push_back(c);
   }
   return out;
 }
 
-bool Recorder::oldestPending(EntryCopy* out) const {
+bool Recorder::oldestPending(EntryCopy* out, const WallClock& clock) const {
   if (capacity_ == 0) return false;
   const uint64_t n = recorded();
   const uint64_t first = n > capacity_ ? n - capacity_ + 1 : 1;
   for (uint64_t id = first; id <= n; ++id) {
     EntryCopy c;
-    if (!copy(ring_[(id - 1) % capacity_], &c) || c.id != id) continue;
+    if (!copy(ring_[(id - 1) % capacity_], &c, clock) || c.id != id) continue;
     if (c.state != CallState::kDone) {
       *out = c;
       return true;
@@ -230,7 +231,7 @@ bool Recorder::oldestPending(EntryCopy* out) const {
   return false;
 }
 
-StragglerCopy Recorder::stragglers() const {
+StragglerCopy Recorder::stragglers(const WallClock& clock) const {
   StragglerCopy s;
   if (capacity_ == 0) return s;
   constexpr auto r = std::memory_order_relaxed;
@@ -254,9 +255,12 @@ StragglerCopy Recorder::stragglers() const {
       uint64_t seen = 0;
       for (int b = 0; b < kLagBuckets; ++b) {
         seen += hist[b];
-        if (seen >= std::max<uint64_t>(rank, 1)) return lagOfBucket(b);
+        if (seen >= std::max<uint64_t>(rank, 1)) {
+          return static_cast<uint64_t>(clock.microsOf(static_cast<double>(lagOfBucket(b))));
+        }
       }
-      return lagOfBucket(kLagBuckets - 1);
+      return static_cast<uint64_t>(
+          clock.microsOf(static_cast<double>(lagOfBucket(kLagBuckets - 1))));
     };
     row.medianLagUs = quantile(0.5);
     row.p99LagUs = quantile(0.99);

@@ -22,15 +22,15 @@ const char* toString(CallState s);
 // Peers remembered per call: the first ones the call exchanged data with (a ring talks to two,
 // recursive doubling to log2(size)); the traffic of further peers is not recorded.
 inline constexpr int kPeerSlots = 8;
-// Lag histogram: four buckets per power of two of microseconds, up to about 2^41 us.
-inline constexpr int kLagBuckets = 168;
+// Lag histogram: four buckets per power of two of ticks, up to about 2^49 ticks (days).
+inline constexpr int kLagBuckets = 200;
 
 struct PeerSlot {
   std::atomic<int32_t> rank{-1};
   std::atomic<uint64_t> sent{0};
   std::atomic<uint64_t> received{0};
-  std::atomic<uint64_t> firstArrivalUs{0};
-  std::atomic<bool> early{false};  // its first message was there before this rank looked
+  std::atomic<uint64_t> firstArrivalAt{0};  // ticks (trace/clock.h)
+  std::atomic<bool> early{false};           // its first message was there before this rank looked
 };
 
 struct Entry {
@@ -43,7 +43,7 @@ struct Entry {
   std::atomic<uint8_t> state{0};
   std::atomic<int32_t> root{-1}, waitingOn{-1};
   std::atomic<uint64_t> count{0}, bytes{0};
-  std::atomic<uint64_t> issuedUs{0}, startedUs{0}, endedUs{0};
+  std::atomic<uint64_t> issuedAt{0}, startedAt{0}, endedAt{0};  // ticks (trace/clock.h)
   std::atomic<uint8_t> peerCount{0};
   PeerSlot peers[kPeerSlots];
 };
@@ -91,12 +91,12 @@ class Recorder {
 
   // --- writers. issue() runs under the communicator's lock; the others on the thread that
   // drives the call (one at a time). A call is named by the id issue() returned.
-  // `bytes`: the call's size (send_recv: its message; else count x element size).
-  uint64_t issue(const OpDesc& d, uint64_t bytes, uint64_t nowUs);
-  void start(uint64_t id, AlgorithmId algo, uint64_t nowUs);
-  void end(uint64_t id, bool ok, uint64_t nowUs);
+  // `bytes`: the call's size (send_recv: its message; else count x element size). `now`: ticks().
+  uint64_t issue(const OpDesc& d, uint64_t bytes, uint64_t now);
+  void start(uint64_t id, AlgorithmId algo, uint64_t now);
+  void end(uint64_t id, bool ok, uint64_t now);
   // A call that never ran (failed while queued).
-  void dropQueued(uint64_t id, uint64_t nowUs);
+  void dropQueued(uint64_t id, uint64_t now);
 
   // --- the call in progress (started, not ended), from the transport.
   void waitingOn(int peer) {
@@ -121,22 +121,25 @@ class Recorder {
   // this rank first looked for messages in this call (it arrived before this rank started).
   void arrived(int peer, bool early) {
     PeerSlot* s = slot(peer);
-    if (s && s->firstArrivalUs.load(std::memory_order_relaxed) == 0) {
+    if (s && s->firstArrivalAt.load(std::memory_order_relaxed) == 0) {
       s->early.store(early, std::memory_order_relaxed);
-      s->firstArrivalUs.store(wallMicros(), std::memory_order_relaxed);
+      s->firstArrivalAt.store(ticks(), std::memory_order_relaxed);
     }
   }
 
-  // --- readers (any thread, lock-free; they allocate).
+  // --- readers (any thread, lock-free; they allocate). Times come out in wall-clock
+  // microseconds, converted with `clock`.
   // The entries still in the ring, oldest first.
-  std::vector<EntryCopy> entries() const;
+  std::vector<EntryCopy> entries(const WallClock& clock) const;
   uint64_t recorded() const { return recorded_.load(std::memory_order_acquire); }
   uint64_t issued() const { return issued_.load(std::memory_order_relaxed); }
   uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
-  uint64_t lastProgressUs() const { return lastProgressUs_.load(std::memory_order_relaxed); }
+  uint64_t lastProgressUs(const WallClock& clock) const {
+    return clock.micros(lastProgressAt_.load(std::memory_order_relaxed));
+  }
   // The oldest call not yet ended, if it is still in the ring.
-  bool oldestPending(EntryCopy* out) const;
-  StragglerCopy stragglers() const;
+  bool oldestPending(EntryCopy* out, const WallClock& clock) const;
+  StragglerCopy stragglers(const WallClock& clock) const;
 
  private:
   Entry* entryOf(uint64_t id) {
@@ -164,7 +167,7 @@ class Recorder {
     a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
   }
   void countStraggler(const Entry& e);
-  bool copy(const Entry& e, EntryCopy* out) const;
+  bool copy(const Entry& e, EntryCopy* out, const WallClock& clock) const;
 
   const size_t capacity_;
   const int rank_;
@@ -173,7 +176,7 @@ class Recorder {
   std::atomic<uint64_t> recorded_{0};
   std::atomic<uint64_t> issued_{0};  // collectives issued (send_recv not counted)
   std::atomic<uint64_t> completed_{0};
-  std::atomic<uint64_t> lastProgressUs_{0};
+  std::atomic<uint64_t> lastProgressAt_{0};  // ticks
 
   // The call in progress, its mark and each peer's slot in it (driving thread only).
   Entry* current_ = nullptr;
@@ -185,11 +188,11 @@ class Recorder {
   std::atomic<uint64_t> statCalls_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> lastCount_;
   std::unique_ptr<std::atomic<uint64_t>[]> lagSamples_;
-  std::unique_ptr<std::atomic<uint32_t>[]> lagHist_;  // size x kLagBuckets
+  std::unique_ptr<std::atomic<uint32_t>[]> lagHist_;  // size x kLagBuckets, of ticks
 };
 
 // Bucket of a lag in the histogram, and a value that represents a bucket.
-int lagBucket(uint64_t lagUs);
+int lagBucket(uint64_t lag);
 uint64_t lagOfBucket(int bucket);
 
 }  // namespace chorus::trace

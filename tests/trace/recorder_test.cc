@@ -1,6 +1,8 @@
 // The ring on its own: which calls it keeps, in which order, with which fields.
 #include "trace/recorder.h"
 
+#include "trace/clock.h"
+
 #include <gtest/gtest.h>
 
 namespace chorus::trace {
@@ -15,18 +17,19 @@ OpDesc call(uint64_t j, uint64_t count) {
 TEST(Recorder, KeepsTheLastCallsInOrder) {
   Recorder rec(4, 0, 3);
   for (uint64_t j = 0; j < 10; ++j) {
-    uint64_t id = rec.issue(call(j, 100 + j), 4 * (100 + j), 1000 + j);
-    rec.start(id, AlgorithmId::kRing, 2000 + j);
+    uint64_t id = rec.issue(call(j, 100 + j), 4 * (100 + j), ticks());
+    rec.start(id, AlgorithmId::kRing, ticks());
     rec.sent(1, 8);
     rec.sent(1, 8);
     rec.received(2, 16);
     rec.arrived(2, false);
-    rec.end(id, true, 3000 + j);
+    rec.end(id, true, ticks());
   }
   EXPECT_EQ(rec.recorded(), 10u);
   EXPECT_EQ(rec.issued(), 10u);
   EXPECT_EQ(rec.completed(), 10u);
-  auto entries = rec.entries();
+  const uint64_t before = wallMicros();
+  auto entries = rec.entries(WallClock::now());
   ASSERT_EQ(entries.size(), 4u);
   for (size_t i = 0; i < entries.size(); ++i) {
     const EntryCopy& e = entries[i];
@@ -38,9 +41,14 @@ TEST(Recorder, KeepsTheLastCallsInOrder) {
     EXPECT_EQ(e.count, 100 + j);
     EXPECT_EQ(e.bytes, 4 * (100 + j));
     EXPECT_EQ(e.state, CallState::kDone);
-    EXPECT_EQ(e.issuedUs, 1000 + j);
-    EXPECT_EQ(e.startedUs, 2000 + j);
-    EXPECT_EQ(e.endedUs, 3000 + j);
+    // Wall-clock times of this very test: within the last minute, in order.
+    EXPECT_GT(e.issuedUs + 60'000'000, before);
+    EXPECT_LE(e.issuedUs, e.startedUs);
+    EXPECT_LE(e.startedUs, e.endedUs);
+    EXPECT_LE(e.endedUs, before + 1000);
+    if (i > 0) {
+      EXPECT_LE(entries[i - 1].endedUs, e.issuedUs);
+    }
     ASSERT_EQ(e.peerCount, 2);
     EXPECT_EQ(e.peers[0].rank, 1);
     EXPECT_EQ(e.peers[0].sent, 16u);
@@ -53,29 +61,30 @@ TEST(Recorder, KeepsTheLastCallsInOrder) {
 
 TEST(Recorder, ShowsTheWaitAndTheQueue) {
   Recorder rec(8, 1, 4);
-  uint64_t a = rec.issue(call(0, 1), 4, 10);
-  uint64_t b = rec.issue(call(1, 1), 4, 11);
+  uint64_t a = rec.issue(call(0, 1), 4, ticks());
+  uint64_t b = rec.issue(call(1, 1), 4, ticks());
   OpDesc p2p = OpDesc::of(CollectiveKind::kSendRecv, 0, DataType::kU8, ReduceOp::kSum);
   p2p.seq = OpDesc::pointToPointSeq(2);
-  rec.issue(p2p, 64, 12);
-  rec.start(a, AlgorithmId::kRecursiveDoubling, 20);
+  rec.issue(p2p, 64, ticks());
+  rec.start(a, AlgorithmId::kRecursiveDoubling, ticks());
   rec.waitingOn(3);
   EntryCopy cur;
-  ASSERT_TRUE(rec.oldestPending(&cur));
+  const WallClock clock = WallClock::now();
+  ASSERT_TRUE(rec.oldestPending(&cur, clock));
   EXPECT_EQ(cur.number, 0u);
   EXPECT_EQ(cur.state, CallState::kWaiting);
   EXPECT_EQ(cur.waitingOn, 3);
-  auto entries = rec.entries();
+  auto entries = rec.entries(clock);
   ASSERT_EQ(entries.size(), 3u);
   EXPECT_EQ(entries[1].state, CallState::kQueued);
   EXPECT_FALSE(entries[1].started);
   EXPECT_EQ(entries[2].kind, CollectiveKind::kSendRecv);
   EXPECT_EQ(entries[2].number, 2u);  // the sends before collective #2
   EXPECT_EQ(entries[2].count, 64u);
-  rec.end(a, false, 30);
-  rec.dropQueued(b, 31);
+  rec.end(a, false, ticks());
+  rec.dropQueued(b, ticks());
   EXPECT_EQ(rec.completed(), 0u);
-  entries = rec.entries();
+  entries = rec.entries(clock);
   EXPECT_EQ(entries[0].state, CallState::kFailed);
   EXPECT_EQ(entries[1].state, CallState::kFailed);
 }
@@ -83,8 +92,8 @@ TEST(Recorder, ShowsTheWaitAndTheQueue) {
 TEST(Recorder, OffRecordsNothing) {
   Recorder rec(0, 0, 2);
   EXPECT_FALSE(rec.enabled());
-  EXPECT_TRUE(rec.entries().empty());
-  EXPECT_EQ(rec.stragglers().collectives, 0u);
+  EXPECT_TRUE(rec.entries(WallClock::now()).empty());
+  EXPECT_EQ(rec.stragglers(WallClock::now()).collectives, 0u);
 }
 
 TEST(Recorder, LagBucketsKeepTheirValues) {
