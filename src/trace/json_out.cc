@@ -178,6 +178,8 @@ std::string dumpJson(const Subject& s, const char* reason, const std::string* er
     out += ", ";
     number(out, "last", q.last);
     out += ", ";
+    number(out, "lag_samples", q.lagSamples);
+    out += ", ";
     number(out, "median_lag_us", q.medianLagUs);
     out += ", ";
     number(out, "p99_lag_us", q.p99LagUs);

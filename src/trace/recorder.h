@@ -143,6 +143,7 @@ class Recorder {
 
  private:
   Entry* entryOf(uint64_t id) {
+    if (id == 0) return nullptr;
     Entry& e = ring_[(id - 1) % capacity_];
     return e.id.load(std::memory_order_relaxed) == id ? &e : nullptr;
   }
