@@ -23,6 +23,16 @@ void Communicator::Impl::initTrace() {
   if (!trace_->recorder.enabled()) return;
   recorder_ = &trace_->recorder;
   if (tx_) tx_->attachRecorder(recorder_);
+  if (!trace_->settings.dir.empty()) {
+    recorder_->onTimeout(
+        [](void* self, const OpDesc& op, const std::string& message) {
+          auto* impl = static_cast<Impl*>(self);
+          impl->traceFailure(
+              Error(ErrorCode::kTimeout,
+                    op.name() + " (rank " + std::to_string(impl->rank) + "): " + message));
+        },
+        this);
+  }
 }
 
 void Communicator::Impl::startTracing(std::shared_ptr<Store> root) {

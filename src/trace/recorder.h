@@ -127,6 +127,18 @@ class Recorder {
     }
   }
 
+  // A wait of the current call ran past its deadline (before the transport listens a little
+  // longer for the peers' accounts): the communicator dumps now, while every rank of a stalled
+  // job is still alive. Set once, before the first call.
+  using TimeoutHook = void (*)(void* context, const OpDesc& op, const std::string& message);
+  void onTimeout(TimeoutHook hook, void* context) {
+    timeoutHook_ = hook;
+    timeoutContext_ = context;
+  }
+  void timedOut(const OpDesc& op, const std::string& message) const {
+    if (timeoutHook_) timeoutHook_(timeoutContext_, op, message);
+  }
+
   // --- readers (any thread, lock-free; they allocate). Times come out in wall-clock
   // microseconds, converted with `clock`.
   // The entries still in the ring, oldest first.
@@ -178,6 +190,9 @@ class Recorder {
   std::atomic<uint64_t> issued_{0};  // collectives issued (send_recv not counted)
   std::atomic<uint64_t> completed_{0};
   std::atomic<uint64_t> lastProgressAt_{0};  // ticks
+
+  TimeoutHook timeoutHook_ = nullptr;
+  void* timeoutContext_ = nullptr;
 
   // The call in progress, its mark and each peer's slot in it (driving thread only).
   Entry* current_ = nullptr;

@@ -104,6 +104,7 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
     if (deadline.expired()) {
       if (mine) throw *mine;
       mine = std::make_unique<Error>(ErrorCode::kTimeout, timeoutMessage(r));
+      if (op_.recorder) op_.recorder->timedOut(op_.current, mine->what());
       // Tell the peers now, then listen a little longer: the peer this rank waits for may itself
       // be stuck behind a silent rank and say so, which names the rank that is really missing.
       sendAbortFrames(*mine);
