@@ -118,12 +118,14 @@ class Recorder {
     if (PeerSlot* s = slot(peer)) add(s->received, bytes);
   }
   // The first message of the current call from `peer` is here; early: it was waiting before
-  // this rank first looked for messages in this call (it arrived before this rank started).
+  // this rank first looked for messages in this call (it arrived before this rank started, and
+  // its arrival shows as the call's start: no clock read).
   void arrived(int peer, bool early) {
     PeerSlot* s = slot(peer);
     if (s && s->firstArrivalAt.load(std::memory_order_relaxed) == 0) {
       s->early.store(early, std::memory_order_relaxed);
-      s->firstArrivalAt.store(ticks(), std::memory_order_relaxed);
+      s->firstArrivalAt.store(early ? current_->startedAt.load(std::memory_order_relaxed) : ticks(),
+                              std::memory_order_relaxed);
     }
   }
 
