@@ -72,16 +72,7 @@ uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
   e.issuedAt.store(now, r);
   e.startedAt.store(0, r);
   e.endedAt.store(0, r);
-  const uint8_t used = e.peerCount.load(r);
-  for (uint8_t i = 0; i < used && i < kPeerSlots; ++i) {
-    PeerSlot& s = e.peers[i];
-    s.rank.store(-1, r);
-    s.sent.store(0, r);
-    s.received.store(0, r);
-    s.firstArrivalAt.store(0, r);
-    s.early.store(false, r);
-  }
-  e.peerCount.store(0, r);
+  e.peerCount.store(0, r);  // slots are cleared when a call claims them (Recorder::slot)
   e.version.store(v + 2, std::memory_order_release);
   recorded_.store(id, std::memory_order_release);
   if (d.kind != CollectiveKind::kSendRecv) {

@@ -173,7 +173,12 @@ class Recorder {
     slotOf_[p] = n;
     if (n >= kPeerSlots) return nullptr;
     PeerSlot& s = e->peers[n];
-    s.rank.store(peer, std::memory_order_relaxed);
+    constexpr auto r = std::memory_order_relaxed;
+    s.rank.store(peer, r);
+    s.sent.store(0, r);
+    s.received.store(0, r);
+    s.firstArrivalAt.store(0, r);
+    s.early.store(false, r);
     e->peerCount.store(static_cast<uint8_t>(n + 1), std::memory_order_release);
     return &s;
   }
