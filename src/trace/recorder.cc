@@ -54,11 +54,9 @@ Recorder::Recorder(size_t capacity, int rank, int size)
 uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
   const uint64_t id = recorded_.load(std::memory_order_relaxed) + 1;
   Entry& e = ring_[(id - 1) % capacity_];
-  const uint64_t v = e.version.load(std::memory_order_relaxed);
-  e.version.store(v + 1, std::memory_order_relaxed);
+  e.version.store(2 * id - 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   constexpr auto r = std::memory_order_relaxed;
-  e.id.store(id, r);
   e.number.store(d.seq / 2, r);  // collective j has seq 2j + 1, the sends before it 2j
   e.kind.store(static_cast<uint8_t>(d.kind), r);
   e.algo.store(static_cast<uint8_t>(AlgorithmId::kNone), r);
@@ -68,12 +66,11 @@ uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
   e.root.store(d.root, r);
   e.waitingOn.store(-1, r);
   e.count.store(d.kind == CollectiveKind::kSendRecv ? bytes : d.count, r);
-  e.bytes.store(bytes, r);
   e.issuedAt.store(now, r);
   e.startedAt.store(0, r);
   e.endedAt.store(0, r);
   e.peerCount.store(0, r);  // slots are cleared when a call claims them (Recorder::slot)
-  e.version.store(v + 2, std::memory_order_release);
+  e.version.store(2 * id, std::memory_order_release);
   recorded_.store(id, std::memory_order_release);
   if (d.kind != CollectiveKind::kSendRecv) {
     issued_.store(issued_.load(r) + 1, r);
@@ -168,7 +165,7 @@ bool Recorder::copy(const Entry& e, EntryCopy* out, const WallClock& clock) cons
   for (int tries = 0; tries < 64; ++tries) {
     const uint64_t v1 = e.version.load(std::memory_order_acquire);
     if (v1 & 1) continue;
-    out->id = e.id.load(r);
+    out->id = v1 / 2;
     out->number = e.number.load(r);
     out->kind = static_cast<CollectiveKind>(e.kind.load(r));
     out->algo = static_cast<AlgorithmId>(e.algo.load(r));
@@ -178,7 +175,7 @@ bool Recorder::copy(const Entry& e, EntryCopy* out, const WallClock& clock) cons
     out->root = e.root.load(r);
     out->waitingOn = e.waitingOn.load(r);
     out->count = e.count.load(r);
-    out->bytes = e.bytes.load(r);
+    out->bytes = out->count * sizeOf(out->dtype);  // send_recv: count bytes of u8
     out->issuedUs = clock.micros(e.issuedAt.load(r));
     out->startedUs = clock.micros(e.startedAt.load(r));
     out->endedUs = clock.micros(e.endedAt.load(r));

@@ -25,25 +25,26 @@ inline constexpr int kPeerSlots = 8;
 // Lag histogram: four buckets per power of two of ticks, up to about 2^49 ticks (days).
 inline constexpr int kLagBuckets = 200;
 
+// Laid out so that a call with two peers touches two cache lines of the ring.
 struct PeerSlot {
   std::atomic<int32_t> rank{-1};
+  std::atomic<bool> early{false};  // its first message was there before this rank looked
   std::atomic<uint64_t> sent{0};
   std::atomic<uint64_t> received{0};
   std::atomic<uint64_t> firstArrivalAt{0};  // ticks (trace/clock.h)
-  std::atomic<bool> early{false};           // its first message was there before this rank looked
 };
 
-struct Entry {
-  // Odd while the entry is (re)initialised for a new call; a reader that sees it change while
+struct alignas(64) Entry {
+  // 2 x the call's id (1 + its position among all calls recorded) once written; odd while the
+  // entry is (re)initialised for a new call, 0 while unused. A reader that sees it change while
   // copying the entry copies again.
   std::atomic<uint64_t> version{0};
-  std::atomic<uint64_t> id{0};  // 1 + the call's position among all calls recorded; 0: unused
   std::atomic<uint64_t> number{0};
+  std::atomic<uint64_t> count{0};                               // bytes: count x element size
+  std::atomic<uint64_t> issuedAt{0}, startedAt{0}, endedAt{0};  // ticks (trace/clock.h)
+  std::atomic<int32_t> root{-1}, waitingOn{-1};
   std::atomic<uint8_t> kind{0}, algo{0}, dtype{0}, op{0};
   std::atomic<uint8_t> state{0};
-  std::atomic<int32_t> root{-1}, waitingOn{-1};
-  std::atomic<uint64_t> count{0}, bytes{0};
-  std::atomic<uint64_t> issuedAt{0}, startedAt{0}, endedAt{0};  // ticks (trace/clock.h)
   std::atomic<uint8_t> peerCount{0};
   PeerSlot peers[kPeerSlots];
 };
@@ -159,7 +160,7 @@ class Recorder {
   Entry* entryOf(uint64_t id) {
     if (id == 0) return nullptr;
     Entry& e = ring_[(id - 1) % capacity_];
-    return e.id.load(std::memory_order_relaxed) == id ? &e : nullptr;
+    return e.version.load(std::memory_order_relaxed) == 2 * id ? &e : nullptr;
   }
   // The current call's slot for `peer`, claimed on first use; null when off, between calls, or
   // when the call already has kPeerSlots peers.
