@@ -5,7 +5,7 @@
 # Usage: trace_process_test.sh BUILD_DIR
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../harness/checks.sh
+# shellcheck source-path=SCRIPTDIR source=../harness/checks.sh
 source "$here/../harness/checks.sh"
 build=${1:?usage: trace_process_test.sh BUILD_DIR}
 run=$build/tools/chorus-run/chorus-run
