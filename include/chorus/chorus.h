@@ -239,6 +239,13 @@ chorus_status chorus_abort(chorus_comm* comm);
  * chorus_abort; chorus_last_error(comm) then holds its message. Never blocks. */
 chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* status);
 
+/* Writes this rank's flight-recorder dump (docs/trace-format.md) as
+ * <path>/chorus-trace-<communicator>-rank<R>.json; path NULL or "": the directory in
+ * CHORUS_TRACE_DIR. Reads the record without locks: callable from any thread, also while a call
+ * on comm is stuck. CHORUS_ERR_INVALID_ARGUMENT when the recorder is off (CHORUS_TRACE_ENTRIES=0)
+ * or no directory is known, CHORUS_ERR_SYSTEM when the file cannot be written. */
+chorus_status chorus_dump_trace(chorus_comm* comm, const char* path);
+
 /* Message of this communicator's last failure ("" if none). Valid until the next call on comm.
  * With comm == NULL: the last failure on this thread that had no communicator (chorus_init*,
  * a call with a null communicator or request). */

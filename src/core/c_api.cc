@@ -282,6 +282,10 @@ chorus_status chorus_abort(chorus_comm* comm) {
   return guarded(comm, [&] { comm->comm->abort(); });
 }
 
+chorus_status chorus_dump_trace(chorus_comm* comm, const char* path) {
+  return guarded(comm, [&] { comm->comm->dumpTrace(path ? path : ""); });
+}
+
 chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* status) {
   if (status == nullptr) {
     initError = "chorus_comm_get_async_error: status is null";

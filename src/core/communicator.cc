@@ -1,6 +1,8 @@
 // The public Communicator: thin methods over its Impl (core/communicator_impl.h).
 #include "core/communicator_impl.h"
 
+#include "trace/json_out.h"
+
 #include <chorus/error.hpp>
 
 #include <string>
@@ -69,6 +71,38 @@ Work Communicator::barrier(Run run) {
 }
 
 void Communicator::abort() { impl_->requestAbort(); }
+
+std::string StragglerReport::summary() const {
+  trace::StragglerCopy s;
+  s.collectives = collectives;
+  for (const auto& q : ranks) {
+    s.ranks.push_back({q.rank, q.last, q.lagSamples,
+                       static_cast<uint64_t>(q.medianLagMs * 1000.0 + 0.5),
+                       static_cast<uint64_t>(q.p99LagMs * 1000.0 + 0.5)});
+  }
+  return trace::stragglerText(s, seenBy);
+}
+
+std::string Communicator::dumpTrace(const std::string& dir) const { return impl_->dumpTrace(dir); }
+
+StragglerReport Communicator::stragglerReport() const {
+  StragglerReport out;
+  out.seenBy = impl_->rank;
+  const trace::StragglerCopy s = impl_->trace().recorder.stragglers(trace::WallClock::now());
+  out.collectives = s.collectives;
+  for (const auto& q : s.ranks) {
+    StragglerReport::Rank row;
+    row.rank = q.rank;
+    row.last = q.last;
+    row.lastFraction =
+        s.collectives ? static_cast<double>(q.last) / static_cast<double>(s.collectives) : 0;
+    row.lagSamples = q.lagSamples;
+    row.medianLagMs = static_cast<double>(q.medianLagUs) / 1000.0;
+    row.p99LagMs = static_cast<double>(q.p99LagUs) / 1000.0;
+    out.ranks.push_back(row);
+  }
+  return out;
+}
 std::exception_ptr Communicator::abortCause() const { return impl_->cause(); }
 
 }  // namespace chorus

@@ -8,6 +8,7 @@
 #include "algo/hierarchy.h"
 #include "algo/select.h"
 #include "core/work_state.h"
+#include "trace/subject.h"
 #include "transport/transport.h"
 
 #include <atomic>
@@ -47,6 +48,12 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   void failWith(const Error& cause);
   std::exception_ptr cause() const;
   const transport::Transport* transport() const { return tx_.get(); }
+  // Starts the progress records (to `root`, the store the ranks met at) and the signal dumps;
+  // rank 0 registers the communicator under chorus/progress/. Called once, after creation.
+  void startTracing(std::shared_ptr<Store> root);
+  // Writes this rank's dump to dir (empty: CHORUS_TRACE_DIR); returns its path.
+  std::string dumpTrace(const std::string& dir, const char* reason = "request");
+  const trace::Subject& trace() const { return *trace_; }
 
   Options options;
   std::atomic<int> lastAlgo{-1};  // AlgorithmId of the last prepared call, for lastAlgorithm()
@@ -54,6 +61,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   int size;
   const std::shared_ptr<Store> store;
   const std::string routeHost;
+  std::shared_ptr<Store> rootStore;  // the store the ranks met at (progress records)
   std::atomic<uint64_t> splits{
       0};  // split() calls so far: the n-th split's keys are "split/<n>/.."
 
@@ -61,6 +69,10 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   struct Task {
     algo::Args args;
     std::shared_ptr<detail::WorkState> state;
+    uint64_t traceId = 0;   // the call's entry in the flight recorder (0: none)
+    uint64_t issuedAt = 0;  // trace::ticks() at issue
+    // Runs at once on the issuing thread: its start is its issue (one clock read less).
+    bool startsAtIssue = false;
   };
   void workerLoop();
   void execute(Task& task);
@@ -70,10 +82,20 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   void runTask(Task& task);
   void prepare(algo::Args& args);
   void abortWith(const Error& cause);
+  // Flight recorder: a call issued (needs mu_ held), started, ended; a failure's dump.
+  void traceIssue(Task& task);
+  void traceStart(const Task& task);
+  void traceEnd(const Task& task, bool ok);
+  void traceFailure(const Error& e);
+  void printStragglerReport() const;
+  void initTrace();
   uint64_t takeSeq(CollectiveKind kind);                   // needs mu_ held
   std::exception_ptr abortedError(const OpDesc& d) const;  // needs mu_ held
 
   std::unique_ptr<transport::Transport> tx_;
+  std::shared_ptr<trace::Subject> trace_;  // shared with the trace service (trace/service.h)
+  trace::Recorder* recorder_ = nullptr;    // trace_'s, or null when the recorder is off
+  bool watched_ = false;
   algo::Scratch scratch_;
   algo::Group group_;
   std::unique_ptr<algo::Hierarchy> hier_;  // subgroups by host; null for a flat layout

@@ -60,6 +60,8 @@ std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const 
   auto impl = connectScoped(makePrefixStore("chorus/" + std::to_string(generation), store), route,
                             rank, size, std::move(options));
   checkNoConflict(*store, generation);
+  impl->rootStore = store;
+  impl->startTracing(store);
   return impl;
 }
 

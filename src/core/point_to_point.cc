@@ -28,6 +28,7 @@ void Communicator::Impl::executePointToPoint(Task& first) {
   std::deque<transport::Request> requests;
   size_t finished = 0;  // tasks complete in issue order, like every call of a communicator
   auto post = [&](Task& t) {
+    traceStart(t);
     transport::Request& r = requests.emplace_back();
     if (t.args.sending) {
       tx_->postSend(r, t.args.peer, t.args.in, t.args.bytes, 0);
@@ -37,6 +38,8 @@ void Communicator::Impl::executePointToPoint(Task& first) {
   };
   auto fail = [&](ErrorCode code, const std::string& what) {
     Error err(code, first.args.desc.name() + " (rank " + std::to_string(rank) + "): " + what);
+    traceFailure(err);
+    for (size_t i = finished; i < tasks.size(); ++i) traceEnd(*tasks[i], false);
     abortWith(err);  // aborts the transport first: the requests may go away after it
     for (size_t i = finished; i < tasks.size(); ++i) {
       tasks[i]->state->finish(std::make_exception_ptr(err));
@@ -61,6 +64,7 @@ void Communicator::Impl::executePointToPoint(Task& first) {
       }
       while (requests.size() < tasks.size()) post(*tasks[requests.size()]);
       while (finished < tasks.size() && requests[finished].done()) {
+        traceEnd(*tasks[finished], true);
         tasks[finished++]->state->finish(nullptr);
         progressed = true;
       }

@@ -64,8 +64,10 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key, const Opti
   auto scoped =
       makePrefixStore("split/" + std::to_string(index) + "/" + std::to_string(color), im.store);
   try {
-    return std::unique_ptr<Communicator>(new Communicator(
-        connectScoped(std::move(scoped), im.routeHost, childRank, childSize, options)));
+    auto child = connectScoped(std::move(scoped), im.routeHost, childRank, childSize, options);
+    child->rootStore = im.rootStore;
+    child->startTracing(im.rootStore);
+    return std::unique_ptr<Communicator>(new Communicator(std::move(child)));
   } catch (const Error& e) {
     throw Error(e.code(), where + ": connecting new rank " + std::to_string(childRank) + " of " +
                               std::to_string(childSize) + ": " + e.what());

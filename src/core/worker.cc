@@ -7,6 +7,7 @@
 #include "algo/topology.h"
 
 #include "core/validate.h"
+#include "trace/service.h"
 
 #include <chorus/error.hpp>
 
@@ -39,6 +40,7 @@ Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::
     placement_.even = topo.even;
     placement_.sharedLocal = options.transport != TransportKind::kTcp;
   }
+  initTrace();
   worker_ = std::thread([this] { workerLoop(); });
 }
 
@@ -53,6 +55,8 @@ Communicator::Impl::~Impl() {
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   if (tx_) tx_->close();
+  if (watched_) trace::unwatch(trace_.get());
+  if (trace_->settings.report && rank == 0) printStragglerReport();
 }
 
 void Communicator::Impl::prepare(algo::Args& args) {
@@ -97,12 +101,15 @@ Work Communicator::Impl::issue(algo::Args args, Run run) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     args.desc.seq = takeSeq(args.desc.kind);
+    Task task{std::move(args), state};
+    traceIssue(task);
     if (abortCause_ || abortRequested_) {
-      state->finishedEarly(abortedError(args.desc));
+      if (recorder_) recorder_->dropQueued(task.traceId, trace::ticks());
+      state->finishedEarly(abortedError(task.args.desc));
       return Work(state);
     }
     state->owner = weak_from_this();
-    queue_.push_back(Task{std::move(args), state});
+    queue_.push_back(std::move(task));
   }
   cv_.notify_one();
   return Work(state);
@@ -114,7 +121,11 @@ std::shared_ptr<detail::WorkState> Communicator::Impl::runBlocking(algo::Args ar
   {
     std::unique_lock<std::mutex> lock(mu_);
     task.args.desc.seq = takeSeq(task.args.desc.kind);
-    if (abortCause_ || abortRequested_) std::rethrow_exception(abortedError(task.args.desc));
+    traceIssue(task);
+    if (abortCause_ || abortRequested_) {
+      if (recorder_) recorder_->dropQueued(task.traceId, trace::ticks());
+      std::rethrow_exception(abortedError(task.args.desc));
+    }
     if (!queue_.empty() || busy_) {
       task.state->owner = weak_from_this();
       queue_.push_back(task);
@@ -124,6 +135,7 @@ std::shared_ptr<detail::WorkState> Communicator::Impl::runBlocking(algo::Args ar
       return task.state;
     }
     busy_ = true;
+    task.startsAtIssue = true;
   }
   runTask(task);
   if (task.state->error) std::rethrow_exception(task.state->error);
@@ -236,6 +248,7 @@ void Communicator::Impl::workerLoop() {
       queue_.pop_front();
       if (abortCause_) {
         lock.unlock();  // completion callbacks may issue new work
+        if (recorder_) recorder_->dropQueued(task.traceId, trace::ticks());
         task.state->finish(abortedError(task.args.desc));
         continue;
       }
@@ -253,17 +266,24 @@ void Communicator::Impl::workerLoop() {
 void Communicator::Impl::execute(Task& task) {
   const OpDesc& d = task.args.desc;
   if (d.kind == CollectiveKind::kSendRecv) return executePointToPoint(task);
+  traceStart(task);
   try {
     if (tx_) tx_->beginOp(d);
     algo::run(group_, task.args);
+    traceEnd(task, true);
     task.state->finish(nullptr);
     return;
   } catch (const Error& e) {
     Error err(e.code(), d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
+    // The dump first: it shows the call as it was when it failed (waiting on whom).
+    traceFailure(err);
+    traceEnd(task, false);
     abortWith(err);
     task.state->finish(std::make_exception_ptr(err));
   } catch (const std::exception& e) {
     Error err(ErrorCode::kInternal, d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
+    traceFailure(err);
+    traceEnd(task, false);
     abortWith(err);
     task.state->finish(std::make_exception_ptr(err));
   }
@@ -278,7 +298,10 @@ void Communicator::Impl::abortWith(const Error& cause) {
     failed.swap(queue_);
   }
   // Outside the lock: completion callbacks may issue new work (which then fails at once).
-  for (auto& t : failed) t.state->finish(abortedError(t.args.desc));
+  for (auto& t : failed) {
+    if (recorder_) recorder_->dropQueued(t.traceId, trace::ticks());
+    t.state->finish(abortedError(t.args.desc));
+  }
 }
 
 }  // namespace chorus

@@ -143,6 +143,9 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
   auto tx =
       std::make_unique<PeerTransport>(rank, size, std::move(listener), std::move(conns), spin);
   tx->setHosts(std::move(hosts));
+  uint64_t id = 0;
+  for (size_t i = 0; i < 8; ++i) id = (id << 8) | job[i];
+  tx->setCommunicatorId(id);
   if (!shared.links.empty()) {
     tx->attachSharedMemory(std::move(shared.self), std::move(shared.links));
   }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common/op_desc.h"
+#include "trace/recorder.h"
 
 #include <chorus/error.hpp>
 
@@ -20,6 +21,21 @@ struct OpState {
   // for this one, so the current collective may still finish; the next one fails with this.
   std::unique_ptr<Error> deferred;
   int abortFrom = -1;  // peer whose abort message was read last
+  // The flight recorder (null: off), told about the current call's traffic by the links.
+  trace::Recorder* recorder = nullptr;
+  // A progress pass of the current call found nothing to do: messages that arrive from now on
+  // were not already waiting when this rank started the call.
+  bool dry = false;
+
+  void sent(int peer, uint64_t bytes) {
+    if (recorder) recorder->sent(peer, bytes);
+  }
+  void received(int peer, uint64_t bytes) {
+    if (recorder) recorder->received(peer, bytes);
+  }
+  void arrived(int peer) {
+    if (recorder) recorder->arrived(peer, !dry);
+  }
 
   // Recent calls, to describe a late frame from a peer in mismatch messages.
   void remember(const OpDesc& op) { history_[op.seq % history_.size()] = op; }

@@ -77,6 +77,7 @@ void PeerTransport::beginOp(const OpDesc& op) {
   op_.current = op;
   op_.remember(op);
   op_.inOp = true;
+  op_.dry = false;
   for (auto& s : sockets_) {
     if (s) s->onBeginOp();
   }
@@ -96,18 +97,21 @@ void PeerTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uin
 }
 
 void PeerTransport::wait(Request& r, Deadline deadline) {
+  if (r.done()) return;
+  if (op_.recorder) op_.recorder->waitingOn(r.peer);
   std::unique_ptr<Error> mine;  // set once this wait has timed out
   while (!r.done()) {
     if (deadline.expired()) {
       if (mine) throw *mine;
       mine = std::make_unique<Error>(ErrorCode::kTimeout, timeoutMessage(r));
+      if (op_.recorder) op_.recorder->timedOut(op_.current, mine->what());
       // Tell the peers now, then listen a little longer: the peer this rank waits for may itself
       // be stuck behind a silent rank and say so, which names the rank that is really missing.
       sendAbortFrames(*mine);
       deadline = Deadline::after(kTimeoutGrace);
     }
     if (!mine) {
-      pollStuckOn(r, deadline);
+      pollStuck(r, deadline);
       continue;
     }
     try {
@@ -117,9 +121,16 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
       // Another rank's account of the same stall; keep waiting for the one that matters.
     }
   }
+  if (op_.recorder) op_.recorder->running();
 }
 
 void PeerTransport::pollStuckOn(const Request& r, Deadline deadline) {
+  if (op_.recorder) op_.recorder->waitingOn(r.peer);
+  pollStuck(r, deadline);
+  if (op_.recorder) op_.recorder->running();
+}
+
+void PeerTransport::pollStuck(const Request& r, Deadline deadline) {
   try {
     progress(deadline);
   } catch (const Error& e) {

@@ -47,6 +47,9 @@ class PeerTransport final : public Transport {
   void interrupt() noexcept override;
   void abort(const Error& cause) noexcept override;
   void close() noexcept override;
+  void attachRecorder(trace::Recorder* recorder) override { op_.recorder = recorder; }
+  uint64_t communicatorId() const override { return communicatorId_; }
+  void setCommunicatorId(uint64_t id) { communicatorId_ = id; }
   std::string peerAddress(int peer) const override;
   const std::vector<std::string>& hosts() const override { return hosts_; }
   const char* pathTo(int peer) const override {
@@ -71,6 +74,7 @@ class PeerTransport final : public Transport {
   void sendAbortFrames(const Error& cause) noexcept;
   std::string timeoutMessage(const Request& r) const;
   std::string waitingText(const Request& r) const;
+  void pollStuck(const Request& r, Deadline deadline);
   // The link that carries data to peer; throws when there is none (any more).
   Link& link(int peer);
 
@@ -93,6 +97,7 @@ class PeerTransport final : public Transport {
   shm::Segment shmSelf_;
   bool onlyShared_ = false;  // every peer is on shared memory
   bool spinAllowed_ = true;
+  uint64_t communicatorId_ = 0;
 };
 
 }  // namespace chorus::transport

@@ -61,9 +61,15 @@ void PeerTransport::progress(Deadline deadline) {
         }
       }
       if ((n = ::epoll_wait(epoll_.get(), events, 64, 0)) != 0) break;
+      op_.dry = true;
       if (Clock::now() >= until) break;
       if (spin_.yield) sched_yield();
     }
+  }
+  if (n == 0 && !op_.dry) {
+    // Not looked yet in this call: whatever is here now was waiting before this rank started.
+    n = ::epoll_wait(epoll_.get(), events, 64, 0);
+    op_.dry = n == 0;
   }
   if (n == 0) {
     // Before sleeping, say so where shared-memory peers look, then look at the rings once more:

@@ -4,8 +4,13 @@
 
 #include "transport/data_path.h"
 
+#include <cstdint>
+
 namespace chorus {
 class Error;
+}
+namespace chorus::trace {
+class Recorder;
 }
 
 namespace chorus::transport {
@@ -21,6 +26,11 @@ class Transport : public DataPath {
   virtual void abort(const Error& cause) noexcept = 0;
   // Clean shutdown after the last collective: peers learn that this rank left on purpose.
   virtual void close() noexcept = 0;
+  // Where the traffic and waits of each call are recorded (null: nowhere). Set before the first
+  // call; the recorder outlives the transport.
+  virtual void attachRecorder(trace::Recorder* recorder) { (void)recorder; }
+  // 64 bits of the id the ranks agreed on at rendezvous (0 when there is none).
+  virtual uint64_t communicatorId() const { return 0; }
 };
 
 }  // namespace chorus::transport

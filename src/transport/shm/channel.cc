@@ -134,6 +134,7 @@ bool Channel::pumpSends(const OpDesc& current) {
     popRequest(sendHead_, sendTail_);
     slotWritten_ = false;
     r.state = Request::State::kDone;
+    op_.sent(c_.peer, r.bytes);
     moved = true;
   }
   if (moved) c_.out->head.store(head_, std::memory_order_release);
@@ -147,6 +148,7 @@ bool Channel::pumpAcks() {
     Request* r = popRequest(ackHead_, ackTail_);
     r->moved = r->bytes;
     r->state = Request::State::kDone;
+    op_.sent(c_.peer, r->bytes);
     moved = true;
   }
   return moved;
@@ -185,6 +187,7 @@ bool Channel::pumpRecvs(const OpDesc& current) {
       }
       uint64_t source = 0;
       checkFrame(c_.inData + tail_ % cap, r, current, &source);
+      op_.arrived(c_.peer);
       tail_ += kSlotBytes;
       moved = true;
       if (source != 0) {
@@ -206,6 +209,7 @@ bool Channel::pumpRecvs(const OpDesc& current) {
         c_.in->acked.store(++acksGiven_, std::memory_order_release);
         popRequest(recvHead_, recvTail_);
         r.state = Request::State::kDone;
+        op_.received(c_.peer, r.bytes);
         continue;
       }
       slotRead_ = true;
@@ -233,6 +237,7 @@ bool Channel::pumpRecvs(const OpDesc& current) {
     popRequest(recvHead_, recvTail_);
     slotRead_ = false;
     r.state = Request::State::kDone;
+    op_.received(c_.peer, r.bytes);
     moved = true;
   }
   if (moved) c_.in->tail.store(tail_, std::memory_order_release);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "common/op_desc.h"
+#include "transport/op_state.h"
 #include "transport/shm/segment.h"
 #include "transport/transport.h"
 
@@ -33,7 +34,8 @@ struct ChannelConfig {
 
 class Channel {
  public:
-  explicit Channel(const ChannelConfig& c) : c_(c) {}
+  // op: where traffic is reported (OpState::sent, received, arrived).
+  Channel(const ChannelConfig& c, OpState& op) : c_(c), op_(op) {}
 
   // r is filled in (peer, step, data, bytes) and pending.
   void postSend(Request& r);
@@ -62,6 +64,7 @@ class Channel {
   void checkFrame(const uint8_t* slot, const Request& r, const OpDesc& current, uint64_t* source);
 
   ChannelConfig c_;
+  OpState& op_;
   // Outbound: the head request's slot is written once, then its payload and padding.
   Request* sendHead_ = nullptr;
   Request* sendTail_ = nullptr;

@@ -14,7 +14,7 @@ class ShmLink final : public Link {
  public:
   ShmLink(PeerLink setup, Link& control, OpState& op)
       : segment_(std::move(setup.peerSegment)),
-        channel_(setup.config),
+        channel_(setup.config, op),
         control_(control),
         op_(op) {}
 

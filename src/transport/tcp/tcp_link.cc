@@ -168,6 +168,7 @@ void TcpLink::onWritable() {
     if (frameLeft_ == 0) {
       popRequest(sendHead_, sendTail_);
       r.state = Request::State::kDone;
+      op_.sent(peer_, r.bytes);
       if (sendHead_) encodeSendHeader();
     }
   }
@@ -228,6 +229,7 @@ void TcpLink::onReadable() {
       }
       popRequest(recvHead_, recvTail_);
       r.state = Request::State::kDone;
+      op_.received(peer_, r.bytes);
       in_ = Inbound::kHeader;
       parked_ = false;
       muted_ = false;
@@ -267,6 +269,7 @@ void TcpLink::onHeader(const FrameHeader& h) {
       parked_ = true;
       parkedHeader_ = h;
       checkParked();
+      if (op_.inOp && h.op.seq == op_.current.seq) op_.arrived(peer_);
       return;
     case FrameKind::kAbort:
       abortSeq_ = h.op.seq;
@@ -297,6 +300,7 @@ void TcpLink::startPayload() {
   const FrameHeader& h = parkedHeader_;
   Request& r = *recvHead_;
   if (auto mismatch = findMismatch(peer_, h, op_.current, &r)) throw *mismatch;
+  op_.arrived(peer_);  // parked before this call began, if not counted at its header
   in_ = Inbound::kPayload;
 }
 

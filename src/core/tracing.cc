@@ -1,0 +1,112 @@
+// The communicator's side of the flight recorder: what it records per call, its dumps, and the
+// registration of its progress records (trace/).
+#include "core/communicator_impl.h"
+
+#include "trace/clock.h"
+#include "trace/json_out.h"
+#include "trace/service.h"
+
+#include <chorus/error.hpp>
+
+#include <cstdio>
+#include <random>
+
+namespace chorus {
+
+void Communicator::Impl::initTrace() {
+  uint64_t id = tx_ ? tx_->communicatorId() : 0;
+  if (id == 0) {  // no peers, so nothing to agree with: any id that differs between communicators
+    std::random_device rd;
+    id = (uint64_t{rd()} << 32) ^ rd();
+  }
+  trace_ = std::make_shared<trace::Subject>(trace::Settings::fromEnv(), id, rank, size);
+  if (!trace_->recorder.enabled()) return;
+  recorder_ = &trace_->recorder;
+  if (tx_) tx_->attachRecorder(recorder_);
+  if (!trace_->settings.dir.empty()) {
+    recorder_->onTimeout(
+        [](void* self, const OpDesc& op, const std::string& message) {
+          auto* impl = static_cast<Impl*>(self);
+          impl->traceFailure(
+              Error(ErrorCode::kTimeout,
+                    op.name() + " (rank " + std::to_string(impl->rank) + "): " + message));
+        },
+        this);
+  }
+}
+
+void Communicator::Impl::startTracing(std::shared_ptr<Store> root) {
+  if (!recorder_) return;
+  const trace::Settings& s = trace_->settings;
+  const bool publishes = root && size > 1 && s.progressSeconds > 0;
+  if (publishes) {
+    trace_->rootStore = root;
+    if (rank == 0) {
+      try {
+        const int64_t n = root->add("chorus/progress/count", 1);
+        const std::string text =
+            "{\"communicator\": \"" + trace_->id + "\", \"size\": " + std::to_string(size) + "}";
+        root->set("chorus/progress/comm/" + std::to_string(n),
+                  Store::Bytes(text.begin(), text.end()));
+      } catch (const Error& e) {
+        std::fprintf(stderr, "chorus[0]: cannot register progress records: %s\n", e.what());
+      }
+    }
+  }
+  if (publishes || s.signal != 0) {
+    trace::watch(trace_);
+    watched_ = true;
+  }
+}
+
+std::string Communicator::Impl::dumpTrace(const std::string& dir, const char* reason) {
+  if (!recorder_) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "dumpTrace: the flight recorder is off (CHORUS_TRACE_ENTRIES=0)");
+  }
+  const std::string& where = dir.empty() ? trace_->settings.dir : dir;
+  if (where.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "dumpTrace: no directory given and CHORUS_TRACE_DIR is not set");
+  }
+  return trace::writeDump(*trace_, where, reason, nullptr);
+}
+
+void Communicator::Impl::traceIssue(Task& task) {
+  if (!recorder_) return;
+  const OpDesc& d = task.args.desc;
+  const uint64_t bytes =
+      d.kind == CollectiveKind::kSendRecv ? task.args.bytes : d.count * sizeOf(d.dtype);
+  task.issuedAt = trace::ticks();
+  task.traceId = recorder_->issue(d, bytes, task.issuedAt);
+}
+
+void Communicator::Impl::traceStart(const Task& task) {
+  if (!recorder_) return;
+  recorder_->start(task.traceId, task.args.desc.algo,
+                   task.startsAtIssue ? task.issuedAt : trace::ticks());
+}
+
+void Communicator::Impl::traceEnd(const Task& task, bool ok) {
+  if (recorder_) recorder_->end(task.traceId, ok, trace::ticks());
+}
+
+void Communicator::Impl::traceFailure(const Error& e) {
+  if (!recorder_ || trace_->settings.dir.empty()) return;
+  const std::string message = e.what();
+  try {
+    trace::writeDump(*trace_, trace_->settings.dir,
+                     e.code() == ErrorCode::kTimeout ? "timeout" : "failure", &message);
+  } catch (const std::exception& failed) {
+    std::fprintf(stderr, "chorus[%d]: %s\n", rank, failed.what());
+  }
+}
+
+void Communicator::Impl::printStragglerReport() const {
+  if (!recorder_) return;
+  const std::string text =
+      trace::stragglerText(recorder_->stragglers(trace::WallClock::now()), rank);
+  if (!text.empty()) std::fputs(text.c_str(), stderr);
+}
+
+}  // namespace chorus

@@ -1,0 +1,296 @@
+// Writing dumps and progress records by hand: a few fields, no dependency.
+#include "trace/json_out.h"
+
+#include "common/errno_text.h"
+#include "trace/clock.h"
+
+#include <chorus/error.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+
+namespace chorus::trace {
+namespace {
+
+void quoted(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned char>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+void field(std::string& out, const char* name, std::string_view value) {
+  out += '"';
+  out += name;
+  out += "\": ";
+  quoted(out, value);
+}
+
+template <class N>
+void number(std::string& out, const char* name, N value) {
+  out += '"';
+  out += name;
+  out += "\": ";
+  out += std::to_string(value);
+}
+
+bool reduces(CollectiveKind k) {
+  return k == CollectiveKind::kAllReduce || k == CollectiveKind::kReduceScatter ||
+         k == CollectiveKind::kReduce || k == CollectiveKind::kReduceScatterV;
+}
+
+bool hasRoot(CollectiveKind k) {
+  return k == CollectiveKind::kBroadcast || k == CollectiveKind::kReduce ||
+         k == CollectiveKind::kGather || k == CollectiveKind::kScatter;
+}
+
+std::string hostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "?";
+  return buf;
+}
+
+void header(std::string& out, const Subject& s) {
+  field(out, "communicator", s.id);
+  out += ", ";
+  number(out, "rank", s.recorder.rank());
+  out += ", ";
+  number(out, "size", s.recorder.size());
+  out += ", ";
+  field(out, "host", hostName());
+  out += ", ";
+  number(out, "pid", static_cast<long>(getpid()));
+}
+
+void entryJson(std::string& out, const EntryCopy& e) {
+  out += "{";
+  number(out, "number", e.number);
+  out += ", ";
+  field(out, "collective", toString(e.kind));
+  out += ", ";
+  field(out, "algorithm", e.started ? toString(e.algo) : "");
+  out += ", ";
+  field(out, "dtype", toString(e.dtype));
+  out += ", ";
+  field(out, "op", reduces(e.kind) ? toString(e.op) : "");
+  out += ", ";
+  number(out, "count", e.count);
+  out += ", ";
+  number(out, "bytes", e.bytes);
+  out += ", ";
+  number(out, "root", hasRoot(e.kind) ? e.root : -1);
+  out += ", ";
+  field(out, "state", toString(e.state));
+  out += ", ";
+  number(out, "waiting_on", e.state == CallState::kWaiting ? e.waitingOn : -1);
+  out += ", ";
+  number(out, "issued_us", e.issuedUs);
+  out += ", ";
+  number(out, "started_us", e.startedUs);
+  out += ", ";
+  number(out, "ended_us", e.endedUs);
+  out += ", \"peers\": [";
+  for (int i = 0; i < e.peerCount; ++i) {
+    const auto& p = e.peers[i];
+    if (i > 0) out += ", ";
+    out += "{";
+    number(out, "rank", p.rank);
+    out += ", ";
+    number(out, "sent", p.sent);
+    out += ", ";
+    number(out, "received", p.received);
+    out += ", ";
+    number(out, "first_arrival_us", p.firstArrivalUs);
+    out += "}";
+  }
+  out += "]}";
+}
+
+}  // namespace
+
+std::string dumpJson(const Subject& s, const char* reason, const std::string* error) {
+  const Recorder& r = s.recorder;
+  // Entries first: `recorded` is read after them, so it counts at least every entry listed.
+  const WallClock clock = WallClock::now();
+  std::vector<EntryCopy> entries = r.entries(clock);
+  StragglerCopy st = r.stragglers(clock);
+  std::string out;
+  out.reserve(512 + entries.size() * 400);
+  out += "{\n  ";
+  field(out, "format", "chorus-trace/1");
+  out += ",\n  ";
+  header(out, s);
+  out += ",\n  ";
+  field(out, "reason", reason);
+  out += ",\n  \"error\": ";
+  if (error) {
+    quoted(out, *error);
+  } else {
+    out += "null";
+  }
+  out += ",\n  ";
+  number(out, "dumped_us", wallMicros());
+  out += ",\n  ";
+  number(out, "capacity", r.capacity());
+  out += ",\n  ";
+  number(out, "recorded", r.recorded());
+  out += ",\n  \"entries\": [";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    out += i == 0 ? "\n    " : ",\n    ";
+    entryJson(out, entries[i]);
+  }
+  out += entries.empty() ? "],\n" : "\n  ],\n";
+  out += "  \"stragglers\": {";
+  number(out, "collectives", st.collectives);
+  out += ", \"ranks\": [";
+  for (size_t i = 0; i < st.ranks.size(); ++i) {
+    const auto& q = st.ranks[i];
+    out += i == 0 ? "\n    {" : ",\n    {";
+    number(out, "rank", q.rank);
+    out += ", ";
+    number(out, "last", q.last);
+    out += ", ";
+    number(out, "lag_samples", q.lagSamples);
+    out += ", ";
+    number(out, "median_lag_us", q.medianLagUs);
+    out += ", ";
+    number(out, "p99_lag_us", q.p99LagUs);
+    out += "}";
+  }
+  out += st.ranks.empty() ? "]}\n}\n" : "\n  ]}\n}\n";
+  return out;
+}
+
+std::string progressJson(const Subject& s) {
+  const Recorder& r = s.recorder;
+  const WallClock clock = WallClock::now();
+  EntryCopy cur;
+  const bool pending = r.oldestPending(&cur, clock);
+  std::string out = "{";
+  field(out, "format", "chorus-progress/1");
+  out += ", ";
+  header(out, s);
+  out += ", ";
+  number(out, "issued", r.issued());
+  out += ", ";
+  number(out, "completed", r.completed());
+  out += ", ";
+  field(out, "state", pending ? toString(cur.state) : "idle");
+  out += ", \"current\": ";
+  if (pending) {
+    out += "{";
+    number(out, "number", cur.number);
+    out += ", ";
+    field(out, "collective", toString(cur.kind));
+    out += ", ";
+    number(out, "waiting_on", cur.state == CallState::kWaiting ? cur.waitingOn : -1);
+    out += ", ";
+    number(out, "since_us", cur.startedUs != 0 ? cur.startedUs : cur.issuedUs);
+    out += "}";
+  } else {
+    out += "null";
+  }
+  out += ", ";
+  number(out, "last_progress_us", r.lastProgressUs(clock));
+  out += ", ";
+  number(out, "published_us", wallMicros());
+  out += "}";
+  return out;
+}
+
+std::string writeDump(const Subject& s, const std::string& dir, const char* reason,
+                      const std::string* error) {
+  static std::atomic<uint64_t> serial{0};
+  const std::string name =
+      "chorus-trace-" + s.id + "-rank" + std::to_string(s.recorder.rank()) + ".json";
+  const std::string path = dir + "/" + name;
+  const std::string tmp = dir + "/." + name + "." + std::to_string(getpid()) + "." +
+                          std::to_string(serial.fetch_add(1)) + ".tmp";
+  const std::string text = dumpJson(s, reason, error);
+  auto fail = [&](const char* what) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Error(ErrorCode::kSystem, std::string("trace dump: ") + what + " " + tmp + ": " +
+                                         errnoText(err) + " (CHORUS_TRACE_DIR / dump directory '" +
+                                         dir + "')");
+  };
+  ::mkdir(dir.c_str(), 0777);  // one level, as a convenience; an error shows at open
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw fail("cannot create");
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t k = ::write(fd, text.data() + done, text.size() - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      Error e = fail("cannot write");
+      ::close(fd);
+      throw e;
+    }
+    done += static_cast<size_t>(k);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) throw fail("cannot rename");
+  return path;
+}
+
+std::string stragglerText(const StragglerCopy& st, int reporter) {
+  std::string out;
+  if (st.collectives == 0) return out;
+  for (const auto& q : st.ranks) {
+    char line[400];
+    const double pct = 100.0 * static_cast<double>(q.last) / static_cast<double>(st.collectives);
+    if (q.lagSamples == 0) {
+      std::snprintf(line, sizeof(line),
+                    "chorus: straggler report (%" PRIu64
+                    " collectives seen by rank %d): rank %d arrived last in %.0f%% of calls "
+                    "(the others' messages were already there: by how much, their reports say)\n",
+                    st.collectives, reporter, q.rank, pct);
+    } else {
+      std::snprintf(line, sizeof(line),
+                    "chorus: straggler report (%" PRIu64
+                    " collectives seen by rank %d): rank %d arrived last in %.0f%% of calls, "
+                    "%.3g ms behind at the median (p99 %.3g ms)\n",
+                    st.collectives, reporter, q.rank, pct,
+                    static_cast<double>(q.medianLagUs) / 1000.0,
+                    static_cast<double>(q.p99LagUs) / 1000.0);
+    }
+    out += line;
+  }
+  return out;
+}
+
+std::string Subject::hexId(uint64_t v) {
+  char buf[20];
+  std::snprintf(buf, sizeof(buf), "%016" PRIx64, v);
+  return buf;
+}
+
+}  // namespace chorus::trace

@@ -1,0 +1,262 @@
+// The ring's writers and lock-free readers, and the straggler statistics.
+#include "trace/recorder.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace chorus::trace {
+
+const char* toString(CallState s) {
+  switch (s) {
+    case CallState::kQueued:
+      return "queued";
+    case CallState::kStarted:
+      return "started";
+    case CallState::kWaiting:
+      return "waiting";
+    case CallState::kDone:
+      return "done";
+    case CallState::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+int lagBucket(uint64_t lag) {
+  if (lag == 0) return 0;
+  const int msb = 63 - __builtin_clzll(lag);
+  const uint64_t frac = msb >= 2 ? (lag >> (msb - 2)) & 3 : (lag << (2 - msb)) & 3;
+  return std::min(1 + msb * 4 + static_cast<int>(frac), kLagBuckets - 1);
+}
+
+uint64_t lagOfBucket(int bucket) {
+  if (bucket <= 0) return 0;
+  const int msb = (bucket - 1) / 4;
+  const int frac = (bucket - 1) % 4;
+  const double low = std::ldexp(1.0 + frac / 4.0, msb);
+  const double high = std::ldexp(1.0 + (frac + 1) / 4.0, msb);
+  return static_cast<uint64_t>(std::llround((low + high) / 2 - 0.5));
+}
+
+Recorder::Recorder(size_t capacity, int rank, int size)
+    : capacity_(capacity), rank_(rank), size_(size) {
+  if (capacity_ == 0) return;
+  startTickClock();
+  const auto n = static_cast<size_t>(size);
+  ring_ = std::make_unique<Entry[]>(capacity_);
+  slotCall_.assign(n, 0);
+  slotOf_.assign(n, 0);
+  lastCount_ = std::make_unique<std::atomic<uint64_t>[]>(n);
+  lagSamples_ = std::make_unique<std::atomic<uint64_t>[]>(n);
+  lagHist_ = std::make_unique<std::atomic<uint32_t>[]>(n * kLagBuckets);
+}
+
+uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
+  const uint64_t id = recorded_.load(std::memory_order_relaxed) + 1;
+  Entry& e = ring_[(id - 1) % capacity_];
+  e.version.store(2 * id - 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  constexpr auto r = std::memory_order_relaxed;
+  e.number.store(d.seq / 2, r);  // collective j has seq 2j + 1, the sends before it 2j
+  e.kind.store(static_cast<uint8_t>(d.kind), r);
+  e.algo.store(static_cast<uint8_t>(AlgorithmId::kNone), r);
+  e.dtype.store(static_cast<uint8_t>(d.dtype), r);
+  e.op.store(static_cast<uint8_t>(d.op), r);
+  e.state.store(static_cast<uint8_t>(CallState::kQueued), r);
+  e.root.store(d.root, r);
+  e.waitingOn.store(-1, r);
+  e.count.store(d.kind == CollectiveKind::kSendRecv ? bytes : d.count, r);
+  e.issuedAt.store(now, r);
+  e.startedAt.store(0, r);
+  e.endedAt.store(0, r);
+  e.peerCount.store(0, r);  // slots are cleared when a call claims them (Recorder::slot)
+  e.version.store(2 * id, std::memory_order_release);
+  recorded_.store(id, std::memory_order_release);
+  if (d.kind != CollectiveKind::kSendRecv) {
+    issued_.store(issued_.load(r) + 1, r);
+  }
+  return id;
+}
+
+void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
+  Entry* e = entryOf(id);
+  current_ = e;
+  if (++callMark_ == 0) {  // after 2^32 calls: forget the old marks
+    std::fill(slotCall_.begin(), slotCall_.end(), 0);
+    callMark_ = 1;
+  }
+  lastProgressAt_.store(now, std::memory_order_relaxed);
+  if (e == nullptr) return;
+  e->algo.store(static_cast<uint8_t>(algo), std::memory_order_relaxed);
+  e->startedAt.store(now, std::memory_order_relaxed);
+  e->state.store(static_cast<uint8_t>(CallState::kStarted), std::memory_order_relaxed);
+}
+
+void Recorder::end(uint64_t id, bool ok, uint64_t now) {
+  // Sends and receives run several calls at once: the traffic goes to the one started last,
+  // until it ends.
+  if (id != 0 && current_ == &ring_[(id - 1) % capacity_]) current_ = nullptr;
+  Entry* e = entryOf(id);
+  if (e == nullptr) return;
+  constexpr auto r = std::memory_order_relaxed;
+  e->endedAt.store(now, r);
+  e->waitingOn.store(-1, r);
+  e->state.store(static_cast<uint8_t>(ok ? CallState::kDone : CallState::kFailed), r);
+  const bool collective = e->kind.load(r) != static_cast<uint8_t>(CollectiveKind::kSendRecv);
+  if (ok) {
+    lastProgressAt_.store(now, r);
+    if (collective) {
+      completed_.store(completed_.load(r) + 1, r);
+      countStraggler(*e);
+    }
+  }
+}
+
+void Recorder::dropQueued(uint64_t id, uint64_t now) {
+  Entry* e = entryOf(id);
+  if (e == nullptr) return;
+  e->endedAt.store(now, std::memory_order_relaxed);
+  e->state.store(static_cast<uint8_t>(CallState::kFailed), std::memory_order_relaxed);
+}
+
+void Recorder::countStraggler(const Entry& e) {
+  // Arrivals as this rank saw them: its own start, and the first message of each peer it heard
+  // from. A peer whose message was already waiting arrived before this rank (by an unknown time).
+  // Order: (time, 0) for a peer already there, (start, 1) for this rank, (time, 2) for the rest.
+  constexpr auto r = std::memory_order_relaxed;
+  struct Arrival {
+    int rank;
+    uint64_t t;
+    int order;
+  };
+  auto later = [](const Arrival& a, const Arrival& b) {
+    return a.t != b.t ? a.t > b.t : a.order > b.order;
+  };
+  const uint64_t start = e.startedAt.load(r);
+  Arrival last{rank_, start, 1};
+  Arrival second{-1, 0, -1};
+  const int n = std::min<int>(e.peerCount.load(r), kPeerSlots);
+  int heard = 0;
+  for (int i = 0; i < n; ++i) {
+    const PeerSlot& s = e.peers[i];
+    const uint64_t t = s.firstArrivalAt.load(r);
+    if (t == 0) continue;
+    ++heard;
+    Arrival a = s.early.load(r) ? Arrival{s.rank.load(r), start, 0} : Arrival{s.rank.load(r), t, 2};
+    if (later(a, last)) {
+      second = last;
+      last = a;
+    } else if (second.order < 0 || later(a, second)) {
+      second = a;
+    }
+  }
+  if (heard == 0 || last.rank < 0 || last.rank >= size_) return;
+  statCalls_.store(statCalls_.load(r) + 1, r);
+  const auto who = static_cast<size_t>(last.rank);
+  lastCount_[who].store(lastCount_[who].load(r) + 1, r);
+  if (last.order == 1) return;  // this rank came last: by how much, only the others can tell
+  auto& bucket = lagHist_[who * kLagBuckets + static_cast<size_t>(lagBucket(last.t - second.t))];
+  bucket.store(bucket.load(r) + 1, r);
+  lagSamples_[who].store(lagSamples_[who].load(r) + 1, r);
+}
+
+bool Recorder::copy(const Entry& e, EntryCopy* out, const WallClock& clock) const {
+  constexpr auto r = std::memory_order_relaxed;
+  for (int tries = 0; tries < 64; ++tries) {
+    const uint64_t v1 = e.version.load(std::memory_order_acquire);
+    if (v1 & 1) continue;
+    out->id = v1 / 2;
+    out->number = e.number.load(r);
+    out->kind = static_cast<CollectiveKind>(e.kind.load(r));
+    out->algo = static_cast<AlgorithmId>(e.algo.load(r));
+    out->dtype = static_cast<DataType>(e.dtype.load(r));
+    out->op = static_cast<ReduceOp>(e.op.load(r));
+    out->state = static_cast<CallState>(e.state.load(r));
+    out->root = e.root.load(r);
+    out->waitingOn = e.waitingOn.load(r);
+    out->count = e.count.load(r);
+    out->bytes = out->count * sizeOf(out->dtype);  // send_recv: count bytes of u8
+    out->issuedUs = clock.micros(e.issuedAt.load(r));
+    out->startedUs = clock.micros(e.startedAt.load(r));
+    out->endedUs = clock.micros(e.endedAt.load(r));
+    out->started = out->startedUs != 0;
+    out->peerCount = std::min<int>(e.peerCount.load(std::memory_order_acquire), kPeerSlots);
+    for (int i = 0; i < out->peerCount; ++i) {
+      const PeerSlot& s = e.peers[i];
+      out->peers[i] = {s.rank.load(r), s.sent.load(r), s.received.load(r),
+                       clock.micros(s.firstArrivalAt.load(r))};
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.version.load(r) == v1) return true;
+  }
+  return false;
+}
+
+std::vector<EntryCopy> Recorder::entries(const WallClock& clock) const {
+  std::vector<EntryCopy> out;
+  if (capacity_ == 0) return out;
+  const uint64_t n = recorded();
+  const uint64_t first = n > capacity_ ? n - capacity_ + 1 : 1;
+  out.reserve(static_cast<size_t>(n - first + 1));
+  for (uint64_t id = first; id <= n; ++id) {
+    EntryCopy c;
+    // An entry being rewritten, or already holding a newer call, is left out.
+    if (copy(ring_[(id - 1) % capacity_], &c, clock) && c.id == id) out.push_back(c);
+  }
+  return out;
+}
+
+bool Recorder::oldestPending(EntryCopy* out, const WallClock& clock) const {
+  if (capacity_ == 0) return false;
+  const uint64_t n = recorded();
+  const uint64_t first = n > capacity_ ? n - capacity_ + 1 : 1;
+  for (uint64_t id = first; id <= n; ++id) {
+    EntryCopy c;
+    if (!copy(ring_[(id - 1) % capacity_], &c, clock) || c.id != id) continue;
+    if (c.state != CallState::kDone) {
+      *out = c;
+      return true;
+    }
+  }
+  return false;
+}
+
+StragglerCopy Recorder::stragglers(const WallClock& clock) const {
+  StragglerCopy s;
+  if (capacity_ == 0) return s;
+  constexpr auto r = std::memory_order_relaxed;
+  s.collectives = statCalls_.load(r);
+  for (int q = 0; q < size_; ++q) {
+    const auto qi = static_cast<size_t>(q);
+    StragglerCopy::Rank row;
+    row.rank = q;
+    row.last = lastCount_[qi].load(r);
+    if (row.last == 0) continue;
+    row.lagSamples = lagSamples_[qi].load(r);
+    uint64_t total = 0;
+    uint32_t hist[kLagBuckets];
+    for (int b = 0; b < kLagBuckets; ++b) {
+      hist[b] = lagHist_[qi * kLagBuckets + static_cast<size_t>(b)].load(r);
+      total += hist[b];
+    }
+    auto quantile = [&](double p) -> uint64_t {
+      if (total == 0) return 0;
+      const auto rank = static_cast<uint64_t>(std::ceil(p * static_cast<double>(total)));
+      uint64_t seen = 0;
+      for (int b = 0; b < kLagBuckets; ++b) {
+        seen += hist[b];
+        if (seen >= std::max<uint64_t>(rank, 1)) {
+          return static_cast<uint64_t>(clock.microsOf(static_cast<double>(lagOfBucket(b))));
+        }
+      }
+      return static_cast<uint64_t>(
+          clock.microsOf(static_cast<double>(lagOfBucket(kLagBuckets - 1))));
+    };
+    row.medianLagUs = quantile(0.5);
+    row.p99LagUs = quantile(0.99);
+    s.ranks.push_back(row);
+  }
+  return s;
+}
+
+}  // namespace chorus::trace

@@ -1,0 +1,222 @@
+// The flight recorder of one communicator: a fixed ring of its most recent calls, written by the
+// thread that issues or drives a call and read at any time by another (a dump, the progress
+// publisher) without locks. Recording never allocates: the ring, the per-peer lookup of the call
+// in progress and the straggler statistics are sized at creation (docs/trace-format.md).
+#pragma once
+
+#include "common/op_desc.h"
+#include "trace/clock.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace chorus::trace {
+
+enum class CallState : uint8_t { kQueued, kStarted, kWaiting, kDone, kFailed };
+const char* toString(CallState s);
+
+// Peers remembered per call: the first ones the call exchanged data with (a ring talks to two,
+// recursive doubling to log2(size)); the traffic of further peers is not recorded.
+inline constexpr int kPeerSlots = 8;
+// Lag histogram: four buckets per power of two of ticks, up to about 2^49 ticks (days).
+inline constexpr int kLagBuckets = 200;
+
+// Laid out so that a call with two peers touches two cache lines of the ring.
+struct PeerSlot {
+  std::atomic<int32_t> rank{-1};
+  std::atomic<bool> early{false};  // its first message was there before this rank looked
+  std::atomic<uint64_t> sent{0};
+  std::atomic<uint64_t> received{0};
+  std::atomic<uint64_t> firstArrivalAt{0};  // ticks (trace/clock.h)
+};
+
+struct alignas(64) Entry {
+  // 2 x the call's id (1 + its position among all calls recorded) once written; odd while the
+  // entry is (re)initialised for a new call, 0 while unused. A reader that sees it change while
+  // copying the entry copies again.
+  std::atomic<uint64_t> version{0};
+  std::atomic<uint64_t> number{0};
+  std::atomic<uint64_t> count{0};                               // bytes: count x element size
+  std::atomic<uint64_t> issuedAt{0}, startedAt{0}, endedAt{0};  // ticks (trace/clock.h)
+  std::atomic<int32_t> root{-1}, waitingOn{-1};
+  std::atomic<uint8_t> kind{0}, algo{0}, dtype{0}, op{0};
+  std::atomic<uint8_t> state{0};
+  std::atomic<uint8_t> peerCount{0};
+  PeerSlot peers[kPeerSlots];
+};
+
+// A copy of an entry, for the readers.
+struct EntryCopy {
+  uint64_t id = 0, number = 0;
+  CollectiveKind kind = CollectiveKind::kBarrier;
+  AlgorithmId algo = AlgorithmId::kNone;
+  bool started = false;  // algo is meaningful
+  DataType dtype = DataType::kU8;
+  ReduceOp op = ReduceOp::kSum;
+  CallState state = CallState::kQueued;
+  int32_t root = -1, waitingOn = -1;
+  uint64_t count = 0, bytes = 0, issuedUs = 0, startedUs = 0, endedUs = 0;
+  struct Peer {
+    int32_t rank;
+    uint64_t sent, received, firstArrivalUs;
+  };
+  int peerCount = 0;
+  Peer peers[kPeerSlots];
+};
+
+// Per rank: how often it arrived last, and the lags behind the second-to-last arrival.
+struct StragglerCopy {
+  struct Rank {
+    int rank = 0;
+    uint64_t last = 0;
+    uint64_t lagSamples = 0;  // of `last`, those whose lag this rank could measure
+    uint64_t medianLagUs = 0, p99LagUs = 0;
+  };
+  uint64_t collectives = 0;  // calls that counted (this rank heard from at least one peer)
+  std::vector<Rank> ranks;   // ranks that were last at least once, by rank
+};
+
+class Recorder {
+ public:
+  // capacity 0: off (enabled() is false and nothing may be recorded).
+  Recorder(size_t capacity, int rank, int size);
+
+  bool enabled() const { return capacity_ > 0; }
+  size_t capacity() const { return capacity_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // --- writers. issue() runs under the communicator's lock; the others on the thread that
+  // drives the call (one at a time). A call is named by the id issue() returned.
+  // `bytes`: the call's size (send_recv: its message; else count x element size). `now`: ticks().
+  uint64_t issue(const OpDesc& d, uint64_t bytes, uint64_t now);
+  void start(uint64_t id, AlgorithmId algo, uint64_t now);
+  void end(uint64_t id, bool ok, uint64_t now);
+  // A call that never ran (failed while queued).
+  void dropQueued(uint64_t id, uint64_t now);
+
+  // --- the call in progress (started, not ended), from the transport.
+  void waitingOn(int peer) {
+    if (Entry* e = current_) {
+      e->waitingOn.store(peer, std::memory_order_relaxed);
+      e->state.store(static_cast<uint8_t>(CallState::kWaiting), std::memory_order_relaxed);
+    }
+  }
+  void running() {
+    if (Entry* e = current_) {
+      e->state.store(static_cast<uint8_t>(CallState::kStarted), std::memory_order_relaxed);
+      e->waitingOn.store(-1, std::memory_order_relaxed);
+    }
+  }
+  void sent(int peer, uint64_t bytes) {
+    if (PeerSlot* s = slot(peer)) add(s->sent, bytes);
+  }
+  void received(int peer, uint64_t bytes) {
+    if (PeerSlot* s = slot(peer)) add(s->received, bytes);
+  }
+  // The first message of the current call from `peer` is here; early: it was waiting before
+  // this rank first looked for messages in this call (it arrived before this rank started, and
+  // its arrival shows as the call's start: no clock read).
+  void arrived(int peer, bool early) {
+    PeerSlot* s = slot(peer);
+    if (s && s->firstArrivalAt.load(std::memory_order_relaxed) == 0) {
+      s->early.store(early, std::memory_order_relaxed);
+      s->firstArrivalAt.store(early ? current_->startedAt.load(std::memory_order_relaxed) : ticks(),
+                              std::memory_order_relaxed);
+    }
+  }
+
+  // A wait of the current call ran past its deadline (before the transport listens a little
+  // longer for the peers' accounts): the communicator dumps now, while every rank of a stalled
+  // job is still alive. Set once, before the first call.
+  using TimeoutHook = void (*)(void* context, const OpDesc& op, const std::string& message);
+  void onTimeout(TimeoutHook hook, void* context) {
+    timeoutHook_ = hook;
+    timeoutContext_ = context;
+  }
+  void timedOut(const OpDesc& op, const std::string& message) const {
+    if (timeoutHook_) timeoutHook_(timeoutContext_, op, message);
+  }
+
+  // --- readers (any thread, lock-free; they allocate). Times come out in wall-clock
+  // microseconds, converted with `clock`.
+  // The entries still in the ring, oldest first.
+  std::vector<EntryCopy> entries(const WallClock& clock) const;
+  uint64_t recorded() const { return recorded_.load(std::memory_order_acquire); }
+  uint64_t issued() const { return issued_.load(std::memory_order_relaxed); }
+  uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
+  uint64_t lastProgressUs(const WallClock& clock) const {
+    return clock.micros(lastProgressAt_.load(std::memory_order_relaxed));
+  }
+  // The oldest call not yet ended, if it is still in the ring.
+  bool oldestPending(EntryCopy* out, const WallClock& clock) const;
+  StragglerCopy stragglers(const WallClock& clock) const;
+
+ private:
+  Entry* entryOf(uint64_t id) {
+    if (id == 0) return nullptr;
+    Entry& e = ring_[(id - 1) % capacity_];
+    return e.version.load(std::memory_order_relaxed) == 2 * id ? &e : nullptr;
+  }
+  // The current call's slot for `peer`, claimed on first use; null when off, between calls, or
+  // when the call already has kPeerSlots peers.
+  PeerSlot* slot(int peer) {
+    Entry* e = current_;
+    if (e == nullptr || peer < 0 || peer >= size_) return nullptr;
+    const size_t p = static_cast<size_t>(peer);
+    if (slotCall_[p] == callMark_) return slotOf_[p] < kPeerSlots ? &e->peers[slotOf_[p]] : nullptr;
+    slotCall_[p] = callMark_;
+    const uint8_t n = e->peerCount.load(std::memory_order_relaxed);
+    slotOf_[p] = n;
+    if (n >= kPeerSlots) return nullptr;
+    PeerSlot& s = e->peers[n];
+    constexpr auto r = std::memory_order_relaxed;
+    s.rank.store(peer, r);
+    s.sent.store(0, r);
+    s.received.store(0, r);
+    s.firstArrivalAt.store(0, r);
+    s.early.store(false, r);
+    e->peerCount.store(static_cast<uint8_t>(n + 1), std::memory_order_release);
+    return &s;
+  }
+  // Single writer: a load and a store, no read-modify-write.
+  static void add(std::atomic<uint64_t>& a, uint64_t v) {
+    a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+  }
+  void countStraggler(const Entry& e);
+  bool copy(const Entry& e, EntryCopy* out, const WallClock& clock) const;
+
+  const size_t capacity_;
+  const int rank_;
+  const int size_;
+  std::unique_ptr<Entry[]> ring_;
+  std::atomic<uint64_t> recorded_{0};
+  std::atomic<uint64_t> issued_{0};  // collectives issued (send_recv not counted)
+  std::atomic<uint64_t> completed_{0};
+  std::atomic<uint64_t> lastProgressAt_{0};  // ticks
+
+  TimeoutHook timeoutHook_ = nullptr;
+  void* timeoutContext_ = nullptr;
+
+  // The call in progress, its mark and each peer's slot in it (driving thread only).
+  Entry* current_ = nullptr;
+  uint32_t callMark_ = 0;
+  std::vector<uint32_t> slotCall_;
+  std::vector<uint8_t> slotOf_;
+
+  // Straggler statistics, per rank.
+  std::atomic<uint64_t> statCalls_{0};
+  std::unique_ptr<std::atomic<uint64_t>[]> lastCount_;
+  std::unique_ptr<std::atomic<uint64_t>[]> lagSamples_;
+  std::unique_ptr<std::atomic<uint32_t>[]> lagHist_;  // size x kLagBuckets, of ticks
+};
+
+// Bucket of a lag in the histogram, and a value that represents a bucket.
+int lagBucket(uint64_t lag);
+uint64_t lagOfBucket(int bucket);
+
+}  // namespace chorus::trace

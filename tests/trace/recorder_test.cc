@@ -1,0 +1,108 @@
+// The ring on its own: which calls it keeps, in which order, with which fields.
+#include "trace/recorder.h"
+
+#include "trace/clock.h"
+
+#include <gtest/gtest.h>
+
+namespace chorus::trace {
+namespace {
+
+OpDesc call(uint64_t j, uint64_t count) {
+  OpDesc d = OpDesc::of(CollectiveKind::kAllReduce, count, DataType::kF32, ReduceOp::kMax);
+  d.seq = OpDesc::collectiveSeq(j);
+  return d;
+}
+
+TEST(Recorder, KeepsTheLastCallsInOrder) {
+  Recorder rec(4, 0, 3);
+  for (uint64_t j = 0; j < 10; ++j) {
+    uint64_t id = rec.issue(call(j, 100 + j), 4 * (100 + j), ticks());
+    rec.start(id, AlgorithmId::kRing, ticks());
+    rec.sent(1, 8);
+    rec.sent(1, 8);
+    rec.received(2, 16);
+    rec.arrived(2, false);
+    rec.end(id, true, ticks());
+  }
+  EXPECT_EQ(rec.recorded(), 10u);
+  EXPECT_EQ(rec.issued(), 10u);
+  EXPECT_EQ(rec.completed(), 10u);
+  const uint64_t before = wallMicros();
+  auto entries = rec.entries(WallClock::now());
+  ASSERT_EQ(entries.size(), 4u);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const EntryCopy& e = entries[i];
+    const uint64_t j = 6 + i;
+    EXPECT_EQ(e.number, j);
+    EXPECT_EQ(e.kind, CollectiveKind::kAllReduce);
+    EXPECT_EQ(e.algo, AlgorithmId::kRing);
+    EXPECT_EQ(e.op, ReduceOp::kMax);
+    EXPECT_EQ(e.count, 100 + j);
+    EXPECT_EQ(e.bytes, 4 * (100 + j));
+    EXPECT_EQ(e.state, CallState::kDone);
+    // Wall-clock times of this very test: within the last minute, in order.
+    EXPECT_GT(e.issuedUs + 60'000'000, before);
+    EXPECT_LE(e.issuedUs, e.startedUs);
+    EXPECT_LE(e.startedUs, e.endedUs);
+    EXPECT_LE(e.endedUs, before + 1000);
+    if (i > 0) {
+      EXPECT_LE(entries[i - 1].endedUs, e.issuedUs);
+    }
+    ASSERT_EQ(e.peerCount, 2);
+    EXPECT_EQ(e.peers[0].rank, 1);
+    EXPECT_EQ(e.peers[0].sent, 16u);
+    EXPECT_EQ(e.peers[0].received, 0u);
+    EXPECT_EQ(e.peers[1].rank, 2);
+    EXPECT_EQ(e.peers[1].received, 16u);
+    EXPECT_NE(e.peers[1].firstArrivalUs, 0u);
+  }
+}
+
+TEST(Recorder, ShowsTheWaitAndTheQueue) {
+  Recorder rec(8, 1, 4);
+  uint64_t a = rec.issue(call(0, 1), 4, ticks());
+  uint64_t b = rec.issue(call(1, 1), 4, ticks());
+  OpDesc p2p = OpDesc::of(CollectiveKind::kSendRecv, 0, DataType::kU8, ReduceOp::kSum);
+  p2p.seq = OpDesc::pointToPointSeq(2);
+  rec.issue(p2p, 64, ticks());
+  rec.start(a, AlgorithmId::kRecursiveDoubling, ticks());
+  rec.waitingOn(3);
+  EntryCopy cur;
+  const WallClock clock = WallClock::now();
+  ASSERT_TRUE(rec.oldestPending(&cur, clock));
+  EXPECT_EQ(cur.number, 0u);
+  EXPECT_EQ(cur.state, CallState::kWaiting);
+  EXPECT_EQ(cur.waitingOn, 3);
+  auto entries = rec.entries(clock);
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[1].state, CallState::kQueued);
+  EXPECT_FALSE(entries[1].started);
+  EXPECT_EQ(entries[2].kind, CollectiveKind::kSendRecv);
+  EXPECT_EQ(entries[2].number, 2u);  // the sends before collective #2
+  EXPECT_EQ(entries[2].count, 64u);
+  rec.end(a, false, ticks());
+  rec.dropQueued(b, ticks());
+  EXPECT_EQ(rec.completed(), 0u);
+  entries = rec.entries(clock);
+  EXPECT_EQ(entries[0].state, CallState::kFailed);
+  EXPECT_EQ(entries[1].state, CallState::kFailed);
+}
+
+TEST(Recorder, OffRecordsNothing) {
+  Recorder rec(0, 0, 2);
+  EXPECT_FALSE(rec.enabled());
+  EXPECT_TRUE(rec.entries(WallClock::now()).empty());
+  EXPECT_EQ(rec.stragglers(WallClock::now()).collectives, 0u);
+}
+
+TEST(Recorder, LagBucketsKeepTheirValues) {
+  for (uint64_t v : {1ull, 7ull, 100ull, 12000ull, 30000ull, 5000000ull}) {
+    const double back = static_cast<double>(lagOfBucket(lagBucket(v)));
+    EXPECT_NEAR(back, static_cast<double>(v), 0.13 * static_cast<double>(v) + 1) << v;
+  }
+  EXPECT_EQ(lagBucket(0), 0);
+}
+
+}  // namespace
+}  // namespace chorus::trace
