@@ -87,6 +87,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   void traceStart(const Task& task);
   void traceEnd(const Task& task, bool ok);
   void traceFailure(const Error& e);
+  // "rank 2 never entered allreduce #5 (...)" from the ranks' progress records, or "".
+  std::string stallDiagnosis(const OpDesc& d) const;
   void printStragglerReport() const;
   void initTrace();
   uint64_t takeSeq(CollectiveKind kind);                   // needs mu_ held

@@ -5,11 +5,16 @@
 #include "trace/clock.h"
 #include "trace/json_out.h"
 #include "trace/service.h"
+#include "trace/stall_diagnosis.h"
 
 #include <chorus/error.hpp>
 
+#include <chrono>
 #include <cstdio>
+#include <future>
+#include <memory>
 #include <random>
+#include <thread>
 
 namespace chorus {
 
@@ -99,6 +104,28 @@ void Communicator::Impl::traceFailure(const Error& e) {
                      e.code() == ErrorCode::kTimeout ? "timeout" : "failure", &message);
   } catch (const std::exception& failed) {
     std::fprintf(stderr, "chorus[%d]: %s\n", rank, failed.what());
+  }
+}
+
+std::string Communicator::Impl::stallDiagnosis(const OpDesc& d) const {
+  if (!recorder_ || !trace_->rootStore) return "";
+  trace::EntryCopy current;
+  if (!recorder_->oldestPending(&current, trace::WallClock::now()) || current.startedUs == 0) {
+    return "";
+  }
+  // On a thread of its own, given a second: a store that is gone may make a read wait for its
+  // whole timeout, and the failure must not wait for it.
+  auto task = std::make_shared<std::packaged_task<std::string()>>(
+      [subject = trace_, number = d.seq / 2, name = d.name(), started = current.startedUs] {
+        return trace::stalledRanks(*subject, number, name, started);
+      });
+  std::future<std::string> answer = task->get_future();
+  std::thread([task] { (*task)(); }).detach();
+  if (answer.wait_for(std::chrono::seconds(1)) != std::future_status::ready) return "";
+  try {
+    return answer.get();
+  } catch (const std::exception&) {
+    return "";
   }
 }
 

@@ -274,7 +274,14 @@ void Communicator::Impl::execute(Task& task) {
     task.state->finish(nullptr);
     return;
   } catch (const Error& e) {
-    Error err(e.code(), d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
+    // A stall names first the rank(s) that never entered the call, which the peer this rank
+    // waited for may not be (in a ring it waits itself).
+    std::string culprit;
+    if (e.code() == ErrorCode::kTimeout || e.code() == ErrorCode::kPeerFailure) {
+      culprit = stallDiagnosis(d);
+    }
+    Error err(e.code(), d.name() + " (rank " + std::to_string(rank) +
+                            "): " + (culprit.empty() ? "" : culprit + "; ") + e.what());
     // The dump first: it shows the call as it was when it failed (waiting on whom).
     traceFailure(err);
     traceEnd(task, false);

@@ -50,6 +50,17 @@ cp "$dumps"/chorus-trace-*-rank2.json "$scratch/signal-rank2.json" 2>/dev/null
 wait "$job"
 rc=$?
 check "the job fails (chorus-run exit $rc)" test "$rc" -ne 0
+# The stuck rank comes first: in the error of the survivor that reported, and in chorus-run's
+# account, ahead of the survivor's exit.
+check "a survivor's error starts with the stuck rank" \
+  grep -Eq "^rank [01]: allreduce #5 \(rank [01]\): rank 2 never entered allreduce #5" "$scratch/err"
+verdict_first() {
+  local verdict exit_line
+  verdict=$(grep -n "chorus-run: verdict: rank 2 has not issued allreduce #5" "$scratch/err" | cut -d: -f1 | head -1)
+  exit_line=$(grep -n "chorus-run: rank [01] (pid [0-9]*) exited" "$scratch/err" | cut -d: -f1 | head -1)
+  [[ -n $verdict && -n $exit_line && $verdict -lt $exit_line ]] || { sed 's/^/  | /' "$scratch/err"; false; }
+}
+check "chorus-run names rank 2 before the survivor's exit" verdict_first
 
 # inspect FILE EXPRESSION...: python3 asserts about the dump `d` (its entry N: e(N)).
 inspect() {

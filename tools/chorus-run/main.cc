@@ -2,12 +2,15 @@
 // the command line and the exit status).
 #include <chorus/store.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
 #include <system_error>
 
 #include "common/errno_text.h"
+#include "failure_verdict.h"
 #include "hang_watch.h"
 #include "options.h"
 #include "rank_environment.h"
@@ -38,6 +41,11 @@ int launch(const Options& options) {
                                             options.stopOnHang, supervisor);
     supervisor.setTick(HangWatch::kTickPeriod, [&hangWatch] { hangWatch->tick(); });
   }
+  const int64_t launchedUs = std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+  supervisor.setFailureExplainer(
+      [storeUrl, launchedUs] { return verdictFromProgress(storeUrl, launchedUs); });
   for (int rank = 0; rank < options.ranks; ++rank) {
     auto overrides = rankEnvironment(launchEnv, rank);
     int execErrno = 0;

@@ -192,6 +192,10 @@ void Supervisor::onRankExit(Rank& rank, int waitStatus) {
   std::iter_swap(failed.begin(), cause);
   const int causeStatus = failed.front().second;
   setExitCode(WIFEXITED(causeStatus) ? WEXITSTATUS(causeStatus) : 128 + WTERMSIG(causeStatus));
+  if (explainFailure_ && !WIFSIGNALED(causeStatus)) {
+    const std::string verdict = explainFailure_();
+    if (!verdict.empty()) report("verdict: " + verdict);
+  }
   for (size_t i = 0; i < failed.size(); ++i) {
     const RankProcess& p = failed[i].first->process;
     std::string message = "rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.pid) +

@@ -33,6 +33,11 @@ class Supervisor {
   int run();
   // run() calls tick about every period while ranks are alive (the hang watch).
   void setTick(std::chrono::milliseconds period, std::function<void()> tick);
+  // Asked when ranks exit with an error (none killed by a signal): a line naming the rank at
+  // fault, reported before the exits ("" for none).
+  void setFailureExplainer(std::function<std::string()> explain) {
+    explainFailure_ = std::move(explain);
+  }
   // Sends sig to every live rank's process (not its group: the rank's own children may not
   // handle it).
   void signalAll(int sig);
@@ -42,6 +47,7 @@ class Supervisor {
   bool stopping() const { return stopping_; }
 
  private:
+  std::function<std::string()> explainFailure_;
   using Clock = std::chrono::steady_clock;
   struct Rank {
     RankProcess process;
