@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train demo-torch test test-pip test-sanitize bench compare compare-cluster compare-host compare-hier install docs format clean
+.PHONY: all deps build demo demo-c demo-train demo-torch test test-pip test-sanitize fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
 
 all: build
 
@@ -64,6 +64,17 @@ test-sanitize: deps
 	cd $(BUILD)-sanitize && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) --timeout 900 -LE install
 
+# Every fuzz harness (tests/fuzz/) for FUZZ_SECONDS each under libFuzzer with AddressSanitizer and
+# UndefinedBehaviorSanitizer, built with clang in $(BUILD)-fuzz; new inputs and crashes go to
+# $(FUZZ_SCRATCH), not into the repository (docs/security.md, "Fuzzing").
+FUZZ_SECONDS ?= 60
+FUZZ_SCRATCH ?= $(BUILD)-fuzz/scratch
+fuzz:
+	scripts/install-deps --fuzz
+	cmake -S tests/fuzz/libfuzzer -B $(BUILD)-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ $(CMAKE_FLAGS)
+	cmake --build $(BUILD)-fuzz -j $(JOBS)
+	tests/fuzz/run_fuzzers.sh $(BUILD)-fuzz $(FUZZ_SECONDS) $(FUZZ_SCRATCH)
+
 # All-reduce sweep on 2 and 4 local ranks with chorus-bench.
 bench: build
 	for n in 2 4; do $(BUILD)/tools/chorus-run/chorus-run -n $$n -- \
@@ -103,4 +114,4 @@ format:
 	find include src tools tests examples bench trainer -name '*.h' -o -name '*.hpp' -o -name '*.cc' -o -name '*.c' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-sanitize
+	rm -rf $(BUILD) $(BUILD)-sanitize $(BUILD)-fuzz

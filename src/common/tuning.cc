@@ -1,4 +1,6 @@
 // Tuning files: the cost model's constants, measured by chorus-bench --calibrate.
+#include "common/tuning_text.h"
+
 #include "common/errno_text.h"
 
 #include <chorus/error.hpp>
@@ -41,11 +43,10 @@ std::vector<Key> keysOf(Tuning& t) {
 
 }  // namespace
 
-Tuning Tuning::fromFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) bad(path, 0, std::string("cannot read it: ") + errnoText(errno));
+Tuning parseTuningText(std::string_view contents, const std::string& source) {
   Tuning t;
   auto keys = keysOf(t);
+  std::istringstream in{std::string(contents)};
   std::string text;
   int line = 0;
   while (std::getline(in, text)) {
@@ -54,20 +55,29 @@ Tuning Tuning::fromFile(const std::string& path) {
     std::istringstream fields(text);
     std::string name, value, extra;
     if (!(fields >> name)) continue;  // blank or comment
-    if (!(fields >> value) || (fields >> extra)) bad(path, line, "expected 'key value'");
+    if (!(fields >> value) || (fields >> extra)) bad(source, line, "expected 'key value'");
     Key* key = nullptr;
     for (auto& k : keys) {
       if (k.name == name) key = &k;
     }
-    if (key == nullptr) bad(path, line, "unknown key '" + name + "'");
+    if (key == nullptr) bad(source, line, "unknown key '" + name + "'");
     char* end = nullptr;
     double v = std::strtod(value.c_str(), &end);
     if (end == value.c_str() || *end != '\0' || !std::isfinite(v) || v < 0) {
-      bad(path, line, "'" + value + "' is not a non-negative number");
+      bad(source, line, "'" + value + "' is not a non-negative number");
     }
     *key->value = v * key->scale;
   }
   return t;
+}
+
+Tuning Tuning::fromFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) bad(path, 0, std::string("cannot read it: ") + errnoText(errno));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) bad(path, 0, std::string("cannot read it: ") + errnoText(errno));
+  return parseTuningText(contents.str(), path);
 }
 
 void Tuning::writeFile(const std::string& path, const std::string& comment) const {

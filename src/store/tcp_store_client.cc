@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include <chorus/error.hpp>
@@ -32,6 +33,27 @@ namespace {
 namespace proto = store::proto;
 
 constexpr size_t kMaxIdleConnections = 4;
+constexpr size_t kMaxMessageShown = 1000;
+constexpr size_t kBodyChunk = 1 << 20;
+
+// A server's error text as it may appear in an Error: control and non-ASCII bytes as \xNN, long
+// text cut short.
+std::string printable(std::string_view text) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < kMaxMessageShown; ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (text.size() > kMaxMessageShown) out += "...";
+  return out;
+}
 
 class TcpStore final : public Store {
  public:
@@ -138,9 +160,15 @@ class TcpStore final : public Store {
     if (!io.ok()) fail(io, what, timeout);
     proto::Header h = proto::parseHeader(header);
     if (!proto::plausible(h)) badResponse();
-    Bytes body(h.body_len);
-    io = recvAll(conn.get(), body.data(), body.size(), deadline);
-    if (!io.ok()) fail(io, what, timeout);
+    // Grown as the bytes arrive: a header that claims 64 MiB and sends nothing costs nothing.
+    Bytes body;
+    while (body.size() < h.body_len) {
+      const size_t have = body.size();
+      const size_t chunk = std::min<size_t>(kBodyChunk, h.body_len - have);
+      body.resize(have + chunk);
+      io = recvAll(conn.get(), body.data() + have, chunk, deadline);
+      if (!io.ok()) fail(io, what, timeout);
+    }
     release(std::move(conn));
 
     if (h.code != 0) {
@@ -150,10 +178,12 @@ class TcpStore final : public Store {
       if (h.code == static_cast<uint8_t>(ErrorCode::kTimeout)) {  // message: the missing key
         store::throwWaitTimeout(where_, "key " + store::quoteKey(message), timeout);
       }
-      ErrorCode code = h.code <= static_cast<uint8_t>(ErrorCode::kInternal)
-                           ? static_cast<ErrorCode>(h.code)
-                           : ErrorCode::kInternal;
-      throw Error(code, message + " (from " + where_ + ")");
+      const bool known = h.code <= static_cast<uint8_t>(ErrorCode::kInternal);
+      ErrorCode code = known ? static_cast<ErrorCode>(h.code) : ErrorCode::kInternal;
+      // The text comes off the network: never empty, no control bytes, bounded.
+      std::string shown = message.empty() ? "an error without a message" : printable(message);
+      if (!known) shown = "unknown status " + std::to_string(h.code) + ": " + shown;
+      throw Error(code, shown + " (from " + where_ + ")");
     }
     return body;
   }
