@@ -1,7 +1,7 @@
 // The launchers' variables, in the order of precedence docs/config.md gives.
 #include "core/launch_env.h"
 
-#include "core/env_vars.h"
+#include "common/env_vars.h"
 #include "core/slurm_env.h"
 
 #include <chorus/error.hpp>

@@ -3,7 +3,7 @@
 #include <chorus/options.hpp>
 
 #include "core/c_options.h"
-#include "core/env_vars.h"
+#include "common/env_vars.h"
 
 #include <cstdlib>
 #include <optional>

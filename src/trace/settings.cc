@@ -1,6 +1,6 @@
 #include "trace/settings.h"
 
-#include "core/env_vars.h"
+#include "common/env_vars.h"
 
 #include <chorus/error.hpp>
 

@@ -1,6 +1,6 @@
 // The parsers of CHORUS_* and launcher values over any text. The first byte picks the parser (and
 // for tasksOnNode the second byte the node); the rest is the value.
-#include "core/env_vars.h"
+#include "common/env_vars.h"
 #include "core/slurm_env.h"
 #include "fuzz_check.h"
 

@@ -1,4 +1,4 @@
-#include "core/env_vars.h"
+#include "common/env_vars.h"
 
 #include <chorus/error.hpp>
 
