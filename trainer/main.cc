@@ -279,6 +279,18 @@ int run(const TrainOptions& o) {
       std::printf("parameters DIFFER: rank(s) %s differ from rank 0 (of %d ranks)\n", list.c_str(),
                   ranks);
     }
+    // Who reached the all-reduces last, as rank 0 saw it: a rank that is last in most calls by
+    // more than a millisecond is slow before the call (compute, input), not in the network.
+    const chorus::StragglerReport stragglers = comm->stragglerReport();
+    std::fputs(stragglers.summary().c_str(), stdout);
+    for (const auto& r : stragglers.ranks) {
+      if (r.lastFraction >= 0.5 && r.lagSamples > 0 && r.medianLagMs >= 1.0) {
+        std::printf(
+            "rank %d reaches the all-reduces late in most steps: its compute or input is "
+            "slower, not the network\n",
+            r.rank);
+      }
+    }
     std::fflush(stdout);
     if (!o.metrics.empty() || !o.plot.empty()) {
       std::string csv = o.metrics.empty() ? o.plot + ".csv" : o.metrics;

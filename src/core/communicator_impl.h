@@ -69,8 +69,9 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   struct Task {
     algo::Args args;
     std::shared_ptr<detail::WorkState> state;
-    uint64_t traceId = 0;   // the call's entry in the flight recorder (0: none)
-    uint64_t issuedAt = 0;  // trace::ticks() at issue
+    uint64_t traceId = 0;    // the call's entry in the flight recorder (0: none)
+    uint64_t issuedAt = 0;   // trace::ticks() at issue
+    uint64_t startedAt = 0;  // trace::ticks() at start
     // Runs at once on the issuing thread: its start is its issue (one clock read less).
     bool startsAtIssue = false;
   };
@@ -84,11 +85,11 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   void abortWith(const Error& cause);
   // Flight recorder: a call issued (needs mu_ held), started, ended; a failure's dump.
   void traceIssue(Task& task);
-  void traceStart(const Task& task);
+  void traceStart(Task& task);
   void traceEnd(const Task& task, bool ok);
   void traceFailure(const Error& e);
   // "rank 2 never entered allreduce #5 (...)" from the ranks' progress records, or "".
-  std::string stallDiagnosis(const OpDesc& d) const;
+  std::string stallDiagnosis(const Task& task) const;
   void printStragglerReport() const;
   void initTrace();
   uint64_t takeSeq(CollectiveKind kind);                   // needs mu_ held

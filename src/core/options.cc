@@ -2,8 +2,8 @@
 #include <chorus/error.hpp>
 #include <chorus/options.hpp>
 
-#include "core/c_options.h"
 #include "common/env_vars.h"
+#include "core/c_options.h"
 
 #include <cstdlib>
 #include <optional>

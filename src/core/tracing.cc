@@ -86,10 +86,10 @@ void Communicator::Impl::traceIssue(Task& task) {
   task.traceId = recorder_->issue(d, bytes, task.issuedAt);
 }
 
-void Communicator::Impl::traceStart(const Task& task) {
+void Communicator::Impl::traceStart(Task& task) {
   if (!recorder_) return;
-  recorder_->start(task.traceId, task.args.desc.algo,
-                   task.startsAtIssue ? task.issuedAt : trace::ticks());
+  task.startedAt = task.startsAtIssue ? task.issuedAt : trace::ticks();
+  recorder_->start(task.traceId, task.args.desc.algo, task.startedAt);
 }
 
 void Communicator::Impl::traceEnd(const Task& task, bool ok) {
@@ -107,20 +107,18 @@ void Communicator::Impl::traceFailure(const Error& e) {
   }
 }
 
-std::string Communicator::Impl::stallDiagnosis(const OpDesc& d) const {
-  if (!recorder_ || !trace_->rootStore) return "";
-  trace::EntryCopy current;
-  if (!recorder_->oldestPending(&current, trace::WallClock::now()) || current.startedUs == 0) {
-    return "";
-  }
+std::string Communicator::Impl::stallDiagnosis(const Task& task) const {
+  if (!recorder_ || !trace_->rootStore || task.startedAt == 0) return "";
+  const OpDesc& d = task.args.desc;
+  const uint64_t startedUs = trace::WallClock::now().micros(task.startedAt);
   // On a thread of its own, given a second: a store that is gone may make a read wait for its
   // whole timeout, and the failure must not wait for it.
-  auto task = std::make_shared<std::packaged_task<std::string()>>(
-      [subject = trace_, number = d.seq / 2, name = d.name(), started = current.startedUs] {
+  auto job = std::make_shared<std::packaged_task<std::string()>>(
+      [subject = trace_, number = d.seq / 2, name = d.name(), started = startedUs] {
         return trace::stalledRanks(*subject, number, name, started);
       });
-  std::future<std::string> answer = task->get_future();
-  std::thread([task] { (*task)(); }).detach();
+  std::future<std::string> answer = job->get_future();
+  std::thread([job] { (*job)(); }).detach();
   if (answer.wait_for(std::chrono::seconds(1)) != std::future_status::ready) return "";
   try {
     return answer.get();

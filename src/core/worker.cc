@@ -274,19 +274,21 @@ void Communicator::Impl::execute(Task& task) {
     task.state->finish(nullptr);
     return;
   } catch (const Error& e) {
-    // A stall names first the rank(s) that never entered the call, which the peer this rank
-    // waited for may not be (in a ring it waits itself).
-    std::string culprit;
-    if (e.code() == ErrorCode::kTimeout || e.code() == ErrorCode::kPeerFailure) {
-      culprit = stallDiagnosis(d);
-    }
-    Error err(e.code(), d.name() + " (rank " + std::to_string(rank) +
-                            "): " + (culprit.empty() ? "" : culprit + "; ") + e.what());
+    Error err(e.code(), d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
     // The dump first: it shows the call as it was when it failed (waiting on whom).
     traceFailure(err);
     traceEnd(task, false);
-    abortWith(err);
-    task.state->finish(std::make_exception_ptr(err));
+    abortWith(err);  // the peers learn of it at once
+    // Then this rank's own account names first the rank(s) that never entered the call, which
+    // the peer it waited for may not be (in a ring that peer waits itself).
+    std::string culprit;
+    if (e.code() == ErrorCode::kTimeout || e.code() == ErrorCode::kPeerFailure) {
+      culprit = stallDiagnosis(task);
+    }
+    task.state->finish(std::make_exception_ptr(
+        culprit.empty() ? err
+                        : Error(e.code(), d.name() + " (rank " + std::to_string(rank) +
+                                              "): " + culprit + "; " + e.what())));
   } catch (const std::exception& e) {
     Error err(ErrorCode::kInternal, d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
     traceFailure(err);
