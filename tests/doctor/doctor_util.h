@@ -2,6 +2,8 @@
 // directories.
 #pragma once
 
+#include "harness/scratch_dir.h"
+
 #include <gtest/gtest.h>
 
 #include <stdio.h>
@@ -38,23 +40,6 @@ inline std::string fixture(const std::string& name) {
   return std::string(CHORUS_DOCTOR_FIXTURES) + "/" + name;
 }
 
-// A fresh directory, removed with its contents at the end of the scope.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "chorus-doctor-test-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) ADD_FAILURE() << "mkdtemp failed";
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ScratchDir = chorus::test::ScratchDir;
 
 }  // namespace chorus::doctor::test

@@ -91,27 +91,28 @@ TEST(TraceStragglers, NamesTheRankThatSleepsBeforeEachCall) {
   ::testing::internal::CaptureStderr();
   expectRanks(2, [&](Communicator& comm) {
     for (int i = 0; i < kCalls; ++i) {
-      if (comm.rank() == 1) std::this_thread::sleep_for(5ms);
+      if (comm.rank() == 1) std::this_thread::sleep_for(10ms);
       float x = 1, y = 0;
       comm.allReduce(&x, &y, 1, DataType::kF32, ReduceOp::kSum, Run::kBlocking);
     }
     seen[comm.rank()] = comm.stragglerReport();
   });
   const std::string printed = ::testing::internal::GetCapturedStderr();
-  // Rank 0 waited for rank 1 every time: rank 1 last, about 5 ms behind.
+  // Rank 0 waited for rank 1 nearly every time (a loaded machine may deschedule rank 0 for as
+  // long now and then): rank 1 last, about 10 ms behind.
   const StragglerReport& r0 = seen[0];
   EXPECT_EQ(r0.collectives, static_cast<uint64_t>(kCalls));
   ASSERT_FALSE(r0.ranks.empty());
   const auto& slow = r0.ranks.back();
   EXPECT_EQ(slow.rank, 1);
-  EXPECT_GE(slow.lastFraction, 0.9);
+  EXPECT_GE(slow.lastFraction, 0.7);
   EXPECT_GE(slow.medianLagMs, 3.0);
   EXPECT_LT(slow.medianLagMs, 200.0);
   EXPECT_GE(slow.p99LagMs, slow.medianLagMs);
   // Rank 1 found rank 0's message waiting every time: itself last, lag unknown to it.
   ASSERT_FALSE(seen[1].ranks.empty());
   EXPECT_EQ(seen[1].ranks.back().rank, 1);
-  EXPECT_GE(seen[1].ranks.back().lastFraction, 0.9);
+  EXPECT_GE(seen[1].ranks.back().lastFraction, 0.7);
   // CHORUS_REPORT=1: rank 0 printed it at destruction.
   EXPECT_NE(printed.find("chorus: straggler report"), std::string::npos) << printed;
   EXPECT_NE(printed.find("rank 1 arrived last in"), std::string::npos) << printed;

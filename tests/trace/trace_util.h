@@ -1,6 +1,8 @@
 // Helpers of the flight-recorder tests: a scratch directory, reading a dump, checking its JSON.
 #pragma once
 
+#include "harness/scratch_dir.h"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -17,23 +19,7 @@
 
 namespace chorus::testing {
 
-// A fresh directory under the temporary directory, removed at the end of the test.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "chorus-trace-test-XXXXXX");
-    path_ = ::mkdtemp(templ.data()) ? templ : "";
-    EXPECT_FALSE(path_.empty());
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ScratchDir = chorus::test::ScratchDir;
 
 inline std::string readFile(const std::string& path) {
   std::ifstream in(path);
