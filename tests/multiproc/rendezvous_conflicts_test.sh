@@ -71,6 +71,19 @@ port=$(free_port)
 "$store_server" --host 127.0.0.1 --port "$port" >"$scratch/server.out" 2>&1 &
 server_pid=$!
 store=tcp://127.0.0.1:$port
+# The server must listen before the first job starts: else that job's rank 0 hosts a store of its
+# own, and the second job finds a fresh one.
+server_listens() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    grep -q "listening on" "$scratch/server.out" && return 0
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  sed 's/^/  | /' "$scratch/server.out"
+  return 1
+}
+check "the chorus-store server listens" server_listens
 start job1-rank0 "$store" 0 2
 start job1-rank1 "$store" 1 2
 await_ranks
