@@ -38,11 +38,14 @@ clear_launch_env() {
   done
 }
 
-# A TCP port nothing listens on right now (in this network namespace).
+# A TCP port nothing listens on right now (in this network namespace). Drawn from 61000-64999:
+# clear of the store ports Slurm jobs derive (20000-31999), of scripts/slurm-local's daemons
+# (10000-19999) and of the kernel's ephemeral range (32768-60999), so tests running side by side
+# never meet at one port.
 free_port() {
   local p i
   for ((i = 0; i < 50; i++)); do
-    p=$((20000 + RANDOM % 12000))
+    p=$((61000 + RANDOM % 4000))
     if [[ -z $(ss -Htln "sport = :$p" 2>/dev/null) ]]; then
       echo "$p"
       return 0
