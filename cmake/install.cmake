@@ -13,6 +13,7 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/ChorusConfig.cmake.in [=[
 @PACKAGE_INIT@
 include(CMakeFindDependencyMacro)
 find_dependency(Threads)
+find_dependency(OpenSSL COMPONENTS Crypto)
 include("${CMAKE_CURRENT_LIST_DIR}/ChorusTargets.cmake")
 ]=])
 configure_package_config_file(${CMAKE_CURRENT_BINARY_DIR}/ChorusConfig.cmake.in

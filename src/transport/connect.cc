@@ -1,5 +1,6 @@
 #include "transport/connect.h"
 
+#include "auth/settings.h"
 #include "common/errno_text.h"
 #include "transport/peer_transport.h"
 #include "transport/shm/setup.h"
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
@@ -100,11 +102,28 @@ PeerTransport::Spin spinFor(const Options& options, const std::string& host,
   return s;
 }
 
+// Ranks on several hosts talk over a network that others may reach: say once per process that
+// nothing keeps strangers out (CHORUS_AUTH=off silences it).
+void warnIfUnauthenticated(const std::vector<std::string>& hosts) {
+  static std::atomic<bool> warned{false};
+  const bool spansHosts =
+      std::any_of(hosts.begin(), hosts.end(), [&](const auto& h) { return h != hosts[0]; });
+  if (!spansHosts || warned.exchange(true)) return;
+  std::fprintf(stderr,
+               "chorus: warning: this job's ranks span hosts and are not authenticated: anyone "
+               "who reaches their ports or the store can join or disturb it. Give every rank "
+               "the same private key file with CHORUS_AUTH_KEY_FILE (chorus-run does it "
+               "itself), or set CHORUS_AUTH=off to silence this warning\n");
+}
+
 }  // namespace
 
 std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Options& options,
                                    const std::string& routeHost) {
   Deadline deadline = Deadline::after(options.timeout);
+  const auth::AuthSettings auth = auth::authSettingsFromEnv();
+  auth.requireKeyIfAsked("creating a communicator (rank " + std::to_string(rank) + ")");
+  const auth::JobKey* key = auth.key ? &*auth.key : nullptr;
   std::string ip = tcp::chooseListenAddress(options.ifname, routeHost);
   int port = 0;
   Fd listener = tcp::listenOn(ip, options.socketBufferBytes, &port);
@@ -120,11 +139,11 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
   std::vector<tcp::Connection> conns;
   for (int peer = 0; peer < rank; ++peer) {
     PeerRecord record = peerRecordOf(store, peer, deadline);
-    conns.push_back(
-        tcp::dialLower(record.address, rank, size, peer, job, options.socketBufferBytes, deadline));
+    conns.push_back(tcp::dialLower(record.address, rank, size, peer, job, key,
+                                   options.socketBufferBytes, deadline));
     conns.back().host = record.machine;
   }
-  for (auto& c : tcp::acceptHigher(listener.get(), rank, size, job, deadline)) {
+  for (auto& c : tcp::acceptHigher(listener.get(), rank, size, job, key, deadline)) {
     PeerRecord record = peerRecordOf(store, c.peer, deadline);
     c.address = record.address;
     c.host = record.machine;
@@ -135,6 +154,7 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
   for (const auto& c : conns) {
     hosts[static_cast<size_t>(c.peer)] = peerRecordOf(store, c.peer, deadline).host;
   }
+  if (rank == 0 && !key && auth.mode == auth::AuthMode::kAuto) warnIfUnauthenticated(hosts);
   auto spin = spinFor(options, machine, conns);
   // The shared-memory handshake runs on the connections before the transport owns them.
   std::vector<int> fds(static_cast<size_t>(size), -1);

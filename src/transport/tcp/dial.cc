@@ -1,5 +1,9 @@
 #include "transport/tcp/dial.h"
 
+#include "auth/client_handshake.h"
+#include "auth/handshake_messages.h"
+#include "auth/refusal_log.h"
+#include "auth/server_handshake.h"
 #include "common/errno_text.h"
 #include "common/socket_io.h"
 #include "transport/tcp/endpoint.h"
@@ -10,44 +14,103 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cstring>
 #include <map>
+#include <memory>
 
 namespace chorus::transport::tcp {
+namespace {
+
+// What a rank's handshake proves: knowledge of the key for this communicator (its job id), so a
+// proof for one communicator is worth nothing at another one's listener.
+std::vector<uint8_t> rankContext(const JobId& job) {
+  static constexpr char kLabel[4] = {'r', 'a', 'n', 'k'};
+  std::vector<uint8_t> c(sizeof(kLabel) + job.size());
+  std::memcpy(c.data(), kLabel, sizeof(kLabel));
+  std::memcpy(c.data() + sizeof(kLabel), job.data(), job.size());
+  return c;
+}
+
+}  // namespace
 
 Connection dialLower(const std::string& address, int rank, int size, int peer, const JobId& job,
-                     int bufferBytes, Deadline deadline) {
+                     const auth::JobKey* key, int bufferBytes, Deadline deadline) {
   Fd fd = connectTo(parseAddress(address), bufferBytes, deadline);
+  const std::string who = "rank " + std::to_string(peer) + " (" + address + ")";
+  if (key != nullptr) {
+    auth::ClientResult r = auth::authenticateToServer(fd.get(), *key, rankContext(job), deadline);
+    if (r.outcome == auth::ClientOutcome::kRefused) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "authentication with " + who + " failed: " + r.why +
+                      "; every rank needs the same key file (CHORUS_AUTH_KEY_FILE)");
+    }
+    if (!r.ok()) {
+      throw Error(r.outcome == auth::ClientOutcome::kTimeout ? ErrorCode::kTimeout
+                                                             : ErrorCode::kPeerFailure,
+                  "authentication with " + who + " failed: " + r.why);
+    }
+  }
   uint8_t buf[kHelloBytes];
   encodeHello(Hello{1, job, rank, peer, size}, buf);
   IoResult io = sendAll(fd.get(), buf, kHelloBytes, deadline);
   if (io.ok()) io = recvAll(fd.get(), buf, kHelloBytes, deadline);
   if (!io.ok()) {
     throw Error(ErrorCode::kPeerFailure,
-                "connecting to rank " + std::to_string(peer) + " (" + address + "): " + io.text());
+                "connecting to " + who + ": " + io.text() +
+                    (key == nullptr && io.status == IoStatus::kClosed
+                         ? " (does that rank require authentication? CHORUS_AUTH_KEY_FILE)"
+                         : ""));
   }
   std::string why;
   auto reply = decodeHello(buf, &why);
   if (!reply || reply->kind != 2 || reply->job != job || reply->from != peer || reply->to != rank) {
     throw Error(ErrorCode::kPeerFailure,
-                "rank " + std::to_string(peer) + " (" + address +
-                    ") refused the connection: " + (reply ? "wrong job or rank" : why));
+                who + " refused the connection: " + (reply ? "wrong job or rank" : why));
   }
   return Connection{peer, std::move(fd), address, ""};
 }
 
 std::vector<Connection> acceptHigher(int listener, int rank, int size, const JobId& job,
-                                     Deadline deadline) {
+                                     const auth::JobKey* key, Deadline deadline) {
   struct Pending {
     Fd fd;
     std::string address;
+    std::unique_ptr<auth::ServerHandshake> handshake;  // until the peer has proved the key
     uint8_t buf[kHelloBytes];
     size_t got = 0;
     Clock::time_point since;
   };
+  const std::vector<uint8_t> context = rankContext(job);
   std::vector<Connection> done;
   std::map<int, bool> have;
   std::vector<Pending> pending;
   const int expected = size - 1 - rank;
+  // Feeds the handshake; returns false when the connection is to be dropped. Leftover bytes
+  // (the hello, if the peer sent it early) go to the hello buffer.
+  auto authenticate = [&](Pending& p, const uint8_t* data, size_t n) {
+    size_t used = p.handshake->take(data, n);
+    auto& out = p.handshake->output();
+    if (!out.empty()) {
+      IoResult io = sendAll(p.fd.get(), out.data(), out.size(), deadline);
+      out.clear();
+      if (!io.ok()) return false;
+    }
+    switch (p.handshake->state()) {
+      case auth::ServerHandshake::State::kRefused:
+        auth::logRefusal("authentication failed", p.address, p.handshake->failure());
+        return false;
+      case auth::ServerHandshake::State::kAccepted: {
+        p.handshake.reset();
+        size_t rest = std::min(n - used, kHelloBytes);
+        std::memcpy(p.buf, data + used, rest);
+        p.got = rest;
+        return true;
+      }
+      case auth::ServerHandshake::State::kRunning:
+        return true;
+    }
+    return false;
+  };
   while (static_cast<int>(done.size()) < expected) {
     if (deadline.expired()) {
       std::string missing;
@@ -65,19 +128,46 @@ std::vector<Connection> acceptHigher(int listener, int rank, int size, const Job
       socklen_t len = sizeof(from);
       int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&from), &len,
                          SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd >= 0) pending.push_back(Pending{Fd(fd), formatAddress(from), {}, 0, Clock::now()});
+      if (fd >= 0) {
+        Pending p{Fd(fd), formatAddress(from), nullptr, {}, 0, Clock::now()};
+        if (key != nullptr) p.handshake = std::make_unique<auth::ServerHandshake>(*key, context);
+        pending.push_back(std::move(p));
+      }
     }
     for (size_t i = 1; i < fds.size(); ++i) {
       Pending& p = pending[i - 1];
       if (!(fds[i].revents & (POLLIN | POLLERR | POLLHUP))) continue;
-      ssize_t k = ::recv(p.fd.get(), p.buf + p.got, kHelloBytes - p.got, MSG_DONTWAIT);
-      if (k <= 0) {
+      if (p.handshake) {
+        uint8_t chunk[256];
+        ssize_t k = ::recv(p.fd.get(), chunk, sizeof(chunk), MSG_DONTWAIT);
         if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-        p.fd.reset();
-        continue;
+        if (k <= 0) {
+          auth::logRefusal("authentication failed", p.address, "closed during the handshake");
+          p.fd.reset();
+          continue;
+        }
+        if (!authenticate(p, chunk, static_cast<size_t>(k))) {
+          p.fd.reset();
+          continue;
+        }
+        if (p.handshake || p.got < kHelloBytes) continue;
+      } else {
+        ssize_t k = ::recv(p.fd.get(), p.buf + p.got, kHelloBytes - p.got, MSG_DONTWAIT);
+        if (k <= 0) {
+          if (k < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+          p.fd.reset();
+          continue;
+        }
+        p.got += static_cast<size_t>(k);
+        if (p.got >= 4 && auth::startsHandshake(p.buf, p.got)) {
+          // A peer with a key, this rank without: it would wait for an answer that never comes.
+          auth::logRefusal("authentication failed", p.address,
+                           "the peer authenticates with a key, this rank has none");
+          p.fd.reset();
+          continue;
+        }
+        if (p.got < kHelloBytes) continue;
       }
-      p.got += static_cast<size_t>(k);
-      if (p.got < kHelloBytes) continue;
       std::string why;
       auto h = decodeHello(p.buf, &why);
       if (!h || h->kind != 1 || h->job != job || h->to != rank || h->from <= rank ||
@@ -95,9 +185,14 @@ std::vector<Connection> acceptHigher(int listener, int rank, int size, const Job
       // The dialer reports its listening address in the store; show that one in messages.
       done.push_back(Connection{h->from, std::move(p.fd), p.address, ""});
     }
-    // Forget closed sockets and connections that stay silent (a hello is 72 bytes).
+    // Forget closed sockets and connections that take too long (silent, or a byte at a time).
     std::erase_if(pending, [](const Pending& p) {
-      return !p.fd || Clock::now() - p.since > std::chrono::seconds(10);
+      if (!p.fd) return true;
+      if (Clock::now() - p.since <= kAcceptHandshakeTime) return false;
+      if (p.handshake) {
+        auth::logRefusal("authentication failed", p.address, "handshake timed out");
+      }
+      return true;
     });
   }
   return done;

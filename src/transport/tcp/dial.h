@@ -1,7 +1,10 @@
 // The TCP connections of a world: each rank dials the lower ranks and accepts the higher ones;
-// every connection starts with a hello carrying the job id and both ranks.
+// every connection starts with the authentication handshake when the job has a key
+// (auth/handshake_messages.h; the context is "rank" + the job id), then a hello carrying the job
+// id and both ranks.
 #pragma once
 
+#include "auth/job_key.h"
 #include "common/deadline.h"
 #include "common/fd.h"
 #include "transport/job_id.h"
@@ -19,13 +22,19 @@ struct Connection {
   std::string host;  // the peer's machine id: same string = same machine (filled by the caller)
 };
 
-// Connects to lower rank `peer`, listening at `address`, and exchanges hellos.
-Connection dialLower(const std::string& address, int rank, int size, int peer, const JobId& job,
-                     int bufferBytes, Deadline deadline);
+// How long an accepted connection may take to authenticate and say hello.
+inline constexpr auto kAcceptHandshakeTime = std::chrono::seconds(10);
 
-// Accepts connections until every higher rank has said hello. Strays (garbage, another job,
-// a duplicate rank) are closed without disturbing the others.
+// Connects to lower rank `peer`, listening at `address`, authenticates with `key` (none: no
+// handshake) and exchanges hellos. A refused key throws Error(kInvalidArgument) saying so.
+Connection dialLower(const std::string& address, int rank, int size, int peer, const JobId& job,
+                     const auth::JobKey* key, int bufferBytes, Deadline deadline);
+
+// Accepts connections until every higher rank has authenticated (with `key`, when set) and said
+// hello. Strays (no key, a wrong key, garbage, another job, a duplicate rank, a connection that
+// takes longer than kAcceptHandshakeTime) are closed without disturbing the others; those that
+// fail authentication are logged once per address.
 std::vector<Connection> acceptHigher(int listener, int rank, int size, const JobId& job,
-                                     Deadline deadline);
+                                     const auth::JobKey* key, Deadline deadline);
 
 }  // namespace chorus::transport::tcp

@@ -1,0 +1,41 @@
+#include "auth/refusal_log.h"
+
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+namespace chorus::auth {
+namespace {
+
+std::mutex mu;
+std::set<std::tuple<std::string, std::string, std::string>> seen;
+bool saidEnough = false;
+
+std::string hostOf(const std::string& address) {
+  auto colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+}  // namespace
+
+void logRefusal(const std::string& what, const std::string& address, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (static_cast<int>(seen.size()) >= kMaxLogged) {
+    if (!saidEnough) {
+      std::fprintf(stderr, "chorus: %d refused peers logged; further refusals are not\n",
+                   kMaxLogged);
+      saidEnough = true;
+    }
+    return;
+  }
+  if (!seen.emplace(what, hostOf(address), reason).second) return;
+  std::fprintf(stderr, "chorus: %s from %s: %s\n", what.c_str(), address.c_str(), reason.c_str());
+}
+
+int refusalsLogged() {
+  std::lock_guard<std::mutex> lock(mu);
+  return static_cast<int>(seen.size());
+}
+
+}  // namespace chorus::auth

@@ -1,0 +1,34 @@
+// Whether connections authenticate, and with which key: CHORUS_AUTH and CHORUS_AUTH_KEY_FILE.
+#pragma once
+
+#include "auth/job_key.h"
+
+#include <optional>
+#include <string>
+
+namespace chorus::auth {
+
+enum class AuthMode {
+  kAuto,      // authenticate when a key is set (the default)
+  kOff,       // never, even with a key
+  kRequired,  // refuse to run without a key
+};
+
+struct AuthSettings {
+  AuthMode mode = AuthMode::kAuto;
+  std::optional<JobKey> key;  // set when connections authenticate
+  std::string keyPath;        // where the key came from, for messages
+
+  bool enabled() const { return key.has_value(); }
+  // Throws Error(kInvalidArgument) when the mode is `required` and there is no key; `what`
+  // names the operation ("creating a communicator").
+  void requireKeyIfAsked(const std::string& what) const;
+  // " (key file <path>, fingerprint <fp>)" for messages about a refused key.
+  std::string describeKey() const;
+};
+
+// Reads CHORUS_AUTH (auto, off, required; anything else is an error naming the variable) and,
+// unless the mode is off, loads CHORUS_AUTH_KEY_FILE (loadKeyFile's checks apply).
+AuthSettings authSettingsFromEnv();
+
+}  // namespace chorus::auth
