@@ -5,7 +5,9 @@
 // Connections are non-blocking sockets driven by poll() against the call's deadline. Connecting
 // retries until the timeout, since the server may start after the client. A call that times out
 // drops its connection (the server then forgets the parked request); a connection lost mid-call
-// raises kPeerFailure.
+// raises kPeerFailure. With a job key (CHORUS_AUTH_KEY_FILE), every new connection first proves
+// the key to the server and checks the server's proof (auth/client_handshake.h, context "store");
+// a refused key is an error that says so, never retried.
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -20,6 +22,8 @@
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
+#include "auth/client_handshake.h"
+#include "auth/settings.h"
 #include "common/errno_text.h"
 #include "common/fd.h"
 #include "common/socket_io.h"
@@ -35,6 +39,8 @@ namespace proto = store::proto;
 constexpr size_t kMaxIdleConnections = 4;
 constexpr size_t kMaxMessageShown = 1000;
 constexpr size_t kBodyChunk = 1 << 20;
+// What the handshake proves: knowledge of the key for the store (tcp_store_server.cc's).
+const std::vector<uint8_t> kStoreContext = {'s', 't', 'o', 'r', 'e'};
 
 // A server's error text as it may appear in an Error: control and non-ASCII bytes as \xNN, long
 // text cut short.
@@ -62,7 +68,9 @@ class TcpStore final : public Store {
         port_(port),
         timeout_(timeout),
         addr_(store::hostPort(host_, port_)),
-        where_("TCP store " + addr_) {
+        where_("TCP store " + addr_),
+        auth_(auth::authSettingsFromEnv()) {
+    auth_.requireKeyIfAsked("connecting to the " + where_);
     if (port_ <= 0 || port_ > 65535) {
       throw Error(ErrorCode::kInvalidArgument,
                   "tcp store: bad port " + std::to_string(port_) + " for host '" + host_ + "'");
@@ -241,7 +249,7 @@ class TcpStore final : public Store {
         }
         if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0) {
           setNoDelay(fd.get());
-          return fd;
+          return authenticated(std::move(fd), deadline);
         }
         if (errno != EINPROGRESS) {
           last_error = "connect: " + errnoText(errno);
@@ -261,7 +269,7 @@ class TcpStore final : public Store {
         if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) so_error = errno;
         if (so_error == 0) {
           setNoDelay(fd.get());
-          return fd;
+          return authenticated(std::move(fd), deadline);
         }
         last_error = "connect: " + errnoText(so_error);
       }
@@ -276,11 +284,31 @@ class TcpStore final : public Store {
                                          " ms (last error: " + last_error + ")");
   }
 
+  // Runs the handshake on a new connection when this process has a key.
+  Fd authenticated(Fd fd, const Deadline& deadline) const {
+    if (!auth_.key) return fd;
+    auth::ClientResult r =
+        auth::authenticateToServer(fd.get(), *auth_.key, kStoreContext, deadline);
+    if (r.ok()) return fd;
+    const std::string prefix = "tcp store: authentication with server " + addr_ + " failed: ";
+    switch (r.outcome) {
+      case auth::ClientOutcome::kTimeout:
+        throw Error(ErrorCode::kTimeout, prefix + r.why);
+      case auth::ClientOutcome::kRefused:
+        throw Error(ErrorCode::kInvalidArgument,
+                    prefix + r.why + auth_.describeKey() +
+                        "; the store and every rank need the job's key file");
+      default:
+        throw Error(ErrorCode::kInvalidArgument, prefix + r.why + auth_.describeKey());
+    }
+  }
+
   const std::string host_;
   const int port_;
   const std::chrono::milliseconds timeout_;
   const std::string addr_;
   const std::string where_;
+  const auth::AuthSettings auth_;
   std::mutex mu_;
   std::vector<Fd> idle_;
 };

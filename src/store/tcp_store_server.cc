@@ -7,6 +7,12 @@
 // is read from the client, but a hang-up (POLLRDHUP) still closes it and drops the registration. A
 // malformed frame closes only the client that sent it. The destructor wakes the loop through an
 // eventfd, joins the thread and closes every connection.
+//
+// With a job key (CHORUS_AUTH_KEY_FILE), a connection must first complete the authentication
+// handshake (auth/server_handshake.h, context "store") within the handshake deadline; until then
+// nothing it sends is read as a request. Refusals are logged once per address and close only that
+// connection. The limits of tcp_store_limits.h (key and value sizes, connections, the handshake
+// deadline and the time one frame may take to arrive) apply to every client.
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -18,6 +24,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -25,11 +32,15 @@
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
+#include "auth/refusal_log.h"
+#include "auth/server_handshake.h"
+#include "auth/settings.h"
 #include "common/errno_text.h"
 #include "common/fd.h"
 #include "common/socket_io.h"
 #include "store/store_util.h"
 #include "store/tcp_address.h"
+#include "store/tcp_store_limits.h"
 #include "store/tcp_store_protocol.h"
 
 namespace chorus {
@@ -41,8 +52,23 @@ namespace {
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kReadPerWakeup = 1 << 20;  // fairness between clients
 
+// What a client proves with its handshake: knowledge of the key for this store.
+const std::vector<uint8_t> kStoreContext = {'s', 't', 'o', 'r', 'e'};
+
+constexpr auto kNever = Clock::time_point::max();
+// A client without a key gets an error frame naming the problem, if its request is this small.
+constexpr uint32_t kLargestAnsweredStranger = 64 * 1024;
+
 struct Client {
   Fd fd;
+  std::string address;  // the peer's ip:port, for messages
+  // Until the client has proved the key (null without a key, or once proved).
+  std::unique_ptr<auth::ServerHandshake> handshake;
+  Clock::time_point handshake_until = kNever;
+  // A client without a key that speaks the store protocol: answered with an error, then closed.
+  bool unauthenticated_request = false;
+  // Since when part of a frame has been waiting for the rest (kNever: none).
+  Clock::time_point partial_since = kNever;
   std::vector<uint8_t> in;  // received, not yet handled: [in_pos, in.size())
   size_t in_pos = 0;
   std::vector<uint8_t> out;  // to send: [out_pos, out.size())
@@ -63,6 +89,8 @@ struct Client {
 }  // namespace
 
 struct TcpStoreServer::Impl {
+  auth::AuthSettings auth;
+  store::ServerLimits limits;
   Fd listen_fd;
   Fd wake_fd;
   int port = 0;
@@ -83,7 +111,11 @@ struct TcpStoreServer::Impl {
   void handleRequest(uint64_t id, Client& c, proto::Op op, proto::Reader& r);
   bool tryAnswerParked(uint64_t id, Client& c);
   void notify(const std::string& key);
-  int expireParked();  // answers timed-out parked requests; returns the poll timeout in ms
+  int expireParked();     // answers timed-out parked requests; returns the poll timeout in ms
+  int dropSlowClients();  // past their handshake or frame deadline; returns the poll timeout
+  bool authenticate(Client& c);  // feeds the handshake; false while it is not done
+  void refuse(Client& c, const std::string& what, const std::string& why);
+  bool checkKey(Client& c, const std::string& key);  // false (after replying) when too long
   void unregister(uint64_t id, Client& c);
   void reply(Client& c, std::vector<uint8_t> frame);
   void replyError(Client& c, ErrorCode code, const std::string& message);
@@ -94,6 +126,9 @@ struct TcpStoreServer::Impl {
 TcpStoreServer::TcpStoreServer(const std::string& host, int port)
     : impl_(std::make_unique<Impl>()) {
   const std::string addr = store::hostPort(host, port);
+  impl_->auth = auth::authSettingsFromEnv();
+  impl_->auth.requireKeyIfAsked("TcpStoreServer " + addr);
+  impl_->limits = store::ServerLimits::fromEnv();
   if (port < 0 || port > 65535) {
     throw Error(ErrorCode::kInvalidArgument, "TcpStoreServer: bad port in " + addr);
   }
@@ -207,6 +242,8 @@ void TcpStoreServer::Impl::run() {
       if (clients.at(id).dead) close(id);
     }
     timeout_ms = expireParked();
+    const int slow_ms = dropSlowClients();
+    if (timeout_ms < 0 || (slow_ms >= 0 && slow_ms < timeout_ms)) timeout_ms = slow_ms;
     if (!runnable.empty()) timeout_ms = 0;
   }
 }
@@ -226,6 +263,17 @@ void TcpStoreServer::Impl::acceptAll() {
     setNoDelay(fd);
     Client c;
     c.fd = Fd(fd);
+    c.address = store::peerAddressOf(fd);
+    if (clients.size() >= limits.maxConnections) {
+      auth::logRefusal("store connection refused", c.address,
+                       std::to_string(clients.size()) +
+                           " connections open, the limit (CHORUS_STORE_MAX_CONNECTIONS)");
+      continue;  // closes it
+    }
+    if (auth.key) {
+      c.handshake = std::make_unique<auth::ServerHandshake>(*auth.key, kStoreContext);
+      c.handshake_until = Clock::now() + limits.handshakeTime;
+    }
     clients.emplace(next_id++, std::move(c));
   }
 }
@@ -252,7 +300,52 @@ void TcpStoreServer::Impl::readFrom(uint64_t id, Client& c) {
   }
 }
 
+bool TcpStoreServer::Impl::authenticate(Client& c) {
+  if (!c.handshake) return true;
+  c.in_pos += c.handshake->take(c.in.data() + c.in_pos, c.in.size() - c.in_pos);
+  auto& out = c.handshake->output();
+  if (!out.empty()) {
+    reply(c, std::move(out));
+    out.clear();
+  }
+  switch (c.handshake->state()) {
+    case auth::ServerHandshake::State::kRunning:
+      return false;
+    case auth::ServerHandshake::State::kAccepted:
+      c.handshake.reset();
+      c.handshake_until = kNever;
+      return true;
+    case auth::ServerHandshake::State::kRefused:
+      auth::logRefusal("authentication failed", c.address, c.handshake->failure());
+      if (c.handshake->noHandshake() && c.in.size() - c.in_pos >= 4 &&
+          proto::loadLE(c.in.data() + c.in_pos, 4) == proto::kMagic) {
+        // A store client without a key: tell it why once its request is in, then close.
+        c.unauthenticated_request = true;
+        c.handshake.reset();
+        return true;
+      }
+      c.dead = true;
+      return false;
+  }
+  return false;
+}
+
+void TcpStoreServer::Impl::refuse(Client& c, const std::string& what, const std::string& why) {
+  auth::logRefusal(what, c.address, why);
+  replyError(c, ErrorCode::kInvalidArgument, why);
+}
+
+bool TcpStoreServer::Impl::checkKey(Client& c, const std::string& key) {
+  if (key.size() <= limits.maxKeyBytes) return true;
+  refuse(c, "store request refused",
+         "key of " + std::to_string(key.size()) + " bytes, longer than this store's limit of " +
+             std::to_string(limits.maxKeyBytes) + " (CHORUS_STORE_MAX_KEY)");
+  return false;
+}
+
 void TcpStoreServer::Impl::handleInput(uint64_t id, Client& c) {
+  if (!authenticate(c)) return;
+  bool progressed = false;
   while (!c.dead && !c.blocked()) {
     size_t avail = c.in.size() - c.in_pos;
     if (avail < proto::kHeaderSize) break;
@@ -261,9 +354,33 @@ void TcpStoreServer::Impl::handleInput(uint64_t id, Client& c) {
       c.dead = true;  // garbage, a foreign protocol, or an oversized length
       return;
     }
+    if (c.unauthenticated_request) {
+      if (h.body_len > kLargestAnsweredStranger) {
+        c.dead = true;
+        return;
+      }
+      if (avail < proto::kHeaderSize + h.body_len) break;
+      c.in_pos = c.in.size();
+      replyError(c, ErrorCode::kInvalidArgument,
+                 "this store requires authentication: give the client the job's key file "
+                 "(CHORUS_AUTH_KEY_FILE)");
+      c.dead = true;
+      return;
+    }
+    // The largest request a client may send: a SET of the longest key and value.
+    const uint64_t largest = uint64_t{limits.maxKeyBytes} + limits.maxValueBytes + 8;
+    if (h.body_len > largest) {
+      refuse(c, "store request refused",
+             "request of " + std::to_string(h.body_len) + " bytes, more than this store takes (" +
+                 "CHORUS_STORE_MAX_KEY=" + std::to_string(limits.maxKeyBytes) +
+                 ", CHORUS_STORE_MAX_VALUE=" + std::to_string(limits.maxValueBytes) + ")");
+      c.dead = true;  // its body is not worth reading
+      return;
+    }
     if (avail < proto::kHeaderSize + h.body_len) break;
     proto::Reader r(c.in.data() + c.in_pos + proto::kHeaderSize, h.body_len);
     c.in_pos += proto::kHeaderSize + h.body_len;
+    progressed = true;
     try {
       handleRequest(id, c, static_cast<proto::Op>(h.code), r);
     } catch (const std::exception& e) {
@@ -271,6 +388,13 @@ void TcpStoreServer::Impl::handleInput(uint64_t id, Client& c) {
       std::fprintf(stderr, "chorus: TcpStoreServer: dropping a client: %s\n", e.what());
       c.dead = true;
     }
+  }
+  // A frame begun and not finished must be finished within the frame deadline; parked clients
+  // are not read from, so their clock stops.
+  if (c.blocked() || c.in_pos == c.in.size()) {
+    c.partial_since = kNever;
+  } else if (progressed || c.partial_since == kNever) {
+    c.partial_since = Clock::now();
   }
   // Drop handled bytes once they dominate the buffer.
   if (c.in_pos > 0 && (c.in_pos == c.in.size() || c.in_pos >= c.in.size() / 2)) {
@@ -285,6 +409,14 @@ void TcpStoreServer::Impl::handleRequest(uint64_t id, Client& c, proto::Op op, p
       std::string key = r.str();
       Store::Bytes value = r.bytes();
       if (!r.done()) break;
+      if (!checkKey(c, key)) return;
+      if (value.size() > limits.maxValueBytes) {
+        refuse(c, "store request refused",
+               "value of " + std::to_string(value.size()) + " bytes for key " +
+                   store::quoteKey(key) + ", larger than this store's limit of " +
+                   std::to_string(limits.maxValueBytes) + " (CHORUS_STORE_MAX_VALUE)");
+        return;
+      }
       data[key] = std::move(value);
       reply(c, proto::Writer(0).finish());
       notify(key);
@@ -294,6 +426,7 @@ void TcpStoreServer::Impl::handleRequest(uint64_t id, Client& c, proto::Op op, p
       std::string key = r.str();
       int64_t delta = r.i64();
       if (!r.done()) break;
+      if (!checkKey(c, key)) return;
       int64_t result = 0;
       try {
         auto it = data.find(key);
@@ -323,6 +456,9 @@ void TcpStoreServer::Impl::handleRequest(uint64_t id, Client& c, proto::Op op, p
         for (uint32_t i = 0; i < n; ++i) keys.push_back(r.str());
       }
       if (!r.done()) break;
+      for (const auto& k : keys) {
+        if (!checkKey(c, k)) return;
+      }
       if (op == proto::Op::kCheck) {
         bool all = true;
         for (const auto& k : keys) all = all && data.count(k) != 0;
@@ -381,6 +517,37 @@ int TcpStoreServer::Impl::expireParked() {
   }
   if (next == Clock::time_point::max()) return -1;
   return Deadline(next).remainingMs(60 * 1000);
+}
+
+int TcpStoreServer::Impl::dropSlowClients() {
+  const auto now = Clock::now();
+  auto next = kNever;
+  for (auto& [id, c] : clients) {
+    if (c.dead) continue;
+    const bool handshaking = c.handshake != nullptr;
+    const auto until = handshaking ? c.handshake_until
+                       : c.partial_since == kNever || c.blocked()
+                           ? kNever
+                           : c.partial_since + limits.frameTime;
+    if (until == kNever) continue;
+    if (until <= now) {
+      auth::logRefusal(handshaking ? "authentication failed" : "store connection dropped",
+                       c.address,
+                       handshaking ? "handshake timed out (CHORUS_STORE_HANDSHAKE_TIMEOUT)"
+                                   : "a request took too long to arrive "
+                                     "(CHORUS_STORE_FRAME_TIMEOUT)");
+      c.dead = true;
+    } else {
+      next = std::min(next, until);
+    }
+  }
+  for (auto it = clients.begin(); it != clients.end();) {
+    uint64_t id = it->first;
+    ++it;
+    if (clients.at(id).dead) close(id);
+  }
+  if (next == kNever) return -1;
+  return Deadline(next).remainingMs(60 * 1000) + 1;
 }
 
 void TcpStoreServer::Impl::unregister(uint64_t id, Client& c) {
