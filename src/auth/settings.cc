@@ -33,6 +33,9 @@ AuthSettings authSettingsFromEnv() {
                   "CHORUS_AUTH='" + *mode + "' is not one of auto, off, required");
     }
   }
+  if (auto t = envVar("CHORUS_HANDSHAKE_TIMEOUT")) {
+    s.handshakeTime = std::chrono::seconds(parseEnvNumber("CHORUS_HANDSHAKE_TIMEOUT", *t, 1, 3600));
+  }
   if (s.mode == AuthMode::kOff) return s;
   if (auto path = envVar("CHORUS_AUTH_KEY_FILE")) {
     s.key = loadKeyFile(*path);

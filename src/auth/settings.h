@@ -3,6 +3,7 @@
 
 #include "auth/job_key.h"
 
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,9 @@ struct AuthSettings {
   AuthMode mode = AuthMode::kAuto;
   std::optional<JobKey> key;  // set when connections authenticate
   std::string keyPath;        // where the key came from, for messages
+  // How long an accepted connection may take to complete the handshake (and, at a rank's
+  // listener, its hello) before it is dropped: CHORUS_HANDSHAKE_TIMEOUT seconds.
+  std::chrono::milliseconds handshakeTime{10'000};
 
   bool enabled() const { return key.has_value(); }
   // Throws Error(kInvalidArgument) when the mode is `required` and there is no key; `what`
@@ -28,7 +32,8 @@ struct AuthSettings {
 };
 
 // Reads CHORUS_AUTH (auto, off, required; anything else is an error naming the variable) and,
-// unless the mode is off, loads CHORUS_AUTH_KEY_FILE (loadKeyFile's checks apply).
+// unless the mode is off, loads CHORUS_AUTH_KEY_FILE (loadKeyFile's checks apply); and
+// CHORUS_HANDSHAKE_TIMEOUT (1 .. 3600 seconds).
 AuthSettings authSettingsFromEnv();
 
 }  // namespace chorus::auth

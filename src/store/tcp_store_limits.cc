@@ -32,7 +32,6 @@ ServerLimits ServerLimits::fromEnv() {
       "CHORUS_STORE_MAX_VALUE", static_cast<long long>(l.maxValueBytes), 0, proto::kMaxBody - 16));
   l.maxConnections = static_cast<size_t>(
       number("CHORUS_STORE_MAX_CONNECTIONS", static_cast<long long>(l.maxConnections), 1, 1 << 20));
-  l.handshakeTime = seconds("CHORUS_STORE_HANDSHAKE_TIMEOUT", l.handshakeTime);
   l.frameTime = seconds("CHORUS_STORE_FRAME_TIMEOUT", l.frameTime);
   return l;
 }

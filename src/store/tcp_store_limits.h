@@ -8,11 +8,10 @@
 namespace chorus::store {
 
 struct ServerLimits {
-  size_t maxKeyBytes = 4096;         // CHORUS_STORE_MAX_KEY
-  size_t maxValueBytes = 64u << 20;  // CHORUS_STORE_MAX_VALUE (at most the 64 MiB body)
-  size_t maxConnections = 1024;      // CHORUS_STORE_MAX_CONNECTIONS
-  std::chrono::milliseconds handshakeTime{10'000};  // CHORUS_STORE_HANDSHAKE_TIMEOUT (seconds)
-  std::chrono::milliseconds frameTime{60'000};      // CHORUS_STORE_FRAME_TIMEOUT (seconds)
+  size_t maxKeyBytes = 4096;                    // CHORUS_STORE_MAX_KEY
+  size_t maxValueBytes = 64u << 20;             // CHORUS_STORE_MAX_VALUE (at most the 64 MiB body)
+  size_t maxConnections = 1024;                 // CHORUS_STORE_MAX_CONNECTIONS
+  std::chrono::milliseconds frameTime{60'000};  // CHORUS_STORE_FRAME_TIMEOUT (seconds)
 
   // The defaults above, overridden by the variables; a bad value throws Error(kInvalidArgument)
   // naming the variable.

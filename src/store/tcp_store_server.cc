@@ -65,6 +65,7 @@ struct Client {
   // Until the client has proved the key (null without a key, or once proved).
   std::unique_ptr<auth::ServerHandshake> handshake;
   Clock::time_point handshake_until = kNever;
+  bool handshake_begun = false;  // its first bytes were a handshake's
   // A client without a key that speaks the store protocol: answered with an error, then closed.
   bool unauthenticated_request = false;
   // Since when part of a frame has been waiting for the rest (kNever: none).
@@ -272,7 +273,7 @@ void TcpStoreServer::Impl::acceptAll() {
     }
     if (auth.key) {
       c.handshake = std::make_unique<auth::ServerHandshake>(*auth.key, kStoreContext);
-      c.handshake_until = Clock::now() + limits.handshakeTime;
+      c.handshake_until = Clock::now() + auth.handshakeTime;
     }
     clients.emplace(next_id++, std::move(c));
   }
@@ -302,6 +303,24 @@ void TcpStoreServer::Impl::readFrom(uint64_t id, Client& c) {
 
 bool TcpStoreServer::Impl::authenticate(Client& c) {
   if (!c.handshake) return true;
+  if (!c.handshake_begun) {
+    // The first four bytes tell a handshake from a client without a key, whose request is kept
+    // whole so that it can be answered.
+    const size_t avail = c.in.size() - c.in_pos;
+    if (avail < 4) return false;
+    if (!auth::startsHandshake(c.in.data() + c.in_pos, avail)) {
+      auth::logRefusal("authentication failed", c.address,
+                       "no key (the client sent no authentication handshake)");
+      c.handshake.reset();
+      if (proto::loadLE(c.in.data() + c.in_pos, 4) == proto::kMagic) {
+        c.unauthenticated_request = true;
+        return true;
+      }
+      c.dead = true;
+      return false;
+    }
+    c.handshake_begun = true;
+  }
   c.in_pos += c.handshake->take(c.in.data() + c.in_pos, c.in.size() - c.in_pos);
   auto& out = c.handshake->output();
   if (!out.empty()) {
@@ -317,13 +336,6 @@ bool TcpStoreServer::Impl::authenticate(Client& c) {
       return true;
     case auth::ServerHandshake::State::kRefused:
       auth::logRefusal("authentication failed", c.address, c.handshake->failure());
-      if (c.handshake->noHandshake() && c.in.size() - c.in_pos >= 4 &&
-          proto::loadLE(c.in.data() + c.in_pos, 4) == proto::kMagic) {
-        // A store client without a key: tell it why once its request is in, then close.
-        c.unauthenticated_request = true;
-        c.handshake.reset();
-        return true;
-      }
       c.dead = true;
       return false;
   }
@@ -524,7 +536,7 @@ int TcpStoreServer::Impl::dropSlowClients() {
   auto next = kNever;
   for (auto& [id, c] : clients) {
     if (c.dead) continue;
-    const bool handshaking = c.handshake != nullptr;
+    const bool handshaking = c.handshake != nullptr || c.unauthenticated_request;
     const auto until = handshaking ? c.handshake_until
                        : c.partial_since == kNever || c.blocked()
                            ? kNever
@@ -533,7 +545,7 @@ int TcpStoreServer::Impl::dropSlowClients() {
     if (until <= now) {
       auth::logRefusal(handshaking ? "authentication failed" : "store connection dropped",
                        c.address,
-                       handshaking ? "handshake timed out (CHORUS_STORE_HANDSHAKE_TIMEOUT)"
+                       handshaking ? "handshake timed out (CHORUS_HANDSHAKE_TIMEOUT)"
                                    : "a request took too long to arrive "
                                      "(CHORUS_STORE_FRAME_TIMEOUT)");
       c.dead = true;

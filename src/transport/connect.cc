@@ -143,7 +143,8 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
                                    options.socketBufferBytes, deadline));
     conns.back().host = record.machine;
   }
-  for (auto& c : tcp::acceptHigher(listener.get(), rank, size, job, key, deadline)) {
+  for (auto& c :
+       tcp::acceptHigher(listener.get(), rank, size, job, key, auth.handshakeTime, deadline)) {
     PeerRecord record = peerRecordOf(store, c.peer, deadline);
     c.address = record.address;
     c.host = record.machine;

@@ -5,6 +5,8 @@
 
 #include <chorus/store.hpp>
 
+#include <stdlib.h>
+
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -97,6 +99,10 @@ int main(int argc, char** argv) {
   app.add_flag("--live", isLive,
                "Diagnose a running job from its progress records (needs --store)");
   app.add_option("--store", url, "The job's store (tcp://host:port or file:///dir), with --live");
+  std::string keyFile;
+  app.add_option("--key-file", keyFile,
+                 "With --live: the job's key file, when its store authenticates clients "
+                 "(default: $CHORUS_AUTH_KEY_FILE)");
   app.add_option("--watch", watch, "With --live: diagnose again every S seconds until interrupted")
       ->check(CLI::Range(0.1, 3600.0));
   app.add_option("--stale-seconds", options.staleSeconds,
@@ -114,6 +120,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (isLive) {
+      // The store client reads the key where every Chorus process does.
+      if (!keyFile.empty()) ::setenv("CHORUS_AUTH_KEY_FILE", keyFile.c_str(), 1);
       if (url.empty() || !dir.empty() || !timeline.empty()) {
         std::cerr << "chorus-doctor: --live takes --store URL and no directory or --timeline\n";
         return kCannotRead;

@@ -9,6 +9,10 @@
 #include <string>
 #include <system_error>
 
+#include <stdlib.h>
+
+#include "auth/launcher_key.h"
+#include "auth/settings.h"
 #include "common/errno_text.h"
 #include "failure_verdict.h"
 #include "hang_watch.h"
@@ -25,13 +29,23 @@ int launch(const Options& options) {
   // The hosted store lives until every rank has exited.
   std::unique_ptr<chorus::TcpStoreServer> server;
   std::string storeUrl = options.store;
+  // A store of its own gets a fresh key for this job, unless the user gave one or turned
+  // authentication off; the store, the ranks and this process's own clients all read it from
+  // CHORUS_AUTH_KEY_FILE. The key file goes away with the launcher.
+  std::unique_ptr<chorus::auth::LauncherKey> jobKey;
+  const auto auth = chorus::auth::authSettingsFromEnv();
+  if (storeUrl.empty() && !auth.key && auth.mode != chorus::auth::AuthMode::kOff) {
+    jobKey = std::make_unique<chorus::auth::LauncherKey>();
+    ::setenv("CHORUS_AUTH_KEY_FILE", jobKey->path().c_str(), 1);
+  }
   if (storeUrl.empty()) {
     server = std::make_unique<chorus::TcpStoreServer>("127.0.0.1", 0);
     storeUrl = "tcp://127.0.0.1:" + std::to_string(server->port());
   }
 
-  LaunchEnvironment launchEnv{
-      options.ranks, storeUrl, options.timeoutSeconds, pickFreeLoopbackPort(), {}};
+  LaunchEnvironment launchEnv{options.ranks,          storeUrl, options.timeoutSeconds,
+                              pickFreeLoopbackPort(), {},       {}};
+  if (jobKey) launchEnv.keyFile = jobKey->path();
   Supervisor supervisor(options.tagOutput, options.graceSeconds);
   std::unique_ptr<HangWatch> hangWatch;
   if (options.hangSeconds) {

@@ -22,6 +22,7 @@ std::vector<std::string> rankEnvironment(const LaunchEnvironment& launch, int ra
   if (launch.timeoutSeconds) {
     env.push_back("CHORUS_TIMEOUT=" + std::to_string(*launch.timeoutSeconds));
   }
+  if (!launch.keyFile.empty()) env.push_back("CHORUS_AUTH_KEY_FILE=" + launch.keyFile);
   if (!launch.traceDir.empty()) {
     env.push_back("CHORUS_TRACE_DIR=" + launch.traceDir);
     env.push_back("CHORUS_TRACE_SIGNAL=USR1");

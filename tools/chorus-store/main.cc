@@ -1,15 +1,18 @@
 // chorus-store: runs a Chorus TCP store server in the foreground until SIGINT or SIGTERM.
 //
-//   chorus-store [--host H] [--port P]
+//   chorus-store [--host H] [--port P] [--key-file F]
 //
 // Defaults: --host 0.0.0.0 (every interface), --port 29500; --port 0 picks a free port.
+// --key-file (or CHORUS_AUTH_KEY_FILE) makes every client prove the job's key (docs/security.md).
 // Prints "chorus-store listening on tcp://H:P" once the server accepts connections.
+#include "auth/settings.h"
 #include "common/errno_text.h"
 
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
 #include <signal.h>
+#include <stdlib.h>
 
 #include <cstdio>
 #include <string>
@@ -18,10 +21,12 @@ namespace {
 
 void usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: chorus-store [--host H] [--port P]\n"
+               "usage: chorus-store [--host H] [--port P] [--key-file F]\n"
                "Runs a Chorus TCP store server until interrupted (SIGINT/SIGTERM).\n"
                "  --host H   address or hostname to bind (default 0.0.0.0: every interface)\n"
-               "  --port P   TCP port (default 29500; 0 picks a free port)\n");
+               "  --port P   TCP port (default 29500; 0 picks a free port)\n"
+               "  --key-file F  clients must prove this job key (mode 0600; default:\n"
+               "             $CHORUS_AUTH_KEY_FILE; none: clients are not authenticated)\n");
 }
 
 bool parsePort(const std::string& s, int* port) {
@@ -54,7 +59,7 @@ int main(int argc, char** argv) {
       usage(stdout);
       return 0;
     }
-    if (arg != "--host" && arg != "--port") {
+    if (arg != "--host" && arg != "--port" && arg != "--key-file") {
       std::fprintf(stderr, "chorus-store: unknown argument '%s'\n", argv[i]);
       usage(stderr);
       return 2;
@@ -68,6 +73,9 @@ int main(int argc, char** argv) {
     }
     if (arg == "--host") {
       host = value;
+    } else if (arg == "--key-file") {
+      // The server reads its key where every Chorus process does.
+      ::setenv("CHORUS_AUTH_KEY_FILE", value.c_str(), 1);
     } else if (!parsePort(value, &port)) {
       std::fprintf(stderr, "chorus-store: bad port '%s' (expected 0-65535)\n", value.c_str());
       return 2;
@@ -89,6 +97,15 @@ int main(int argc, char** argv) {
     std::string shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     std::printf("chorus-store listening on tcp://%s:%d\n", shown.c_str(), server.port());
     std::fflush(stdout);
+    const auto auth = chorus::auth::authSettingsFromEnv();
+    if (auth.key) {
+      std::fprintf(stderr, "chorus-store: clients must prove the key%s\n",
+                   auth.describeKey().c_str());
+    } else {
+      std::fprintf(stderr,
+                   "chorus-store: no key: any client that reaches this port can read and change "
+                   "the store (--key-file)\n");
+    }
     int sig = 0;
     while (sigwait(&signals, &sig) != 0) {
     }

@@ -71,7 +71,8 @@ Connection dialLower(const std::string& address, int rank, int size, int peer, c
 }
 
 std::vector<Connection> acceptHigher(int listener, int rank, int size, const JobId& job,
-                                     const auth::JobKey* key, Deadline deadline) {
+                                     const auth::JobKey* key,
+                                     std::chrono::milliseconds handshakeTime, Deadline deadline) {
   struct Pending {
     Fd fd;
     std::string address;
@@ -186,9 +187,9 @@ std::vector<Connection> acceptHigher(int listener, int rank, int size, const Job
       done.push_back(Connection{h->from, std::move(p.fd), p.address, ""});
     }
     // Forget closed sockets and connections that take too long (silent, or a byte at a time).
-    std::erase_if(pending, [](const Pending& p) {
+    std::erase_if(pending, [&](const Pending& p) {
       if (!p.fd) return true;
-      if (Clock::now() - p.since <= kAcceptHandshakeTime) return false;
+      if (Clock::now() - p.since <= handshakeTime) return false;
       if (p.handshake) {
         auth::logRefusal("authentication failed", p.address, "handshake timed out");
       }

@@ -22,9 +22,6 @@ struct Connection {
   std::string host;  // the peer's machine id: same string = same machine (filled by the caller)
 };
 
-// How long an accepted connection may take to authenticate and say hello.
-inline constexpr auto kAcceptHandshakeTime = std::chrono::seconds(10);
-
 // Connects to lower rank `peer`, listening at `address`, authenticates with `key` (none: no
 // handshake) and exchanges hellos. A refused key throws Error(kInvalidArgument) saying so.
 Connection dialLower(const std::string& address, int rank, int size, int peer, const JobId& job,
@@ -32,9 +29,10 @@ Connection dialLower(const std::string& address, int rank, int size, int peer, c
 
 // Accepts connections until every higher rank has authenticated (with `key`, when set) and said
 // hello. Strays (no key, a wrong key, garbage, another job, a duplicate rank, a connection that
-// takes longer than kAcceptHandshakeTime) are closed without disturbing the others; those that
+// takes longer than `handshakeTime`) are closed without disturbing the others; those that
 // fail authentication are logged once per address.
 std::vector<Connection> acceptHigher(int listener, int rank, int size, const JobId& job,
-                                     const auth::JobKey* key, Deadline deadline);
+                                     const auth::JobKey* key,
+                                     std::chrono::milliseconds handshakeTime, Deadline deadline);
 
 }  // namespace chorus::transport::tcp
