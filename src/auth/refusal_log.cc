@@ -33,6 +33,12 @@ void logRefusal(const std::string& what, const std::string& address, const std::
   std::fprintf(stderr, "chorus: %s from %s: %s\n", what.c_str(), address.c_str(), reason.c_str());
 }
 
+void forgetRefusals() {
+  std::lock_guard<std::mutex> lock(mu);
+  seen.clear();
+  saidEnough = false;
+}
+
 int refusalsLogged() {
   std::lock_guard<std::mutex> lock(mu);
   return static_cast<int>(seen.size());

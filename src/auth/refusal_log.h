@@ -13,7 +13,9 @@ inline constexpr int kMaxLogged = 256;
 // is "ip:port"; repeats are recognised by ip, what and reason.
 void logRefusal(const std::string& what, const std::string& address, const std::string& reason);
 
-// Lines logged so far (for tests).
+// Lines logged so far, and forgetting them so that the next refusal of each kind is logged
+// again (for tests).
 int refusalsLogged();
+void forgetRefusals();
 
 }  // namespace chorus::auth

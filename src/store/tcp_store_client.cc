@@ -177,7 +177,9 @@ class TcpStore final : public Store {
       io = recvAll(conn.get(), body.data() + have, chunk, deadline);
       if (!io.ok()) fail(io, what, timeout);
     }
-    release(std::move(conn));
+    // After an error the server may close the connection (a request over its limits): only a
+    // connection that just answered OK goes back to the pool.
+    if (h.code == 0) release(std::move(conn));
 
     if (h.code != 0) {
       proto::Reader r(body.data(), body.size());
