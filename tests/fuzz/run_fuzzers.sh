@@ -17,7 +17,7 @@ shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 harnesses=("$@")
 if ((${#harnesses[@]} == 0)); then
-  harnesses=(frame_decoder hello store_server store_client tuning_file store_url options)
+  harnesses=(frame_decoder hello handshake store_server store_client tuning_file store_url options)
 fi
 
 mkdir -p "$scratch/crashes"
