@@ -75,6 +75,10 @@ Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t 
   Segment s;
   s.fd_.reset(::memfd_create("chorus-shm", MFD_CLOEXEC));
   if (!s.fd_) throw Error(ErrorCode::kSystem, "memfd_create: " + errnoText(errno));
+  // memfd_create makes the file 0777: only its owner may open it through /proc/<pid>/fd.
+  if (::fchmod(s.fd_.get(), 0600) < 0) {
+    throw Error(ErrorCode::kSystem, "fchmod of a shared-memory segment: " + errnoText(errno));
+  }
   s.bytes_ = layoutBytes(rings, ringBytes);
   if (::ftruncate(s.fd_.get(), static_cast<off_t>(s.bytes_)) < 0) {
     throw Error(ErrorCode::kSystem, "ftruncate of a shared-memory segment of " +
