@@ -17,7 +17,8 @@ inline constexpr size_t kHelloBytes = 72;
 
 // Layout (little-endian): 0 u32 magic | 4 u8 version | 5 u8 kind (1 hello, 2 accept) |
 // 6 u16 reserved | 8 u8[16] job id | 24 i32 from | 28 i32 to | 32 i32 world size |
-// 36 u32 auth length | 40 u8[32] auth (reserved for an HMAC over the fields above; zero now).
+// 36 u32 auth length | 40 u8[32] auth (unused, zero: with a job key the connection has already
+// been authenticated by the handshake of auth/handshake_messages.h before the hello).
 struct Hello {
   uint8_t kind = 1;
   JobId job{};
