@@ -50,6 +50,8 @@ cleanup() {
   rm -rf "$scratch"
 }
 trap cleanup EXIT
+# The ranks authenticate with a key file they all read, as the README shows for mpirun.
+(umask 077 && head -c 32 /dev/urandom >"$scratch/job.key")
 
 check "scripts/cluster up 2 ($p-h0 10.77.0.1, $p-h1 10.77.0.2)" "$cluster" up 2
 printf 'h0 slots=2\nh1 slots=2\n' >"$scratch/hosts"
@@ -62,7 +64,8 @@ mpirun4() {
   shift
   TMPDIR=$scratch timeout -k 5 40 "$cluster" exec 0 mpirun.openmpi --allow-run-as-root -np 4 \
     --hostfile "$scratch/hosts" --mca plm_rsh_agent "$rsh" --mca routed direct \
-    --mca oob_tcp_if_include 10.77.0.0/24 -x "CHORUS_STORE=tcp://10.77.0.1:$port" "$@"
+    --mca oob_tcp_if_include 10.77.0.0/24 -x "CHORUS_STORE=tcp://10.77.0.1:$port" \
+    -x "CHORUS_AUTH_KEY_FILE=$scratch/job.key" "$@"
 }
 
 # 1. chorus-bench: results and algorithm per size, rank 0's launch line.
