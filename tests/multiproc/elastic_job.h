@@ -35,6 +35,7 @@ struct ElasticRun {
   std::vector<long long> sums;  // every SUM value printed
   int changedSize = -1;         // size of the new membership (from a CHANGE line)
   double recoveryMs = -1;       // kill -> last FIRST line of the new membership
+  double changedMs = -1;        // kill -> last CHANGE line (shrink()/join() returned everywhere)
   double startupMs = -1;        // replacement: spawn -> its START line
   std::string outputs;          // everything the processes printed, for failure messages
 };
@@ -94,20 +95,24 @@ class ElasticJob {
         return fail(r, "a rank exited with status " + std::to_string(status));
       }
     }
-    long long lastFirst = 0;
+    long long lastFirst = 0, lastChange = 0;
     for (size_t i = 0; i < procs_.size(); ++i) {
       if (i == static_cast<size_t>(victim) && !procs_[i].replacement) continue;
       for (const auto& line : lines(procs_[i].out)) {
         auto f = fields(line);
         if (line.rfind("FIRST ", 0) == 0) lastFirst = std::max(lastFirst, std::stoll(f["mono"]));
         if (line.rfind("SUM ", 0) == 0) r.sums.push_back(std::stoll(f["value"]));
-        if (line.rfind("CHANGE ", 0) == 0) r.changedSize = std::stoi(f["size"]);
+        if (line.rfind("CHANGE ", 0) == 0) {
+          r.changedSize = std::stoi(f["size"]);
+          lastChange = std::max(lastChange, std::stoll(f["mono"]));
+        }
         if (line.rfind("START ", 0) == 0 && procs_[i].replacement) {
           r.startupMs = static_cast<double>(std::stoll(f["mono"]) - spawnedAt) / 1e6;
         }
       }
     }
     r.recoveryMs = static_cast<double>(lastFirst - killedAt) / 1e6;
+    r.changedMs = static_cast<double>(lastChange - killedAt) / 1e6;
     r.outputs = allOutputs();
     r.ok = lastFirst > 0;
     if (!r.ok) r.problem = "no FIRST line";
