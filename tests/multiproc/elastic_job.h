@@ -36,8 +36,9 @@ struct ElasticRun {
   int changedSize = -1;         // size of the new membership (from a CHANGE line)
   double recoveryMs = -1;       // kill -> last FIRST line of the new membership
   double changedMs = -1;        // kill -> last CHANGE line (shrink()/join() returned everywhere)
-  double startupMs = -1;        // replacement: spawn -> its START line
-  std::string outputs;          // everything the processes printed, for failure messages
+  double readyMs = -1;    // spawn of the ranks -> all READY (start-up and create(), for scale)
+  double startupMs = -1;  // replacement: spawn -> its START line
+  std::string outputs;    // everything the processes printed, for failure messages
 };
 
 class ElasticJob {
@@ -65,12 +66,14 @@ class ElasticJob {
   ElasticRun run(int victim, bool replace, std::chrono::seconds limit) {
     ElasticRun r;
     auto store = makeTcpStore("127.0.0.1", server_.port(), std::chrono::seconds(5));
+    const long long spawnedAll = monoNs();
     for (int i = 0; i < ranks_; ++i) start(i, false);
     const auto deadline = std::chrono::steady_clock::now() + limit;
     while (countLines("READY") < ranks_) {
       if (std::chrono::steady_clock::now() > deadline) return fail(r, "ranks never got ready");
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    r.readyMs = static_cast<double>(monoNs() - spawnedAll) / 1e6;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // well into the all-reduces
     // As an elastic launcher does, the replacement is announced before it starts.
     if (replace) store->add("chorus/elastic/expected_joiners", 1);

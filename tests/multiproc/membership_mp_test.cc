@@ -53,8 +53,10 @@ TEST(ElasticJob, DISABLED_MeasureRecovery) {
         ElasticJob job(kWorker, dir.path(), ranks, 1024, 3);
         ElasticRun r = job.run(ranks - 1, replace, std::chrono::seconds(120));
         ASSERT_TRUE(r.ok) << r.problem << "\n" << r.outputs;
-        std::printf("ranks=%d replacement=%s recovery_ms=%.1f changed_ms=%.1f startup_ms=%.1f\n",
-                    ranks, replace ? "yes" : "no", r.recoveryMs, r.changedMs, r.startupMs);
+        std::printf(
+            "ranks=%d replacement=%s recovery_ms=%.1f changed_ms=%.1f startup_ms=%.1f "
+            "create_ms=%.1f\n",
+            ranks, replace ? "yes" : "no", r.recoveryMs, r.changedMs, r.startupMs, r.readyMs);
         std::fflush(stdout);
       }
     }
