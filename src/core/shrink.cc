@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <thread>
 #include <utility>
 
 namespace chorus {
@@ -44,7 +45,10 @@ void Communicator::Impl::declareFailed(std::vector<int> ranks) {
 void Communicator::Impl::retire(const std::string& why, const Deadline& deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   while ((busy_ || !queue_.empty()) && !abortCause_ && !abortRequested_ && !deadline.expired()) {
-    cv_.wait_for(lock, std::chrono::milliseconds(5));
+    // Polls rather than waits on cv_: a notify_one meant for the worker must not land here.
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    lock.lock();
   }
   if (abortCause_ || abortRequested_) return;  // aborted already: its connections are shut
   if (busy_ || !queue_.empty()) {
