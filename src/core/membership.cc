@@ -5,6 +5,8 @@
 //   g<G>/a<A>/decider      counter: the participant that moves it to 1 writes the decision
 //   g<G>/a<A>/decision     the members, one line each: "<slot> <former rank> <ticket>"
 //   g<G>/a<A>/comm/...     the new communicator's rendezvous (fresh keys for every attempt)
+//   g<G>/a<A>/connected/<r>, elect, outcome   whether every member connected: "commit", or
+//                          "abandon" (then the members run attempt A + 1)
 //   joiners                counter: tickets handed to newcomers
 //   joiner/<t>, withdrawn/<t>, admitted/<t> ("<G> <A>")   one newcomer's queue entry
 //   admitted               tickets consumed by decisions so far
@@ -48,6 +50,10 @@ std::chrono::milliseconds left(const Deadline& d) {
 // connection) leaves time for the attempt after it.
 Deadline halfway(const Deadline& deadline) {
   return Deadline(std::min(deadline.at(), Clock::now() + (deadline.at() - Clock::now()) / 2));
+}
+
+Deadline twoThirds(const Deadline& deadline) {
+  return Deadline(std::min(deadline.at(), Clock::now() + (deadline.at() - Clock::now()) * 2 / 3));
 }
 
 std::mutex hookMu;
@@ -141,6 +147,24 @@ void awaitRegistrations(Store& root, const std::string& at, int slots, std::vect
   }
 }
 
+// Waits until every member of the attempt reported its connections made, or the outcome is out,
+// or `until`; true in the first case.
+bool everyoneConnected(Store& root, const std::string& at, int size, const Deadline& until) {
+  std::vector<char> seen(static_cast<size_t>(size));
+  int pauseMs = 1;
+  for (;;) {
+    bool all = true;
+    for (int r = 0; r < size; ++r) {
+      char& s = seen[static_cast<size_t>(r)];
+      s = s || has(root, at + "connected/" + std::to_string(r));
+      all = all && s;
+    }
+    if (all) return true;
+    if (has(root, at + "outcome") || until.expired()) return false;
+    pause(pauseMs);
+  }
+}
+
 // Writes the decision of this attempt: the slots registered now, then the newcomers waiting, in
 // ticket order.
 void decide(Store& root, const std::string& at, const std::vector<Member>& base,
@@ -215,19 +239,42 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
     const int size = static_cast<int>(d.members.size());
     // The others gave up on this attempt already: follow them.
     if (!has(*root, attemptKey(generation, attempt + 1) + "decision")) {
+      std::unique_ptr<Communicator::Impl> impl;
       try {
-        auto impl = connectScopedBy(makePrefixStore(at + "comm", root), route, me, size, options,
-                                    halfway(deadline));
-        return Outcome{std::move(impl), d.members};
+        impl = connectScopedBy(makePrefixStore(at + "comm", root), route, me, size, options,
+                               twoThirds(deadline));
+        root->set(at + "connected/" + std::to_string(me), bytes("1"));
       } catch (const Error& e) {
-        if (deadline.expired()) {
-          throw Error(e.code(), "connecting as rank " + std::to_string(me) + " of " +
-                                    std::to_string(size) + " (generation " +
-                                    std::to_string(generation) + ", attempt " +
-                                    std::to_string(attempt) + "): " + e.what());
-        }
         lastFailure = "attempt " + std::to_string(attempt) + " failed (" + e.what() + ")";
       }
+      // Some members may have connected and others not: one elected member says for all whether
+      // the attempt stands (every member connected) or is abandoned.
+      const bool all = impl && everyoneConnected(*root, at, size, halfway(deadline));
+      if (!has(*root, at + "outcome") && root->add(at + "elect", 1) == 1) {
+        root->set(at + "outcome", bytes(all ? "commit" : "abandon"));
+      }
+      std::string outcome;
+      try {
+        outcome = text(root->get(at + "outcome", left(deadline)));
+      } catch (const Error& e) {
+        throw Error(e.code(),
+                    "no outcome of connecting as rank " + std::to_string(me) + " of " +
+                        std::to_string(size) + " (generation " + std::to_string(generation) +
+                        ", attempt " + std::to_string(attempt) + ")" +
+                        (lastFailure.empty() ? "" : " after " + lastFailure) + ": " + e.what());
+      }
+      if (outcome == "commit") {
+        if (!impl) throw Error(ErrorCode::kInternal, "attempt committed without this member");
+        return Outcome{std::move(impl), d.members};
+      }
+      if (lastFailure.empty()) {
+        lastFailure =
+            "attempt " + std::to_string(attempt) + " abandoned (a member did not connect)";
+      }
+    }
+    if (deadline.expired()) {
+      throw Error(ErrorCode::kTimeout, "no membership of generation " + std::to_string(generation) +
+                                           " in time: " + lastFailure);
     }
     // A member was lost while connecting: the members of this attempt try again.
     base = d.members;

@@ -63,7 +63,7 @@ void runLoss(const LossCase& c) {
   const std::vector<int> survivors = without(c.size, c.lost);
   std::vector<int> ids(static_cast<size_t>(c.size));
   std::iota(ids.begin(), ids.end(), 0);
-  auto errors = runElastic(store, c.size, membershipOptions(seconds(4)), [&](int r, auto comm) {
+  auto errors = runElastic(store, c.size, membershipOptions(seconds(6)), [&](int r, auto comm) {
     const bool lost = std::find(c.lost.begin(), c.lost.end(), r) != c.lost.end();
     if (c.when != When::kBefore) checkCollectives(*comm, ids);
     if (lost) return loseRank(std::move(comm), c.when);
