@@ -94,7 +94,7 @@ void ElasticJob::lose(const std::string& failure, int exitCode) {
   std::string failures;
   for (const auto& f : lost_) failures += (failures.empty() ? "" : "; ") + f;
   supervisor_.stopAll(firstLostExitCode_,
-                      "only " + ranksWord(remaining) + " of " + std::to_string(settings_.ranks) +
+                      "only " + std::to_string(remaining) + " of " + ranksWord(settings_.ranks) +
                           " left, fewer than --min-ranks " + std::to_string(settings_.minRanks) +
                           "; failures: " + failures);
 }
