@@ -26,6 +26,13 @@
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// Seconds since the epoch, to compare times across processes (the kill, the recovery).
+double wallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 struct Settings {
   int steps = 200;
   int stepMs = 10;      // pause per step, so that a job lasts long enough to lose a rank
@@ -108,10 +115,13 @@ int main(int argc, char** argv) {
     int64_t step = replacement ? INT64_MAX : 0;
     Membership m = agree(*comm, slot, step);
     std::vector<int32_t> buffer(settings.count);
+    // When this rank saw the last membership change begin; cleared once a step completes.
+    Clock::time_point changeBegan;
+    bool changing = false;
     while (step < settings.steps) {
       if (slot == settings.killSlot && step == settings.killStep && !replacement) {
-        std::printf("slot %d: killing myself (SIGKILL) at step %lld\n", slot,
-                    static_cast<long long>(step));
+        std::printf("slot %d: killing myself (SIGKILL) at step %lld, time=%.3f\n", slot,
+                    static_cast<long long>(step), wallSeconds());
         std::fflush(stdout);
         raise(SIGKILL);
       }
@@ -133,6 +143,15 @@ int main(int argc, char** argv) {
             }
           }
           ++step;
+          if (changing && comm->rank() == 0) {
+            std::printf(
+                "first step of generation %llu done at time=%.3f, %.0f ms after the "
+                "change began here\n",
+                static_cast<unsigned long long>(comm->generation()), wallSeconds(),
+                std::chrono::duration<double, std::milli>(Clock::now() - changeBegan).count());
+            std::fflush(stdout);
+          }
+          changing = false;
           std::this_thread::sleep_for(std::chrono::milliseconds(settings.stepMs));
         }
       } catch (const chorus::Error& e) {
@@ -140,6 +159,8 @@ int main(int argc, char** argv) {
         changeMembership = true;  // a peer died or timed out: this step is redone
       }
       if (changeMembership) {
+        if (!changing) changeBegan = Clock::now();
+        changing = true;
         comm = comm->shrink();
         m = agree(*comm, slot, step);
       }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # examples/elastic_allreduce under chorus-run -n 4 --elastic with rank 2 SIGKILLing itself at
-# step 30: with a restart, the replacement joins and the job ends on 4 ranks; with
+# step 20: with a restart, the replacement joins and the job ends on 4 ranks; with
 # --max-restarts 0 --min-ranks 3, it ends on 3. Every all-reduce result is checked by the program
 # against the sum for its current membership. Skips (77) while the library's shrink is not built.
 #
@@ -15,7 +15,7 @@ program=${2:?usage: elastic_e2e_test.sh CHORUS_RUN ELASTIC_ALLREDUCE}
 scratch=$(mktemp -d /tmp/chorus-elastic-e2e.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 clear_launch_env
-steps=(--steps 120 --step-ms 10)
+steps=(--steps 60 --step-ms 5)
 
 # job NAME ARGS...: chorus-run ARGS (bounded); stdout in NAME.out, the launcher's log in NAME.log.
 job() {
@@ -35,7 +35,7 @@ if grep -q 'not built yet' "$scratch/probe.log"; then
 fi
 check "without a failure: exit 0 (got $code)" [ "$code" -eq 0 ]
 
-ELASTIC_KILL_RANK=2 ELASTIC_KILL_STEP=30 \
+ELASTIC_KILL_RANK=2 ELASTIC_KILL_STEP=20 \
   job restart -n 4 --elastic --timeout 10 -- "$program" "${steps[@]}"
 check "restart: exit 0 (got $code)" [ "$code" -eq 0 ]
 check "restart: the launcher names the kill" has restart.log \
@@ -44,13 +44,13 @@ check "restart: the launcher logs the membership change" has restart.log \
   '^chorus-run: membership: .*size=4'
 check "restart: the replacement joined (slots 0,1,3,2)" has restart.out \
   '^membership: generation=[0-9]+ size=4 slots=0,1,3,2 '
-check "restart: finished on 4 ranks" has restart.out '^finished 120 steps on 4 ranks'
+check "restart: finished on 4 ranks" has restart.out '^finished 60 steps on 4 ranks'
 
-ELASTIC_KILL_RANK=2 ELASTIC_KILL_STEP=30 \
+ELASTIC_KILL_RANK=2 ELASTIC_KILL_STEP=20 \
   job shrink -n 4 --elastic --max-restarts 0 --min-ranks 3 --timeout 10 -- "$program" "${steps[@]}"
 check "no restarts: exit 0 (got $code)" [ "$code" -eq 0 ]
 check "no restarts: the job continues with 3" has shrink.log 'the job continues with 3 of 4 ranks'
 check "no restarts: the survivors shrank to 3 (slots 0,1,3)" has shrink.out \
   '^membership: generation=1 size=3 slots=0,1,3 '
-check "no restarts: finished on 3 ranks" has shrink.out '^finished 120 steps on 3 ranks'
+check "no restarts: finished on 3 ranks" has shrink.out '^finished 60 steps on 3 ranks'
 finish

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <exception>
+#include <stdexcept>
 #include <system_error>
 #include <utility>
 
@@ -39,6 +40,10 @@ void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
   const int exitCode = WIFEXITED(waitStatus) ? WEXITSTATUS(waitStatus) : 128 + WTERMSIG(waitStatus);
   if (restartsUsed_ < settings_.maxRestarts) {
     ++restartsUsed_;
+    // First of all: the survivors' shrink, under way already, waits only for the joiners
+    // announced by the time it decides, so the replacement is admitted at the membership change
+    // that follows the failure only when this comes first.
+    announceJoiner(process.rank, 1);
     report(failure + "; restarting it (restart " + std::to_string(restartsUsed_) + " of " +
            std::to_string(settings_.maxRestarts) + ")");
     const int rank = process.rank;
@@ -47,6 +52,7 @@ void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
         restart(rank);
       } catch (const std::exception& e) {
         report("cannot restart rank " + std::to_string(rank) + ": " + e.what());
+        announceJoiner(rank, -1);  // no joiner will come: the survivors must not wait for one
         lose(failure, exitCode);
       }
     });
@@ -60,17 +66,6 @@ void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
 }
 
 void ElasticJob::restart(int rank) {
-  // The shrink that follows the failure waits for the joiners announced here, so the
-  // replacement is admitted at that membership change rather than the one after.
-  if (Store* s = store()) {
-    try {
-      s->add(kExpectedJoinersKey, 1);
-    } catch (const std::exception& e) {
-      report("cannot announce the replacement of rank " + std::to_string(rank) + " in " +
-             kExpectedJoinersKey + " (" + e.what() +
-             "); it may join only at a later membership change");
-    }
-  }
   const int restartOfRank = ++restartsOfRank_.at(static_cast<size_t>(rank));
   RankProcess replacement =
       start_(rank, {"CHORUS_JOIN=1", "CHORUS_RESTART=" + std::to_string(restartOfRank)});
@@ -78,6 +73,19 @@ void ElasticJob::restart(int rank) {
   report("rank " + std::to_string(rank) + " restarted as pid " + std::to_string(replacement.pid) +
          " (CHORUS_JOIN=1 CHORUS_RESTART=" + std::to_string(restartOfRank) + "); " +
          std::to_string(settings_.maxRestarts - restartsUsed_) + " restart(s) left");
+}
+
+void ElasticJob::announceJoiner(int rank, int delta) {
+  Store* s = store();
+  if (!s) return;
+  try {
+    s->add(kExpectedJoinersKey, delta);
+  } catch (const std::exception& e) {
+    store_.reset();
+    report("cannot announce the replacement of rank " + std::to_string(rank) + " in " +
+           kExpectedJoinersKey + " (" + e.what() +
+           "); it may join only at a later membership change");
+  }
 }
 
 void ElasticJob::lose(const std::string& failure, int exitCode) {
@@ -139,10 +147,14 @@ std::unique_ptr<ElasticJob> makeElasticJob(const Options& options, const std::st
     int execErrno = 0;
     RankProcess process =
         spawnRank(rank, options.command, buildEnvironment(overrides), options.tagOutput, execErrno);
-    // The child exits 127 and is reaped as a failure of the replacement.
-    if (execErrno != 0)
-      report("cannot execute '" + options.command[0] + "' for rank " + std::to_string(rank) + ": " +
-             chorus::errnoText(execErrno));
+    if (execErrno != 0) {
+      // The child exits 127, reaped but not supervised: the restart itself failed.
+      for (int fd : {process.outFd, process.errFd}) {
+        if (fd >= 0) close(fd);
+      }
+      throw std::runtime_error("cannot execute '" + options.command[0] +
+                               "': " + chorus::errnoText(execErrno));
+    }
     return process;
   };
   return std::make_unique<ElasticJob>(std::move(settings), supervisor, std::move(start));

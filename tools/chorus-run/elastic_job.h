@@ -32,8 +32,8 @@ struct ElasticSettings {
 
 class ElasticJob {
  public:
-  // Starts a process for rank with these extra "NAME=value" variables; throws
-  // std::system_error when it cannot.
+  // Starts a process for rank with these extra "NAME=value" variables; throws when it cannot
+  // (std::system_error, or std::runtime_error when the program cannot be executed).
   using Starter = std::function<RankProcess(int rank, const std::vector<std::string>& extraEnv)>;
 
   ElasticJob(ElasticSettings settings, Supervisor& supervisor, Starter start);
@@ -43,6 +43,9 @@ class ElasticJob {
   void tick();
 
  private:
+  // Adds delta to chorus/elastic/expected_joiners: 1 before the replacement of rank starts, -1
+  // when it could not start after all.
+  void announceJoiner(int rank, int delta);
   void restart(int rank);
   // A rank that will not come back: the job goes on while at least minRanks remain.
   void lose(const std::string& failure, int exitCode);
