@@ -7,9 +7,9 @@
 //   ELASTIC_KILL_RANK=2 ELASTIC_KILL_STEP=50 chorus-run -n 4 --elastic ...   (rank 2 dies at 50)
 //
 // Each member contributes (slot + 1) * (step + 1), where slot is the rank it was started as
-// (CHORUS_RANK: a replacement takes the slot of the rank it replaces), so every result is checked
-// against the sum for the current membership. The first rank prints one line per membership
-// change and one at the end; any wrong result ends the program with status 1.
+// (a replacement started by chorus-run takes the slot, CHORUS_RANK, of the rank it replaces), so
+// every result is checked against the sum for the current membership. The first rank prints one
+// line per membership change and one at the end; any wrong result ends the program with status 1.
 #include <chorus/chorus.hpp>
 
 #include <signal.h>
@@ -108,7 +108,8 @@ bool newcomersWaiting(chorus::Communicator& comm) {
 
 int main(int argc, char** argv) {
   const Settings settings = parse(argc, argv);
-  const int32_t slot = envInt("CHORUS_RANK", 0);
+  // The rank the launcher started this process as (CHORUS_RANK, SLURM_PROCID, ...).
+  const int32_t slot = chorus::launchInfoFromEnv().rank;
   const bool replacement = envInt("CHORUS_RESTART", 0) > 0;
   try {
     std::unique_ptr<chorus::Communicator> comm = chorus::Communicator::fromEnv();
