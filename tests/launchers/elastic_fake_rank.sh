@@ -6,7 +6,7 @@
 #   R:always   rank R exits 3 on every start
 #   R:publish  rank R, once restarted, writes chorus/elastic/last_change into the file store
 #              (as the library's new rank 0 would after a membership change)
-# Every other rank (and a rank once its action is done) sleeps ELASTIC_FAKE_SLEEP seconds, then
+# Every other rank (and a rank once its action is done) sleeps ELASTIC_FAKE_SLEEP seconds (0.5), then
 # exits 0.
 echo "rank=$CHORUS_RANK join=${CHORUS_JOIN:-} restart=${CHORUS_RESTART:-} store=$CHORUS_STORE"
 
@@ -31,4 +31,4 @@ for word in ${ELASTIC_FAKE:-}; do
       ;;
   esac
 done
-sleep "${ELASTIC_FAKE_SLEEP:-1}"
+sleep "${ELASTIC_FAKE_SLEEP:-0.5}"

@@ -78,7 +78,9 @@ int launch(const Options& options) {
       break;
     }
   }
-  return supervisor.run();
+  const int status = supervisor.run();
+  if (elastic) elastic->tick();  // a membership change published just before the end
+  return status;
 }
 
 }  // namespace
