@@ -48,8 +48,9 @@ check "restart: chorus/elastic/expected_joiners is 1" \
 check "restart: the membership change is logged" logged restart \
   '^chorus-run: membership: generation=1 size=4 former=0,1,3,-1 lost=2 joined=1$'
 
-# The same with the store chorus-run hosts, and a rank killed by SIGKILL.
-ELASTIC_FAKE="1:kill" job sigkill -n 3 --elastic --tag-output -- "$rank"
+# The same with the store chorus-run hosts, a rank killed by SIGKILL, and the hang watch on (it
+# shares the supervisor's tick with the membership poll).
+ELASTIC_FAKE="1:kill" job sigkill -n 3 --elastic --tag-output --hang-seconds 30 -- "$rank"
 check "SIGKILL: exit 0 (got $code)" [ "$code" -eq 0 ]
 check "SIGKILL: the log names the signal" logged sigkill \
   '^chorus-run: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\); restarting it'
