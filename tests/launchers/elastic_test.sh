@@ -50,7 +50,7 @@ check "restart: the membership change is logged" logged restart \
 
 # The same with the store chorus-run hosts, a rank killed by SIGKILL, and the hang watch on (it
 # shares the supervisor's tick with the membership poll).
-ELASTIC_FAKE="1:kill" job sigkill -n 3 --elastic --tag-output --hang-seconds 30 -- "$rank"
+ELASTIC_FAKE="1:kill" CHORUS_TRACE_DIR=$scratch/traces job sigkill -n 3 --elastic --tag-output --hang-seconds 30 -- "$rank"
 check "SIGKILL: exit 0 (got $code)" [ "$code" -eq 0 ]
 check "SIGKILL: the log names the signal" logged sigkill \
   '^chorus-run: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\); restarting it'
