@@ -146,9 +146,9 @@ int main(int argc, char** argv) {
           ++step;
           if (changing && comm->rank() == 0) {
             std::printf(
-                "first step of generation %llu done at time=%.3f, %.0f ms after the "
-                "change began here\n",
-                static_cast<unsigned long long>(comm->generation()), wallSeconds(),
+                "first step of generation %llu (%d ranks) done at time=%.3f, %.0f ms after "
+                "the change began here\n",
+                static_cast<unsigned long long>(comm->generation()), comm->size(), wallSeconds(),
                 std::chrono::duration<double, std::milli>(Clock::now() - changeBegan).count());
             std::fflush(stdout);
           }
