@@ -107,6 +107,16 @@ void pause(int& ms) {
   ms = std::min(ms * 2, 20);
 }
 
+// True when the newcomers announced so far have all registered (their records, not only their
+// tickets: decide() admits a ticket once its record is there).
+bool expectedJoinersIn(Store& root) {
+  const int64_t expected = root.add(kExpectedJoinersKey, 0);
+  for (int64_t t = root.add(kConsumedKey, 0) + 1; t <= expected; ++t) {
+    if (!has(root, joinerKey(t))) return false;
+  }
+  return true;
+}
+
 // Waits until every slot has registered or is known dead (by this participant or by one that
 // registered) and the joiners a launcher announced have come; or until someone decided, or
 // `until`.
@@ -125,7 +135,7 @@ void awaitRegistrations(Store& root, const std::string& at, int slots, std::vect
     }
     bool covered = true;
     for (size_t i = 0; i < seen.size(); ++i) covered = covered && (seen[i] || dead[i]);
-    if (covered && root.add(kTicketsKey, 0) >= root.add(kExpectedJoinersKey, 0)) return;
+    if (covered && expectedJoinersIn(root)) return;
     if (has(root, at + "decision") || until.expired()) return;
     pause(pauseMs);
   }
