@@ -180,7 +180,7 @@ void Supervisor::reapChildren() {
 }
 
 void Supervisor::runDeferred() {
-  // A deferred start may defer another (a replacement that cannot start is handled as a failure).
+  // Each start runs once, in order; none while the job is stopping (its ranks would be stopped).
   while (!deferred_.empty()) {
     auto start = std::move(deferred_.front());
     deferred_.erase(deferred_.begin());
