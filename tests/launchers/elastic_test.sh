@@ -48,6 +48,20 @@ check "restart: chorus/elastic/expected_joiners is 1" \
 check "restart: the membership change is logged" logged restart \
   '^chorus-run: membership: generation=1 size=4 former=0,1,3,-1 lost=2 joined=1$'
 
+check "restart: the admitted replacement is left alone" \
+  bash -c "! grep -q 'declared dead' '$scratch/restart.log'"
+
+# A rank the survivors declared dead (stuck: it would sleep 30 s) but still running is killed,
+# and the job goes on without it.
+store=$scratch/store-declared
+ELASTIC_FAKE="2:hang 0:declare" ELASTIC_FAKE_CHANGE="generation=1 size=3 former=0,1,3 lost=2 joined=0" \
+  job declared -n 4 --elastic --max-restarts 0 --min-ranks 3 --store "file://$store" -- "$rank"
+check "declared dead: exit 0 (got $code)" [ "$code" -eq 0 ]
+check "declared dead: the launcher kills it" logged declared \
+  '^chorus-run: rank 2 \(pid [0-9]+\) was declared dead by the survivors \(generation 1\) but is still running; killing it \(SIGKILL\)$'
+check "declared dead: the job continues with 3" logged declared 'continues with 3 of 4 ranks'
+check "declared dead: no 30 s wait (${took}s)" awk "BEGIN { exit !($took < 15) }"
+
 # The same with the store chorus-run hosts, a rank killed by SIGKILL, and the hang watch on (it
 # shares the supervisor's tick with the membership poll).
 ELASTIC_FAKE="1:kill" CHORUS_TRACE_DIR=$scratch/traces job sigkill -n 3 --elastic --tag-output --hang-seconds 30 -- "$rank"

@@ -1,9 +1,13 @@
 #include "elastic_job.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <exception>
+#include <map>
+#include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
@@ -33,7 +37,10 @@ ElasticJob::ElasticJob(ElasticSettings settings, Supervisor& supervisor, Starter
     : settings_(std::move(settings)),
       supervisor_(supervisor),
       start_(std::move(start)),
-      restartsOfRank_(static_cast<size_t>(settings_.ranks), 0) {}
+      restartsOfRank_(static_cast<size_t>(settings_.ranks), 0) {
+  // create() ranks the job's communicator as the launcher does (CHORUS_RANK).
+  for (int rank = 0; rank < settings_.ranks; ++rank) memberSlots_.push_back(rank);
+}
 
 void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
   const std::string failure = describeFailure(process, waitStatus);
@@ -70,6 +77,7 @@ void ElasticJob::restart(int rank) {
   RankProcess replacement =
       start_(rank, {"CHORUS_JOIN=1", "CHORUS_RESTART=" + std::to_string(restartOfRank)});
   supervisor_.add(replacement);
+  pendingSlots_.push_back(rank);
   report("rank " + std::to_string(rank) + " restarted as pid " + std::to_string(replacement.pid) +
          " (CHORUS_JOIN=1 CHORUS_RESTART=" + std::to_string(restartOfRank) + "); " +
          std::to_string(settings_.maxRestarts - restartsUsed_) + " restart(s) left");
@@ -118,9 +126,74 @@ void ElasticJob::tick() {
     if (value == lastChange_) return;
     lastChange_ = value;
     report("membership: " + value);
+    followChange(value);
   } catch (const std::exception&) {
     store_.reset();  // reconnect at the next tick
   }
+}
+
+void ElasticJob::followChange(const std::string& change) {
+  if (memberSlots_.empty()) return;
+  std::map<std::string, std::string> fields;
+  std::istringstream words(change);
+  for (std::string word; words >> word;) {
+    const auto eq = word.find('=');
+    if (eq != std::string::npos) fields[word.substr(0, eq)] = word.substr(eq + 1);
+  }
+  auto numbers = [&fields](const std::string& name) {
+    std::vector<int> out;
+    std::istringstream in(fields[name]);
+    for (std::string item; std::getline(in, item, ',');) {
+      if (!item.empty()) out.push_back(std::stoi(item));
+    }
+    return out;
+  };
+  std::vector<int> former, lost;
+  uint64_t generation = 0;
+  try {
+    generation = std::stoull(fields.at("generation"));
+    former = numbers("former");
+    lost = numbers("lost");
+  } catch (const std::exception&) {
+    memberSlots_.clear();  // not a line this launcher understands: stop following
+    return;
+  }
+  if (generation != generation_ + 1) {
+    memberSlots_.clear();  // a change went unseen (two within one poll): the mapping is lost
+    return;
+  }
+  generation_ = generation;
+  std::vector<int> slots;
+  const auto newcomers = static_cast<size_t>(std::count(former.begin(), former.end(), -1));
+  // One newcomer is the oldest replacement started; several at once come in an order this
+  // launcher cannot tell (the order in which they registered).
+  const bool newcomerKnown = newcomers == 1 && !pendingSlots_.empty();
+  for (int old : former) {
+    if (old >= 0 && old < static_cast<int>(memberSlots_.size())) {
+      slots.push_back(memberSlots_[static_cast<size_t>(old)]);
+    } else {
+      slots.push_back(newcomerKnown ? pendingSlots_.front() : -1);
+    }
+  }
+  for (int old : lost) {
+    if (old < 0 || old >= static_cast<int>(memberSlots_.size())) continue;
+    const int slot = memberSlots_[static_cast<size_t>(old)];
+    // A slot with a replacement on its way (or admitted now) lost a process that already ended.
+    if (slot < 0 || std::count(pendingSlots_.begin(), pendingSlots_.end(), slot) > 0 ||
+        std::count(slots.begin(), slots.end(), slot) > 0) {
+      continue;
+    }
+    if (const RankProcess* p = supervisor_.liveProcess(slot)) {
+      report("rank " + std::to_string(slot) + " (pid " + std::to_string(p->pid) +
+             ") was declared dead by the survivors (generation " + std::to_string(generation) +
+             ") but is still running; killing it (SIGKILL)");
+      signalRank(*p, SIGKILL);
+    }
+  }
+  pendingSlots_.erase(pendingSlots_.begin(),
+                      pendingSlots_.begin() +
+                          static_cast<std::ptrdiff_t>(std::min(newcomers, pendingSlots_.size())));
+  memberSlots_ = std::move(slots);
 }
 
 Store* ElasticJob::store() {

@@ -51,6 +51,17 @@ class ElasticJob {
   void lose(const std::string& failure, int exitCode);
   // The store, opened on first use; null (and the error reported once) when unreachable.
   Store* store();
+  // Follows the job communicator's members through a membership change ("generation=G ...
+  // former=... lost=..."), and kills a lost member still running: the survivors declared it dead
+  // (it hung, or was too slow), so it could hold the job open forever (a stopped process).
+  void followChange(const std::string& change);
+
+  // The launcher rank (slot) of each rank of the job's communicator; -1 where unknown (several
+  // newcomers at once). Empty once a change was missed: then nobody is killed.
+  std::vector<int> memberSlots_;
+  uint64_t generation_ = 0;
+  // Replacements started and not yet admitted, oldest first.
+  std::vector<int> pendingSlots_;
 
   ElasticSettings settings_;
   Supervisor& supervisor_;

@@ -43,7 +43,8 @@ handle the loss (Communicator::shrink) and the replacement must join (Communicat
 joins when CHORUS_JOIN=1). With no restarts left, the job goes on while at least --min-ranks
 ranks remain (ranks that finished successfully count), else chorus-run stops every rank and
 names the failures. A rank that exits 0 is done and is not restarted. chorus-run logs every
-failure, restart and membership change (the ranks' chorus/elastic/last_change). The store is
+failure, restart and membership change (the ranks' chorus/elastic/last_change), and kills a rank
+the survivors declared dead that still runs (stuck or stopped), which then counts as failed. The store is
 the one chorus-run hosts, or the one --store names (which chorus-run must reach too). See
 docs/elastic-launch.md.)";
 

@@ -143,6 +143,13 @@ void Supervisor::signalAll(int sig) {
   }
 }
 
+const RankProcess* Supervisor::liveProcess(int rank) const {
+  for (const auto& r : ranks_) {
+    if (r.alive && r.process.rank == rank) return &r.process;
+  }
+  return nullptr;
+}
+
 void Supervisor::stopAll(int exitCode, const std::string& why) {
   if (stopping_ || live_ == 0) return;
   setExitCode(exitCode);

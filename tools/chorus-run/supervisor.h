@@ -41,6 +41,8 @@ class Supervisor {
   // Sends sig to every live rank's process (not its group: the rank's own children may not
   // handle it).
   void signalAll(int sig);
+  // The live process of rank (the latest started for it), or nullptr.
+  const RankProcess* liveProcess(int rank) const;
   // Stops every rank as after a failure (SIGTERM, then SIGKILL after the grace period); run()
   // then returns exitCode unless a rank failed first.
   void stopAll(int exitCode, const std::string& why);
