@@ -44,6 +44,8 @@ ElasticJob::ElasticJob(ElasticSettings settings, Supervisor& supervisor, Starter
 
 void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
   const std::string failure = describeFailure(process, waitStatus);
+  // A replacement that ends before it was admitted will never be.
+  std::erase_if(pending_, [&process](const Pending& p) { return p.pid == process.pid; });
   const int exitCode = WIFEXITED(waitStatus) ? WEXITSTATUS(waitStatus) : 128 + WTERMSIG(waitStatus);
   if (restartsUsed_ < settings_.maxRestarts) {
     ++restartsUsed_;
@@ -77,7 +79,7 @@ void ElasticJob::restart(int rank) {
   RankProcess replacement =
       start_(rank, {"CHORUS_JOIN=1", "CHORUS_RESTART=" + std::to_string(restartOfRank)});
   supervisor_.add(replacement);
-  pendingSlots_.push_back(rank);
+  pending_.push_back({rank, replacement.pid});
   report("rank " + std::to_string(rank) + " restarted as pid " + std::to_string(replacement.pid) +
          " (CHORUS_JOIN=1 CHORUS_RESTART=" + std::to_string(restartOfRank) + "); " +
          std::to_string(settings_.maxRestarts - restartsUsed_) + " restart(s) left");
@@ -167,20 +169,21 @@ void ElasticJob::followChange(const std::string& change) {
   const auto newcomers = static_cast<size_t>(std::count(former.begin(), former.end(), -1));
   // One newcomer is the oldest replacement started; several at once come in an order this
   // launcher cannot tell (the order in which they registered).
-  const bool newcomerKnown = newcomers == 1 && !pendingSlots_.empty();
+  const bool newcomerKnown = newcomers == 1 && !pending_.empty();
   for (int old : former) {
     if (old >= 0 && old < static_cast<int>(memberSlots_.size())) {
       slots.push_back(memberSlots_[static_cast<size_t>(old)]);
     } else {
-      slots.push_back(newcomerKnown ? pendingSlots_.front() : -1);
+      slots.push_back(newcomerKnown ? pending_.front().slot : -1);
     }
   }
   for (int old : lost) {
     if (old < 0 || old >= static_cast<int>(memberSlots_.size())) continue;
     const int slot = memberSlots_[static_cast<size_t>(old)];
     // A slot with a replacement on its way (or admitted now) lost a process that already ended.
-    if (slot < 0 || std::count(pendingSlots_.begin(), pendingSlots_.end(), slot) > 0 ||
-        std::count(slots.begin(), slots.end(), slot) > 0) {
+    const bool replacing = std::any_of(pending_.begin(), pending_.end(),
+                                       [slot](const Pending& p) { return p.slot == slot; });
+    if (slot < 0 || replacing || std::count(slots.begin(), slots.end(), slot) > 0) {
       continue;
     }
     if (const RankProcess* p = supervisor_.liveProcess(slot)) {
@@ -190,9 +193,8 @@ void ElasticJob::followChange(const std::string& change) {
       signalRank(*p, SIGKILL);
     }
   }
-  pendingSlots_.erase(pendingSlots_.begin(),
-                      pendingSlots_.begin() +
-                          static_cast<std::ptrdiff_t>(std::min(newcomers, pendingSlots_.size())));
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(
+                                                          std::min(newcomers, pending_.size())));
   memberSlots_ = std::move(slots);
 }
 

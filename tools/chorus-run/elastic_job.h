@@ -1,8 +1,9 @@
 // chorus-run --elastic: a rank that fails no longer stops the job. While restarts remain, the
 // launcher announces a joiner in the store (chorus/elastic/expected_joiners) and starts a
 // replacement with CHORUS_JOIN=1; with none left, the job goes on while enough ranks remain.
-// It also logs each membership change the ranks publish (chorus/elastic/last_change). The keys
-// are those of docs/fault-tolerance.md.
+// It also logs each membership change the ranks publish (chorus/elastic/last_change), and kills
+// a rank the survivors declared dead that still runs. The keys are those of
+// docs/fault-tolerance.md.
 #pragma once
 
 #include <chorus/store.hpp>
@@ -60,8 +61,12 @@ class ElasticJob {
   // newcomers at once). Empty once a change was missed: then nobody is killed.
   std::vector<int> memberSlots_;
   uint64_t generation_ = 0;
-  // Replacements started and not yet admitted, oldest first.
-  std::vector<int> pendingSlots_;
+  // Replacements started and not yet admitted (nor ended), oldest first.
+  struct Pending {
+    int slot;
+    pid_t pid;
+  };
+  std::vector<Pending> pending_;
 
   ElasticSettings settings_;
   Supervisor& supervisor_;
