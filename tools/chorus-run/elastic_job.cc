@@ -1,0 +1,238 @@
+#include "elastic_job.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <exception>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include "common/errno_text.h"
+#include "output_tagger.h"
+
+namespace chorus::launcher {
+namespace {
+
+constexpr std::chrono::seconds kStoreTimeout{2};
+
+void report(const std::string& message) {
+  writeAll(STDERR_FILENO, "chorus-run: " + message + "\n");
+}
+
+std::string ranksWord(int n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
+
+std::string describeFailure(const RankProcess& process, int waitStatus) {
+  return "rank " + std::to_string(process.rank) + " (pid " + std::to_string(process.pid) + ") " +
+         describeExit(waitStatus);
+}
+
+}  // namespace
+
+ElasticJob::ElasticJob(ElasticSettings settings, Supervisor& supervisor, Starter start)
+    : settings_(std::move(settings)),
+      supervisor_(supervisor),
+      start_(std::move(start)),
+      restartsOfRank_(static_cast<size_t>(settings_.ranks), 0) {
+  // create() ranks the job's communicator as the launcher does (CHORUS_RANK).
+  for (int rank = 0; rank < settings_.ranks; ++rank) memberSlots_.push_back(rank);
+}
+
+void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
+  const std::string failure = describeFailure(process, waitStatus);
+  // A replacement that ends before it was admitted will never be.
+  std::erase_if(pending_, [&process](const Pending& p) { return p.pid == process.pid; });
+  const int exitCode = WIFEXITED(waitStatus) ? WEXITSTATUS(waitStatus) : 128 + WTERMSIG(waitStatus);
+  if (restartsUsed_ < settings_.maxRestarts) {
+    ++restartsUsed_;
+    // First of all: the survivors' shrink, under way already, waits only for the joiners
+    // announced by the time it decides, so the replacement is admitted at the membership change
+    // that follows the failure only when this comes first.
+    announceJoiner(process.rank, 1);
+    report(failure + "; restarting it (restart " + std::to_string(restartsUsed_) + " of " +
+           std::to_string(settings_.maxRestarts) + ")");
+    const int rank = process.rank;
+    supervisor_.deferStart([this, rank, failure, exitCode] {
+      try {
+        restart(rank);
+      } catch (const std::exception& e) {
+        report("cannot restart rank " + std::to_string(rank) + ": " + e.what());
+        announceJoiner(rank, -1);  // no joiner will come: the survivors must not wait for one
+        lose(failure, exitCode);
+      }
+    });
+    return;
+  }
+  report(failure +
+         (settings_.maxRestarts == 0
+              ? " (no restarts: --max-restarts 0)"
+              : "; no restarts left (all " + std::to_string(settings_.maxRestarts) + " used)"));
+  lose(failure, exitCode);
+}
+
+void ElasticJob::restart(int rank) {
+  const int restartOfRank = ++restartsOfRank_.at(static_cast<size_t>(rank));
+  RankProcess replacement =
+      start_(rank, {"CHORUS_JOIN=1", "CHORUS_RESTART=" + std::to_string(restartOfRank)});
+  supervisor_.add(replacement);
+  pending_.push_back({rank, replacement.pid});
+  report("rank " + std::to_string(rank) + " restarted as pid " + std::to_string(replacement.pid) +
+         " (CHORUS_JOIN=1 CHORUS_RESTART=" + std::to_string(restartOfRank) + "); " +
+         std::to_string(settings_.maxRestarts - restartsUsed_) + " restart(s) left");
+}
+
+void ElasticJob::announceJoiner(int rank, int delta) {
+  Store* s = store();
+  if (!s) return;
+  try {
+    s->add(kExpectedJoinersKey, delta);
+  } catch (const std::exception& e) {
+    store_.reset();
+    report("cannot announce the replacement of rank " + std::to_string(rank) + " in " +
+           kExpectedJoinersKey + " (" + e.what() +
+           "); it may join only at a later membership change");
+  }
+}
+
+void ElasticJob::lose(const std::string& failure, int exitCode) {
+  lost_.push_back(failure);
+  if (firstLostExitCode_ < 0) firstLostExitCode_ = exitCode;
+  // Ranks that already finished successfully are not lost: they count as remaining.
+  const int remaining = settings_.ranks - static_cast<int>(lost_.size());
+  if (remaining >= settings_.minRanks) {
+    report("the job continues with " + std::to_string(remaining) + " of " +
+           ranksWord(settings_.ranks) + " (--min-ranks " + std::to_string(settings_.minRanks) +
+           ")");
+    return;
+  }
+  std::string failures;
+  for (const auto& f : lost_) failures += (failures.empty() ? "" : "; ") + f;
+  supervisor_.stopAll(firstLostExitCode_,
+                      "only " + std::to_string(remaining) + " of " + ranksWord(settings_.ranks) +
+                          " left, fewer than --min-ranks " + std::to_string(settings_.minRanks) +
+                          "; failures: " + failures);
+}
+
+void ElasticJob::tick() {
+  Store* s = store();
+  if (!s) return;
+  try {
+    if (!s->check({kLastChangeKey})) return;
+    auto bytes = s->get(kLastChangeKey, std::chrono::seconds(1));
+    std::string value(bytes.begin(), bytes.end());
+    while (!value.empty() && (value.back() == '\n' || value.back() == '\r')) value.pop_back();
+    if (value == lastChange_) return;
+    lastChange_ = value;
+    report("membership: " + value);
+    followChange(value);
+  } catch (const std::exception&) {
+    store_.reset();  // reconnect at the next tick
+  }
+}
+
+void ElasticJob::followChange(const std::string& change) {
+  if (memberSlots_.empty()) return;
+  std::map<std::string, std::string> fields;
+  std::istringstream words(change);
+  for (std::string word; words >> word;) {
+    const auto eq = word.find('=');
+    if (eq != std::string::npos) fields[word.substr(0, eq)] = word.substr(eq + 1);
+  }
+  auto numbers = [&fields](const std::string& name) {
+    std::vector<int> out;
+    std::istringstream in(fields[name]);
+    for (std::string item; std::getline(in, item, ',');) {
+      if (!item.empty()) out.push_back(std::stoi(item));
+    }
+    return out;
+  };
+  std::vector<int> former, lost;
+  uint64_t generation = 0;
+  try {
+    generation = std::stoull(fields.at("generation"));
+    former = numbers("former");
+    lost = numbers("lost");
+  } catch (const std::exception&) {
+    memberSlots_.clear();  // not a line this launcher understands: stop following
+    return;
+  }
+  if (generation != generation_ + 1) {
+    memberSlots_.clear();  // a change went unseen (two within one poll): the mapping is lost
+    return;
+  }
+  generation_ = generation;
+  std::vector<int> slots;
+  const auto newcomers = static_cast<size_t>(std::count(former.begin(), former.end(), -1));
+  // One newcomer is the oldest replacement started; several at once come in an order this
+  // launcher cannot tell (the order in which they registered).
+  const bool newcomerKnown = newcomers == 1 && !pending_.empty();
+  for (int old : former) {
+    if (old >= 0 && old < static_cast<int>(memberSlots_.size())) {
+      slots.push_back(memberSlots_[static_cast<size_t>(old)]);
+    } else {
+      slots.push_back(newcomerKnown ? pending_.front().slot : -1);
+    }
+  }
+  for (int old : lost) {
+    if (old < 0 || old >= static_cast<int>(memberSlots_.size())) continue;
+    const int slot = memberSlots_[static_cast<size_t>(old)];
+    // A slot with a replacement on its way (or admitted now) lost a process that already ended.
+    const bool replacing = std::any_of(pending_.begin(), pending_.end(),
+                                       [slot](const Pending& p) { return p.slot == slot; });
+    if (slot < 0 || replacing || std::count(slots.begin(), slots.end(), slot) > 0) {
+      continue;
+    }
+    if (const RankProcess* p = supervisor_.liveProcess(slot)) {
+      report("rank " + std::to_string(slot) + " (pid " + std::to_string(p->pid) +
+             ") was declared dead by the survivors (generation " + std::to_string(generation) +
+             ") but is still running; killing it (SIGKILL)");
+      signalRank(*p, SIGKILL);
+    }
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(
+                                                          std::min(newcomers, pending_.size())));
+  memberSlots_ = std::move(slots);
+}
+
+Store* ElasticJob::store() {
+  if (store_) return store_.get();
+  try {
+    store_ = openStore(settings_.storeUrl, kStoreTimeout);
+    storeErrorReported_ = false;
+  } catch (const std::exception& e) {
+    if (!storeErrorReported_) {
+      report("cannot reach the store " + settings_.storeUrl + " (" + e.what() + "); trying again");
+      storeErrorReported_ = true;
+    }
+  }
+  return store_.get();
+}
+
+std::unique_ptr<ElasticJob> makeElasticJob(const Options& options, const std::string& storeUrl,
+                                           const LaunchEnvironment& launchEnv,
+                                           Supervisor& supervisor) {
+  ElasticSettings settings{options.ranks, options.maxRestarts, options.minRanks, storeUrl};
+  auto start = [&options, &launchEnv](int rank, const std::vector<std::string>& extraEnv) {
+    auto overrides = rankEnvironment(launchEnv, rank);
+    overrides.insert(overrides.end(), extraEnv.begin(), extraEnv.end());
+    int execErrno = 0;
+    RankProcess process =
+        spawnRank(rank, options.command, buildEnvironment(overrides), options.tagOutput, execErrno);
+    if (execErrno != 0) {
+      // The child exits 127, reaped but not supervised: the restart itself failed.
+      for (int fd : {process.outFd, process.errFd}) {
+        if (fd >= 0) close(fd);
+      }
+      throw std::runtime_error("cannot execute '" + options.command[0] +
+                               "': " + chorus::errnoText(execErrno));
+    }
+    return process;
+  };
+  return std::make_unique<ElasticJob>(std::move(settings), supervisor, std::move(start));
+}
+
+}  // namespace chorus::launcher
