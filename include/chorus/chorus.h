@@ -3,6 +3,7 @@
 #define CHORUS_CHORUS_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Version of these headers; chorus_get_version gives the library's (they differ when a program
  * runs against another build of libchorus than it was compiled with). */
@@ -202,6 +203,30 @@ chorus_status chorus_iall_to_all_v(chorus_comm* comm, const void* sendbuf, const
  * the caller destroys with chorus_destroy. With a negative color *out is set to NULL. The new
  * communicator has comm's settings; comm stays valid. */
 chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_comm** out);
+
+/* Membership (docs/fault-tolerance.md). chorus_comm_shrink: collective among the live ranks of
+ * comm, callable after a call on it failed (CHORUS_ERR_PEER_FAILURE, _TIMEOUT, _ABORTED) or when
+ * nothing failed: they agree on one set of live ranks, admit the processes waiting in
+ * chorus_comm_join, and get a new communicator in *out (survivors in their old order, newcomers
+ * after them; destroy it with chorus_destroy). comm is aborted by the call but must still be
+ * destroyed. A rank the others declared dead gets CHORUS_ERR_PEER_FAILURE ("... was declared dead
+ * by the survivors ..."). Ends within comm's timeout. */
+chorus_status chorus_comm_shrink(chorus_comm* comm, chorus_comm** out);
+/* A new process joins the job whose communicator was created on store_url (options may be NULL):
+ * waits for its next membership change (a chorus_comm_shrink on the others) up to the timeout. */
+chorus_status chorus_comm_join(const char* store_url, const chorus_options* options,
+                               chorus_comm** out);
+/* Ranks of comm known to have failed, ascending: up to capacity of them are written to ranks (may
+ * be NULL when capacity is 0); *count receives how many there are in all. Never blocks. */
+chorus_status chorus_comm_failed_ranks(chorus_comm* comm, int* ranks, int capacity, int* count);
+/* 0 for a communicator from chorus_init*; one more with each shrink or join. */
+chorus_status chorus_comm_generation(chorus_comm* comm, uint64_t* generation);
+/* For each rank of comm (world_size entries, up to capacity written): its rank in the
+ * communicator comm was made from by a shrink or join, -1 for a newcomer. *count: world_size. */
+chorus_status chorus_comm_former_ranks(chorus_comm* comm, int* ranks, int capacity, int* count);
+/* Processes waiting in chorus_comm_join for the next membership change (reads the store; not
+ * collective: ranks may see different values). */
+chorus_status chorus_comm_joiners_waiting(chorus_comm* comm, int* count);
 
 /* Non-blocking variants. Each returns a request that must be passed exactly once to chorus_wait
  * or chorus_request_free, before its communicator is destroyed. Requests complete in issue

@@ -66,6 +66,20 @@ class Communicator {
   static std::unique_ptr<Communicator> fromEnv();
   // The same with these options (instead of Options::fromEnv()).
   static std::unique_ptr<Communicator> fromEnv(Options options);
+  // With CHORUS_JOIN=1 in the environment, both fromEnv() forms call join() on the launch store
+  // instead of create() (CHORUS_RANK is then only a hint for logs): a launcher starts a
+  // replacement for a lost rank this way.
+
+  // ---- Membership (docs/fault-tolerance.md) ----
+
+  // A new process (e.g. a replacement for a lost rank) joins a running job: waits (up to
+  // options.timeout) for the next membership change (shrink()) of the job's communicator on
+  // `store` (the one create() made on that same store, not a split), then returns its place in
+  // the new communicator, after the survivors. Throws Error(kTimeout) when no change comes.
+  static std::unique_ptr<Communicator> join(std::shared_ptr<Store> store,
+                                            Options options = Options::fromEnv());
+  static std::unique_ptr<Communicator> join(const std::string& storeUrl,
+                                            Options options = Options::fromEnv());
 
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -240,6 +254,31 @@ class Communicator {
   // The error that aborted this communicator, or nullptr: also a failure in background work that
   // nobody waited on yet, and an abort() (kAborted) from the moment it is called. Never blocks.
   std::exception_ptr abortCause() const;
+
+  // ---- Membership (docs/fault-tolerance.md) ----
+
+  // 0 for a communicator made by create()/fromEnv()/split(); each shrink() or join() result is
+  // one more than the communicator it replaces.
+  uint64_t generation() const;
+  // Ranks of this communicator known to have failed so far (dead, timed out, or declared dead by
+  // an agreement), ascending. Never blocks.
+  std::vector<int> failedRanks() const;
+  // Collective among the live ranks of this communicator, callable after a call on it failed
+  // (kPeerFailure, kTimeout, kAborted) or when nothing failed. They agree on one set of live
+  // ranks (and admit the newcomers waiting to join, see join()) and get a new communicator:
+  // survivors keep their relative order, newcomers come after them. Every caller gets the same
+  // membership or an Error; it ends within options().timeout even if more ranks die meanwhile.
+  // This communicator is aborted by the call (its connections close; destroy it as usual), and
+  // failedRanks() then lists every rank not kept. A rank the others declared dead gets
+  // Error(kPeerFailure, "... rank R was declared dead by the survivors ..."). Only for a
+  // communicator made by create()/fromEnv() or by an earlier shrink()/join() (not a split).
+  std::unique_ptr<Communicator> shrink();
+  // For each rank of this communicator, its rank in the communicator it was made from by
+  // shrink() or join(); -1 for a newcomer. For a communicator from create(): 0..size-1.
+  std::vector<int> formerRanks() const;
+  // Newcomers waiting to join at the next membership change (reads the store; not collective,
+  // so ranks may see different values: agree on it with a collective before acting on it).
+  int joinersWaiting() const;
 
   // Flight recorder (docs/trace-format.md): writes this rank's record of its recent calls as
   // <dir>/chorus-trace-<communicator>-rank<R>.json (dir empty: CHORUS_TRACE_DIR) and returns that

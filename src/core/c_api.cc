@@ -90,6 +90,20 @@ chorus_status startRequest(chorus_comm* c, chorus_request** req, Issue&& issue) 
   return guarded(c, [&] { *req = new chorus_request{c, issue()}; });
 }
 
+chorus_status copyRanks(chorus_comm* comm, const char* what, int* ranks, int capacity, int* count,
+                        std::vector<int> (chorus::Communicator::*get)() const) {
+  return guarded(comm, [&] {
+    if (count == nullptr || capacity < 0 || (ranks == nullptr && capacity > 0)) {
+      throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                          std::string(what) + ": count is null, or ranks is null with capacity " +
+                              std::to_string(capacity));
+    }
+    const std::vector<int> all = (comm->comm.get()->*get)();
+    for (size_t i = 0; i < all.size() && i < static_cast<size_t>(capacity); ++i) ranks[i] = all[i];
+    *count = static_cast<int>(all.size());
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -215,6 +229,61 @@ chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_co
     auto c = std::make_unique<chorus_comm>();
     c->comm = std::move(child);
     *out = c.release();
+  });
+}
+
+chorus_status chorus_comm_shrink(chorus_comm* comm, chorus_comm** out) {
+  if (out == nullptr) {
+    initError = "chorus_comm_shrink: out pointer is null";
+    if (comm) comm->lastError = initError;
+    return CHORUS_ERR_INVALID_ARGUMENT;
+  }
+  *out = nullptr;
+  return guarded(comm, [&] {
+    auto c = std::make_unique<chorus_comm>();
+    c->comm = comm->comm->shrink();
+    *out = c.release();
+  });
+}
+
+chorus_status chorus_comm_join(const char* store_url, const chorus_options* options,
+                               chorus_comm** out) {
+  return initWith(out, [&] {
+    if (store_url == nullptr) {
+      throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                          "chorus_comm_join: store_url is null");
+    }
+    return chorus::Communicator::join(std::string(store_url), chorus::optionsFromC(options));
+  });
+}
+
+chorus_status chorus_comm_failed_ranks(chorus_comm* comm, int* ranks, int capacity, int* count) {
+  return copyRanks(comm, "chorus_comm_failed_ranks", ranks, capacity, count,
+                   &chorus::Communicator::failedRanks);
+}
+
+chorus_status chorus_comm_former_ranks(chorus_comm* comm, int* ranks, int capacity, int* count) {
+  return copyRanks(comm, "chorus_comm_former_ranks", ranks, capacity, count,
+                   &chorus::Communicator::formerRanks);
+}
+
+chorus_status chorus_comm_generation(chorus_comm* comm, uint64_t* generation) {
+  return guarded(comm, [&] {
+    if (generation == nullptr) {
+      throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                          "chorus_comm_generation: generation is null");
+    }
+    *generation = comm->comm->generation();
+  });
+}
+
+chorus_status chorus_comm_joiners_waiting(chorus_comm* comm, int* count) {
+  return guarded(comm, [&] {
+    if (count == nullptr) {
+      throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                          "chorus_comm_joiners_waiting: count is null");
+    }
+    *count = comm->comm->joinersWaiting();
   });
 }
 
