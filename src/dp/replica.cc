@@ -1,4 +1,5 @@
 // Replica: bucketed, overlapped gradient averaging and the step protocol of docs/dp.md.
+#include "dp/bucket_plan.h"
 #include "dp/replica_impl.h"
 
 #include <algorithm>

@@ -116,6 +116,8 @@ struct Replica::Impl {
   // elastic.cc
   // A failure that a membership change can repair (elastic mode only).
   bool recoverable(const Error& e) const;
+  // Lets the step's all-reduces end and drops the step: zero gradients, no micro-step begun.
+  void discardStep();
   // Waits out the step's all-reduces, discards the step, changes the membership, synchronises
   // and throws MembershipChanged. `cause` empty: admitting newcomers, nothing failed.
   [[noreturn]] void changeMembership(const std::string& cause);

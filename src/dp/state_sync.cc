@@ -2,6 +2,7 @@
 #include "dp/replica_impl.h"
 
 #include <cstring>
+#include <exception>
 
 namespace chorus::dp {
 namespace {
@@ -26,6 +27,20 @@ uint64_t layoutHash(const std::vector<Param>& params, const std::vector<ExtraSta
   return h;
 }
 
+// Waits for every Work, also after one failed (they write into our buffers), then throws the
+// first failure.
+void waitAll(std::vector<Work>& works) {
+  std::exception_ptr first;
+  for (Work& w : works) {
+    try {
+      w.wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
 }  // namespace
 
 int Replica::Impl::synchronizeState() {
@@ -35,9 +50,8 @@ int Replica::Impl::synchronizeState() {
   const uint64_t layout = layoutHash(params, extra);
   std::memcpy(&mine[2], &layout, sizeof layout);
   std::vector<int64_t> all(3 * static_cast<size_t>(n));
-  withContext("dp synchronize: agreeing on the source of the state", [&] {
-    comm->allGather(mine, all.data(), 3, DataType::kI64).wait();
-  });
+  withContext("dp synchronize: agreeing on the source of the state",
+              [&] { comm->allGather(mine, all.data(), 3, DataType::kI64).wait(); });
   auto at = [&](int r, int field) { return all[3 * static_cast<size_t>(r) + field]; };
   int source = 0;
   bool copy = false;
@@ -62,12 +76,20 @@ int Replica::Impl::synchronizeState() {
   int64_t counters[2] = {steps, progress};
   std::vector<Work> works;
   withContext(context, [&] {
-    works.push_back(comm->broadcast(counters, 2, DataType::kI64, source));
-    for (const Param& p : params)
-      works.push_back(comm->broadcast(p.value, p.count, DataType::kF32, source));
-    for (const ExtraState& e : extra)
-      works.push_back(comm->broadcast(e.data, e.count, e.type, source));
-    for (Work& w : works) w.wait();
+    try {
+      works.push_back(comm->broadcast(counters, 2, DataType::kI64, source));
+      for (const Param& p : params)
+        works.push_back(comm->broadcast(p.value, p.count, DataType::kF32, source));
+      for (const ExtraState& e : extra)
+        works.push_back(comm->broadcast(e.data, e.count, e.type, source));
+    } catch (...) {
+      try {
+        waitAll(works);  // those already issued write into our buffers
+      } catch (...) {
+      }
+      throw;
+    }
+    waitAll(works);
   });
   steps = counters[0];
   progress = counters[1];
