@@ -91,11 +91,10 @@ Batch batchAt(const std::vector<size_t>& order, size_t pos, int rank, int ranks,
   const size_t n = order.size();
   const auto r = static_cast<size_t>(rank), w = static_cast<size_t>(ranks);
   Batch b;
-  if (pos >= n || n == 0) {
-    b.nextPos = pos;
-    return b;
-  }
-  const size_t rows = std::min(batch, (n - pos + w - 1) / w);
+  if (n == 0) return b;
+  // Past the end (the last optimizer step of an epoch with accumulation): wrap around, as the
+  // padding does.
+  const size_t rows = pos < n ? std::min(batch, (n - pos + w - 1) / w) : batch;
   b.indices.reserve(rows);
   for (size_t j = 0; j < rows; ++j) b.indices.push_back(order[(pos + r + j * w) % n]);
   b.nextPos = pos + rows * w;

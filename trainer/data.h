@@ -32,7 +32,8 @@ std::vector<size_t> shardIndices(size_t n, int rank, int ranks, uint64_t seed, i
 // for j < rows, rows = min(batch, ceil((n - pos) / ranks)), and moves the position on by
 // rows * ranks. From position 0 with a fixed world size these are exactly the consecutive
 // batches of shardIndices (padding included); after a change the remaining samples are dealt
-// out among the new ranks.
+// out among the new ranks. A position at or past n (the micro-batches that complete the epoch's
+// last optimizer step under accumulation) wraps around with full batches.
 std::vector<size_t> epochOrder(size_t n, uint64_t seed, int epoch, bool shuffle);
 struct Batch {
   std::vector<size_t> indices;  // this rank's samples
