@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A rank of chorus-train that dies in the middle of training (--fail-rank, --fail-signal exit:
-# _exit(17) after its forward pass, no goodbye): chorus-run must exit non-zero naming that rank, and the surviving rank
-# must stop with an error naming the step, the collective and the lost peer, well before any
-# timeout (60 s here).
+# _exit(17) after its forward pass, no goodbye): chorus-run must exit non-zero naming that rank,
+# and the surviving rank must stop with an error naming the step, the collective and the lost
+# peer, well before any timeout (60 s here).
 set -uo pipefail
 run=$1 train=$2
 start=$(date +%s)
