@@ -294,6 +294,8 @@ class Communicator {
 
  private:
   explicit Communicator(std::shared_ptr<Impl> impl);
+  static std::unique_ptr<Communicator> joinVia(std::shared_ptr<Store> store,
+                                               const std::string& route, Options options);
   static void checkSizes(const char* op, size_t expected, size_t got);
   void checkCounts(const char* op, std::span<const size_t> counts) const;
   static size_t sum(std::span<const size_t> counts);

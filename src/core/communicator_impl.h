@@ -7,6 +7,7 @@
 #include "algo/group.h"
 #include "algo/hierarchy.h"
 #include "algo/select.h"
+#include "common/deadline.h"
 #include "core/work_state.h"
 #include "trace/subject.h"
 #include "transport/transport.h"
@@ -18,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace chorus {
 
@@ -64,6 +66,23 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   std::shared_ptr<Store> rootStore;  // the store the ranks met at (progress records)
   std::atomic<uint64_t> splits{
       0};  // split() calls so far: the n-th split's keys are "split/<n>/.."
+
+  // Membership (shrink.cc, docs/fault-tolerance.md). Set once, before the communicator is
+  // handed out: elastic: made by create(), join() or shrink() (shrink() is allowed on it);
+  // generation: shrinks and joins since create(); formerRanks: see Communicator::formerRanks
+  // (empty: 0..size-1).
+  bool elastic = false;
+  uint64_t generation = 0;
+  std::vector<int> formerRanks;
+  // Ranks that an agreement left out (shrink() on this communicator). Failures the transport
+  // saw are added by failedRanks().
+  std::vector<int> declaredFailed() const;
+  void declareFailed(std::vector<int> ranks);
+  // Ends this communicator's use before a shrink: waits (until `deadline`) for the calls in
+  // flight, then closes its connections cleanly (peers finishing a call still get what this
+  // rank owes them); later calls fail with kAborted naming `why`. A communicator already
+  // aborted stays as it is.
+  void retire(const std::string& why, const Deadline& deadline);
 
  private:
   struct Task {
@@ -113,6 +132,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   bool abortRequested_ = false;
   std::exception_ptr abortCause_;
   std::thread worker_;
+  mutable std::mutex membershipMu_;
+  std::vector<int> declaredFailed_;
 };
 
 }  // namespace chorus

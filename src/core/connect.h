@@ -1,6 +1,7 @@
 // Connecting the ranks of a communicator; shared by creation (create.cc) and split (split.cc).
 #pragma once
 
+#include "common/deadline.h"
 #include "core/communicator_impl.h"
 
 #include <memory>
@@ -14,5 +15,13 @@ namespace chorus {
 std::unique_ptr<Communicator::Impl> connectScoped(std::shared_ptr<Store> scoped,
                                                   const std::string& route, int rank, int size,
                                                   Options options);
+// The same, connected by `by` instead of within options.timeout (which the communicator keeps).
+std::unique_ptr<Communicator::Impl> connectScopedBy(std::shared_ptr<Store> scoped,
+                                                    const std::string& route, int rank, int size,
+                                                    Options options, const Deadline& by);
+
+// The host of a "tcp://host:port" store URL ("" for other stores): it chooses the listening
+// address (see transport::connect).
+std::string routeOf(const std::string& storeUrl);
 
 }  // namespace chorus

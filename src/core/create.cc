@@ -8,6 +8,8 @@
 
 #include <chorus/error.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -42,6 +44,26 @@ std::unique_ptr<Communicator::Impl> connectScoped(std::shared_ptr<Store> scoped,
                                               std::move(scoped), route);
 }
 
+std::unique_ptr<Communicator::Impl> connectScopedBy(std::shared_ptr<Store> scoped,
+                                                    const std::string& route, int rank, int size,
+                                                    Options options, const Deadline& by) {
+  std::unique_ptr<transport::Transport> tx;
+  if (size > 1) {
+    Options within = options;
+    within.timeout = std::chrono::milliseconds(std::max(1, by.remainingMs()));
+    tx = transport::connect(*scoped, rank, size, within, route);
+  }
+  return std::make_unique<Communicator::Impl>(std::move(options), rank, size, std::move(tx),
+                                              std::move(scoped), route);
+}
+
+std::string routeOf(const std::string& storeUrl) {
+  if (storeUrl.rfind("tcp://", 0) != 0) return "";
+  const std::string hostPort = storeUrl.substr(6);
+  const auto colon = hostPort.rfind(':');
+  return colon == std::string::npos ? "" : hostPort.substr(0, colon);
+}
+
 namespace {
 
 std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const std::string& route,
@@ -61,6 +83,7 @@ std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const 
                             rank, size, std::move(options));
   checkNoConflict(*store, generation);
   impl->rootStore = store;
+  impl->elastic = true;
   impl->startTracing(store);
   return impl;
 }
@@ -99,6 +122,11 @@ std::unique_ptr<Communicator> Communicator::fromEnv() { return fromEnv(Options::
 std::unique_ptr<Communicator> Communicator::fromEnv(Options options) {
   if (launchedAlone()) return create(makeHashStore(), 0, 1, std::move(options));
   LaunchInfo launch = readLaunchInfo();
+  // A replacement started by an elastic launcher joins the running job (CHORUS_RANK is only a
+  // hint then).
+  if (const char* joining = std::getenv("CHORUS_JOIN"); joining && std::string(joining) == "1") {
+    return join(launch.store, std::move(options));
+  }
   return create(launch.store, launch.rank, launch.size, std::move(options));
 }
 

@@ -1,20 +1,174 @@
 // Membership changes: Communicator::shrink, join and their queries (docs/fault-tolerance.md).
-#include "core/communicator_impl.h"
+// The agreement itself is in membership.cc.
+#include "core/connect.h"
+#include "core/membership.h"
 
 #include <chorus/error.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
 
 namespace chorus {
 
 namespace {
-[[noreturn]] void notBuilt() { throw Error(ErrorCode::kInternal, "not built yet"); }
+
+// How long shrink() lets calls still in flight on the old communicator finish before it aborts
+// them (the caller should have waited for them).
+constexpr std::chrono::milliseconds kRetireWait{1000};
+
+std::string joined(const std::vector<int>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+  return out;
+}
+
+std::vector<int> formersOf(const std::vector<membership::Member>& members) {
+  std::vector<int> out;
+  for (const auto& m : members) out.push_back(m.former);
+  return out;
+}
+
 }  // namespace
 
-uint64_t Communicator::generation() const { notBuilt(); }
-std::vector<int> Communicator::failedRanks() const { notBuilt(); }
-std::unique_ptr<Communicator> Communicator::shrink() { notBuilt(); }
-std::vector<int> Communicator::formerRanks() const { notBuilt(); }
-int Communicator::joinersWaiting() const { notBuilt(); }
-std::unique_ptr<Communicator> Communicator::join(std::shared_ptr<Store>, Options) { notBuilt(); }
-std::unique_ptr<Communicator> Communicator::join(const std::string&, Options) { notBuilt(); }
+std::vector<int> Communicator::Impl::declaredFailed() const {
+  std::lock_guard<std::mutex> lock(membershipMu_);
+  return declaredFailed_;
+}
+
+void Communicator::Impl::declareFailed(std::vector<int> ranks) {
+  std::lock_guard<std::mutex> lock(membershipMu_);
+  declaredFailed_ = std::move(ranks);
+}
+
+void Communicator::Impl::retire(const std::string& why, const Deadline& deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while ((busy_ || !queue_.empty()) && !abortCause_ && !abortRequested_ && !deadline.expired()) {
+    cv_.wait_for(lock, std::chrono::milliseconds(5));
+  }
+  if (abortCause_ || abortRequested_) return;  // aborted already: its connections are shut
+  if (busy_ || !queue_.empty()) {
+    lock.unlock();
+    requestAbort();
+    return;
+  }
+  abortCause_ = std::make_exception_ptr(Error(ErrorCode::kAborted, why));
+  busy_ = true;  // keeps the worker off the transport while it closes
+  lock.unlock();
+  // A clean goodbye, not an abort: a peer still finishing the last call gets all it is owed.
+  if (tx_) tx_->close();
+  lock.lock();
+  busy_ = false;
+}
+
+uint64_t Communicator::generation() const { return impl_->generation; }
+
+std::vector<int> Communicator::failedRanks() const {
+  std::vector<int> out = impl_->declaredFailed();
+  if (const auto* tx = impl_->transport()) {
+    const std::vector<int> seen = tx->failedPeers();
+    out.insert(out.end(), seen.begin(), seen.end());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int> Communicator::formerRanks() const {
+  if (!impl_->formerRanks.empty()) return impl_->formerRanks;
+  std::vector<int> out(static_cast<size_t>(impl_->size));
+  std::iota(out.begin(), out.end(), 0);
+  return out;
+}
+
+int Communicator::joinersWaiting() const {
+  if (!impl_->elastic || !impl_->rootStore) return 0;
+  return membership::joinersWaiting(*impl_->rootStore);
+}
+
+std::unique_ptr<Communicator> Communicator::shrink() {
+  Impl& im = *impl_;
+  const uint64_t generation = im.generation + 1;
+  const std::string where = "shrink (rank " + std::to_string(im.rank) + ", generation " +
+                            std::to_string(im.generation) + " to " + std::to_string(generation) +
+                            ")";
+  if (!im.elastic || !im.rootStore) {
+    throw Error(ErrorCode::kInvalidArgument,
+                where +
+                    ": only a communicator made by create(), fromEnv(), join() or shrink() "
+                    "can shrink (not one made by split())");
+  }
+  const Deadline deadline = Deadline::after(im.options.timeout);
+  const std::vector<int> knownDead = failedRanks();
+  im.retire("communicator was replaced by shrink() (generation " + std::to_string(generation) + ")",
+            Deadline::after(std::min(kRetireWait, im.options.timeout / 4)));
+  membership::Outcome out;
+  try {
+    out = membership::agree(im.rootStore, generation, im.size, {im.rank, 0}, knownDead, im.options,
+                            im.routeHost, deadline);
+  } catch (const Error& e) {
+    throw Error(e.code(), where + ": " + e.what());
+  }
+  std::vector<bool> kept(static_cast<size_t>(im.size));
+  int newcomers = 0;
+  for (const auto& m : out.members) {
+    if (m.former >= 0) kept[static_cast<size_t>(m.former)] = true;
+    newcomers += m.former < 0;
+  }
+  std::vector<int> lost;
+  for (int r = 0; r < im.size; ++r) {
+    if (!kept[static_cast<size_t>(r)]) lost.push_back(r);
+  }
+  im.declareFailed(lost);
+  auto& next = *out.impl;
+  next.elastic = true;
+  next.generation = generation;
+  next.formerRanks = formersOf(out.members);
+  next.rootStore = im.rootStore;
+  next.startTracing(im.rootStore);
+  if (next.rank == 0) {
+    const std::string change = "generation=" + std::to_string(generation) +
+                               " size=" + std::to_string(next.size) +
+                               " former=" + joined(next.formerRanks) + " lost=" + joined(lost) +
+                               " joined=" + std::to_string(newcomers);
+    im.rootStore->set(membership::kLastChangeKey, Store::Bytes(change.begin(), change.end()));
+  }
+  return std::unique_ptr<Communicator>(new Communicator(std::move(out.impl)));
+}
+
+std::unique_ptr<Communicator> Communicator::join(std::shared_ptr<Store> store, Options options) {
+  return joinVia(std::move(store), "", std::move(options));
+}
+
+std::unique_ptr<Communicator> Communicator::join(const std::string& storeUrl, Options options) {
+  auto store = openStore(storeUrl, options.timeout);
+  return joinVia(std::move(store), routeOf(storeUrl), std::move(options));
+}
+
+std::unique_ptr<Communicator> Communicator::joinVia(std::shared_ptr<Store> store,
+                                                    const std::string& route, Options options) {
+  if (!store) throw Error(ErrorCode::kInvalidArgument, "join: store is null");
+  algo::validateAlgorithmSetting(options.algorithm);
+  const int64_t ticket = membership::enqueueJoiner(*store);
+  const std::string where = "join (newcomer ticket " + std::to_string(ticket) + ")";
+  membership::Outcome out;
+  uint64_t generation = 0;
+  try {
+    auto [g, attempt] =
+        membership::awaitAdmission(*store, ticket, Deadline::after(options.timeout));
+    generation = g;
+    out = membership::agreeAsNewcomer(store, generation, attempt, ticket, options, route,
+                                      Deadline::after(options.timeout));
+  } catch (const Error& e) {
+    throw Error(e.code(), where + ": " + e.what());
+  }
+  auto& next = *out.impl;
+  next.elastic = true;
+  next.generation = generation;
+  next.formerRanks = formersOf(out.members);
+  next.rootStore = store;
+  next.startTracing(store);
+  return std::unique_ptr<Communicator>(new Communicator(std::move(out.impl)));
+}
 
 }  // namespace chorus

@@ -35,7 +35,8 @@ PeerTransport::PeerTransport(int rank, int size, Fd listener,
       listener_(std::move(listener)),
       sockets_(static_cast<size_t>(size)),
       rings_(static_cast<size_t>(size)),
-      data_(static_cast<size_t>(size), nullptr) {
+      data_(static_cast<size_t>(size), nullptr),
+      peerFailed_(new std::atomic<bool>[static_cast<size_t>(size)]()) {
   epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!epoll_ || !wake_) throw Error(ErrorCode::kSystem, "epoll/eventfd: " + errnoText(errno));
@@ -85,15 +86,25 @@ void PeerTransport::beginOp(const OpDesc& op) {
 
 void PeerTransport::postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) {
   Link& l = link(peer);
-  if (l.peerLeft()) l.throwPeerLeft();
-  r.start(peer, step, data, bytes);
-  l.postSend(r);
+  try {
+    if (l.peerLeft()) l.throwPeerLeft();
+    r.start(peer, step, data, bytes);
+    l.postSend(r);
+  } catch (const Error& e) {
+    notePeerError(peer, e);
+    throw;
+  }
 }
 
 void PeerTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) {
   Link& l = link(peer);
   r.start(peer, step, data, bytes);
-  l.postRecv(r);
+  try {
+    l.postRecv(r);
+  } catch (const Error& e) {
+    notePeerError(peer, e);
+    throw;
+  }
 }
 
 void PeerTransport::wait(Request& r, Deadline deadline) {
@@ -102,7 +113,10 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
   std::unique_ptr<Error> mine;  // set once this wait has timed out
   while (!r.done()) {
     if (deadline.expired()) {
-      if (mine) throw *mine;
+      if (mine) {
+        notePeerFailed(r.peer);  // it never answered, nor said why
+        throw *mine;
+      }
       mine = std::make_unique<Error>(ErrorCode::kTimeout, timeoutMessage(r));
       if (op_.recorder) op_.recorder->timedOut(op_.current, mine->what());
       // Tell the peers now, then listen a little longer: the peer this rank waits for may itself

@@ -49,6 +49,7 @@ class PeerTransport final : public Transport {
   void close() noexcept override;
   void attachRecorder(trace::Recorder* recorder) override { op_.recorder = recorder; }
   uint64_t communicatorId() const override { return communicatorId_; }
+  std::vector<int> failedPeers() const override;
   void setCommunicatorId(uint64_t id) { communicatorId_ = id; }
   std::string peerAddress(int peer) const override;
   const std::vector<std::string>& hosts() const override { return hosts_; }
@@ -72,6 +73,9 @@ class PeerTransport final : public Transport {
   bool pumpShared();
   bool sharedBusy() const;
   void sendAbortFrames(const Error& cause) noexcept;
+  // Records `peer` as failed when `e` says it is lost or gone (not when it sent its abort).
+  void notePeerError(int peer, const Error& e) noexcept;
+  void notePeerFailed(int peer) noexcept;
   std::string timeoutMessage(const Request& r) const;
   std::string waitingText(const Request& r) const;
   void pollStuck(const Request& r, Deadline deadline);
@@ -98,6 +102,8 @@ class PeerTransport final : public Transport {
   bool onlyShared_ = false;  // every peer is on shared memory
   bool spinAllowed_ = true;
   uint64_t communicatorId_ = 0;
+  // Per peer: set once this transport saw it fail (failedPeers; read from any thread).
+  std::unique_ptr<std::atomic<bool>[]> peerFailed_;
 };
 
 }  // namespace chorus::transport

@@ -21,6 +21,26 @@
 #include <cstring>
 
 namespace chorus::transport {
+
+void PeerTransport::notePeerError(int peer, const Error& e) noexcept {
+  // A peer whose abort message was read is alive and said why; a mismatch is not a failure.
+  if (e.code() == ErrorCode::kPeerFailure && op_.abortFrom != peer) notePeerFailed(peer);
+}
+
+void PeerTransport::notePeerFailed(int peer) noexcept {
+  if (peer >= 0 && peer < size_ && peer != rank_) {
+    peerFailed_[static_cast<size_t>(peer)].store(true, std::memory_order_release);
+  }
+}
+
+std::vector<int> PeerTransport::failedPeers() const {
+  std::vector<int> out;
+  for (int q = 0; q < size_; ++q) {
+    if (peerFailed_[static_cast<size_t>(q)].load(std::memory_order_acquire)) out.push_back(q);
+  }
+  return out;
+}
+
 void PeerTransport::interrupt() noexcept {
   interrupted_.store(true);
   uint64_t one = 1;

@@ -106,7 +106,14 @@ void PeerTransport::progress(Deadline deadline) {
       if (fd >= 0) ::close(fd);
       continue;
     }
-    if (key < sockets_.size() && sockets_[key]) sockets_[key]->onEvents(ev);
+    if (key < sockets_.size() && sockets_[key]) {
+      try {
+        sockets_[key]->onEvents(ev);
+      } catch (const Error& e) {
+        notePeerError(static_cast<int>(key), e);
+        throw;
+      }
+    }
   }
 }
 

@@ -43,7 +43,16 @@ bool PeerTransport::sharedBusy() const {
 
 bool PeerTransport::pumpShared() {
   bool moved = false;
-  for (shm::ShmLink* l : shared_) moved |= l->progress();
+  for (shm::ShmLink* l : shared_) {
+    try {
+      moved |= l->progress();
+    } catch (const Error& e) {
+      for (size_t q = 0; q < rings_.size(); ++q) {
+        if (rings_[q].get() == l) notePeerError(static_cast<int>(q), e);
+      }
+      throw;
+    }
+  }
   return moved;
 }
 

@@ -5,6 +5,7 @@
 #include "transport/data_path.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace chorus {
 class Error;
@@ -31,6 +32,10 @@ class Transport : public DataPath {
   virtual void attachRecorder(trace::Recorder* recorder) { (void)recorder; }
   // 64 bits of the id the ranks agreed on at rendezvous (0 when there is none).
   virtual uint64_t communicatorId() const { return 0; }
+  // Peers this transport saw fail, ascending: connection lost, closed while data was due, or
+  // timed out (a peer that sent its abort message is alive and not listed). Thread-safe, never
+  // blocks; still answers after abort().
+  virtual std::vector<int> failedPeers() const { return {}; }
 };
 
 }  // namespace chorus::transport

@@ -1,0 +1,299 @@
+// The membership agreement (docs/fault-tolerance.md, "Protocol"). Keys, all under the root
+// store's "chorus/elastic/":
+//   g<G>/a<A>/reg/<slot>   a participant of attempt A of generation G is here (value: the slots
+//                          it knows to be dead)
+//   g<G>/a<A>/decider      counter: the participant that moves it to 1 writes the decision
+//   g<G>/a<A>/decision     the members, one line each: "<slot> <former rank> <ticket>"
+//   g<G>/a<A>/comm/...     the new communicator's rendezvous (fresh keys for every attempt)
+//   joiners                counter: tickets handed to newcomers
+//   joiner/<t>, withdrawn/<t>, admitted/<t> ("<G> <A>")   one newcomer's queue entry
+//   admitted               tickets consumed by decisions so far
+// Slots of attempt 0 are the ranks of the communicator being replaced; those of attempt A > 0
+// the ranks of attempt A - 1's decision.
+#include "core/membership.h"
+
+#include "core/connect.h"
+
+#include <chorus/error.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace chorus::membership {
+namespace {
+
+const std::string kRoot = "chorus/elastic/";
+const std::string kTicketsKey = kRoot + "joiners";
+const std::string kConsumedKey = kRoot + "admitted";
+
+std::string attemptKey(uint64_t generation, int attempt) {
+  return kRoot + "g" + std::to_string(generation) + "/a" + std::to_string(attempt) + "/";
+}
+std::string joinerKey(int64_t t) { return kRoot + "joiner/" + std::to_string(t); }
+std::string withdrawnKey(int64_t t) { return kRoot + "withdrawn/" + std::to_string(t); }
+std::string admittedKey(int64_t t) { return kRoot + "admitted/" + std::to_string(t); }
+
+std::string text(const Store::Bytes& b) { return std::string(b.begin(), b.end()); }
+Store::Bytes bytes(const std::string& s) { return Store::Bytes(s.begin(), s.end()); }
+bool has(Store& s, const std::string& key) { return s.check({key}); }
+std::chrono::milliseconds left(const Deadline& d) {
+  return std::chrono::milliseconds(d.remainingMs());
+}
+
+// Half of what is left: each phase that may wait for a rank that never comes (registration,
+// connection) leaves time for the attempt after it.
+Deadline halfway(const Deadline& deadline) {
+  return Deadline(std::min(deadline.at(), Clock::now() + (deadline.at() - Clock::now()) / 2));
+}
+
+std::mutex hookMu;
+std::function<void(int)> afterRegisterHook;
+
+void afterRegister(int rank) {
+  std::function<void(int)> hook;
+  {
+    std::lock_guard<std::mutex> lock(hookMu);
+    hook = afterRegisterHook;
+  }
+  if (hook) hook(rank);
+}
+
+struct Decision {
+  std::vector<int> slots;  // per member: its slot in the attempt, -1 for a newcomer
+  std::vector<Member> members;
+};
+
+std::string encode(const Decision& d) {
+  std::string out;
+  for (size_t i = 0; i < d.members.size(); ++i) {
+    out += std::to_string(d.slots[i]) + " " + std::to_string(d.members[i].former) + " " +
+           std::to_string(d.members[i].ticket) + "\n";
+  }
+  return out;
+}
+
+Decision decode(const std::string& s) {
+  Decision d;
+  std::istringstream in(s);
+  int slot, former;
+  int64_t ticket;
+  while (in >> slot >> former >> ticket) {
+    d.slots.push_back(slot);
+    d.members.push_back({former, ticket});
+  }
+  return d;
+}
+
+std::string encodeInts(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += std::to_string(x) + " ";
+  return out;
+}
+
+std::vector<int> decodeInts(const std::string& s) {
+  std::vector<int> out;
+  std::istringstream in(s);
+  int x;
+  while (in >> x) out.push_back(x);
+  return out;
+}
+
+void pause(int& ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  ms = std::min(ms * 2, 20);
+}
+
+// True when the newcomers announced so far have all registered (their records, not only their
+// tickets: decide() admits a ticket once its record is there).
+bool expectedJoinersIn(Store& root) {
+  const int64_t expected = root.add(kExpectedJoinersKey, 0);
+  for (int64_t t = root.add(kConsumedKey, 0) + 1; t <= expected; ++t) {
+    if (!has(root, joinerKey(t))) return false;
+  }
+  return true;
+}
+
+// Waits until every slot has registered or is known dead (by this participant or by one that
+// registered) and the joiners a launcher announced have come; or until someone decided, or
+// `until`.
+void awaitRegistrations(Store& root, const std::string& at, int slots, std::vector<bool> dead,
+                        const Deadline& until) {
+  std::vector<bool> seen(static_cast<size_t>(slots));
+  int pauseMs = 1;
+  for (;;) {
+    for (int i = 0; i < slots; ++i) {
+      const std::string key = at + "reg/" + std::to_string(i);
+      if (seen[static_cast<size_t>(i)] || !has(root, key)) continue;
+      seen[static_cast<size_t>(i)] = true;
+      for (int d : decodeInts(text(root.get(key, std::chrono::seconds(5))))) {
+        if (d >= 0 && d < slots) dead[static_cast<size_t>(d)] = true;
+      }
+    }
+    bool covered = true;
+    for (size_t i = 0; i < seen.size(); ++i) covered = covered && (seen[i] || dead[i]);
+    if (covered && expectedJoinersIn(root)) return;
+    if (has(root, at + "decision") || until.expired()) return;
+    pause(pauseMs);
+  }
+}
+
+// Writes the decision of this attempt: the slots registered now, then the newcomers waiting, in
+// ticket order.
+void decide(Store& root, const std::string& at, const std::vector<Member>& base,
+            uint64_t generation, int attempt) {
+  Decision d;
+  for (size_t i = 0; i < base.size(); ++i) {
+    if (has(root, at + "reg/" + std::to_string(i))) {
+      d.slots.push_back(static_cast<int>(i));
+      d.members.push_back(base[i]);
+    }
+  }
+  const int64_t consumed = root.add(kConsumedKey, 0);
+  const int64_t issued = root.add(kTicketsKey, 0);
+  int64_t upTo = consumed;
+  for (int64_t t = consumed + 1; t <= issued && has(root, joinerKey(t)); ++t) {
+    upTo = t;
+    if (has(root, withdrawnKey(t))) continue;
+    d.slots.push_back(-1);
+    d.members.push_back({-1, t});
+    root.set(admittedKey(t), bytes(std::to_string(generation) + " " + std::to_string(attempt)));
+  }
+  if (upTo > consumed) root.add(kConsumedKey, upTo - consumed);
+  root.set(at + "decision", bytes(encode(d)));
+}
+
+// Attempts from `attempt` on, with `base` the members of its slots; the participant is slot
+// `slot` of it, or (slot -1, first attempt only) the newcomer with `ticket`.
+Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int attempt,
+                    std::vector<Member> base, int slot, int64_t ticket, std::vector<int> knownDead,
+                    const Options& options, const std::string& route, const Deadline& deadline) {
+  const int oldRank = slot >= 0 ? base[static_cast<size_t>(slot)].former : -1;
+  std::string lastFailure;
+  for (;; ++attempt) {
+    const std::string at = attemptKey(generation, attempt);
+    if (slot >= 0) {
+      root->set(at + "reg/" + std::to_string(slot), bytes(encodeInts(knownDead)));
+      afterRegister(oldRank);
+      std::vector<bool> deadSlots(base.size());
+      for (int d : knownDead) {
+        if (d >= 0 && d < static_cast<int>(base.size())) deadSlots[static_cast<size_t>(d)] = true;
+      }
+      awaitRegistrations(*root, at, static_cast<int>(base.size()), deadSlots, halfway(deadline));
+      if (!has(*root, at + "decision") && root->add(at + "decider", 1) == 1) {
+        decide(*root, at, base, generation, attempt);
+      }
+    }
+    Decision d;
+    try {
+      d = decode(text(root->get(at + "decision", left(deadline))));
+    } catch (const Error& e) {
+      throw Error(e.code(),
+                  "no agreement on the members of generation " + std::to_string(generation) +
+                      " (attempt " + std::to_string(attempt) + ")" +
+                      (lastFailure.empty() ? "" : " after " + lastFailure) + ": " + e.what());
+    }
+    int me = -1;
+    for (size_t i = 0; i < d.members.size() && me < 0; ++i) {
+      if (slot >= 0 ? d.slots[i] == slot : (d.slots[i] < 0 && d.members[i].ticket == ticket)) {
+        me = static_cast<int>(i);
+      }
+    }
+    if (me < 0) {
+      const std::string who = oldRank >= 0 ? "rank " + std::to_string(oldRank)
+                                           : "the newcomer with ticket " + std::to_string(ticket);
+      throw Error(ErrorCode::kPeerFailure,
+                  who +
+                      " was declared dead by the survivors: it came too late to the agreement on "
+                      "the members of generation " +
+                      std::to_string(generation) + " (attempt " + std::to_string(attempt) +
+                      "), which went on without it");
+    }
+    const int size = static_cast<int>(d.members.size());
+    // The others gave up on this attempt already: follow them.
+    if (!has(*root, attemptKey(generation, attempt + 1) + "decision")) {
+      try {
+        auto impl = connectScopedBy(makePrefixStore(at + "comm", root), route, me, size, options,
+                                    halfway(deadline));
+        return Outcome{std::move(impl), d.members};
+      } catch (const Error& e) {
+        if (deadline.expired()) {
+          throw Error(e.code(), "connecting as rank " + std::to_string(me) + " of " +
+                                    std::to_string(size) + " (generation " +
+                                    std::to_string(generation) + ", attempt " +
+                                    std::to_string(attempt) + "): " + e.what());
+        }
+        lastFailure = "attempt " + std::to_string(attempt) + " failed (" + e.what() + ")";
+      }
+    }
+    // A member was lost while connecting: the members of this attempt try again.
+    base = d.members;
+    slot = me;
+    knownDead.clear();
+  }
+}
+
+}  // namespace
+
+Outcome agree(const std::shared_ptr<Store>& root, uint64_t generation, int oldSize,
+              const Participant& self, const std::vector<int>& knownDead, const Options& options,
+              const std::string& route, const Deadline& deadline) {
+  std::vector<Member> base(static_cast<size_t>(oldSize));
+  for (int r = 0; r < oldSize; ++r) base[static_cast<size_t>(r)].former = r;
+  return runAttempts(root, generation, 0, std::move(base), self.rank, 0, knownDead, options, route,
+                     deadline);
+}
+
+int64_t enqueueJoiner(Store& root) {
+  const int64_t ticket = root.add(kTicketsKey, 1);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  root.set(joinerKey(ticket), bytes(std::string(host) + " pid " + std::to_string(getpid())));
+  return ticket;
+}
+
+std::pair<uint64_t, int> awaitAdmission(Store& root, int64_t ticket, const Deadline& deadline) {
+  Store::Bytes v;
+  try {
+    v = root.get(admittedKey(ticket), left(deadline));
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTimeout) throw;
+    root.set(withdrawnKey(ticket), bytes("timed out"));
+    // Admitted meanwhile after all: go on.
+    if (!has(root, admittedKey(ticket))) {
+      throw Error(ErrorCode::kTimeout,
+                  "no membership change admitted newcomer ticket " + std::to_string(ticket) +
+                      " in time (do the ranks of the job call shrink()?): " + e.what());
+    }
+    v = root.get(admittedKey(ticket), std::chrono::seconds(5));
+  }
+  std::istringstream in(text(v));
+  uint64_t generation = 0;
+  int attempt = 0;
+  in >> generation >> attempt;
+  return {generation, attempt};
+}
+
+Outcome agreeAsNewcomer(const std::shared_ptr<Store>& root, uint64_t generation, int attempt,
+                        int64_t ticket, const Options& options, const std::string& route,
+                        const Deadline& deadline) {
+  return runAttempts(root, generation, attempt, {}, -1, ticket, {}, options, route, deadline);
+}
+
+int joinersWaiting(Store& root) {
+  const int64_t consumed = root.add(kConsumedKey, 0);
+  const int64_t issued = root.add(kTicketsKey, 0);
+  int waiting = 0;
+  for (int64_t t = consumed + 1; t <= issued; ++t) waiting += !has(root, withdrawnKey(t));
+  return waiting;
+}
+
+void setAfterRegisterHookForTesting(std::function<void(int rank)> hook) {
+  std::lock_guard<std::mutex> lock(hookMu);
+  afterRegisterHook = std::move(hook);
+}
+
+}  // namespace chorus::membership

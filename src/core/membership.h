@@ -1,0 +1,67 @@
+// The membership agreement behind Communicator::shrink and join (docs/fault-tolerance.md): the
+// members of the next communicator agree on who they are through the job's root store, then
+// connect through keys unique to that agreement.
+#pragma once
+
+#include "common/deadline.h"
+#include "core/communicator_impl.h"
+
+#include <chorus/store.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace chorus::membership {
+
+// Keys under the root store's "chorus/elastic/" that others read or write too.
+inline constexpr const char* kExpectedJoinersKey = "chorus/elastic/expected_joiners";
+inline constexpr const char* kLastChangeKey = "chorus/elastic/last_change";
+
+// One member of the next communicator.
+struct Member {
+  int former = -1;     // rank in the communicator being replaced; -1 for a newcomer
+  int64_t ticket = 0;  // a newcomer's place in the queue of joiners (0 for a survivor)
+};
+
+// Who is taking part: a survivor of the communicator being replaced (its rank there), or a
+// newcomer (its ticket from enqueueJoiner).
+struct Participant {
+  int rank = -1;
+  int64_t ticket = 0;
+};
+
+// The outcome: the connected communicator and who is in it, in new-rank order.
+struct Outcome {
+  std::unique_ptr<Communicator::Impl> impl;
+  std::vector<Member> members;
+};
+
+// Runs the agreement for generation `generation` (the communicator being replaced has
+// `oldSize` ranks and generation - 1), retrying with the members that remain when one is lost
+// while connecting, until connected or `deadline`. knownDead: ranks of the old communicator
+// this participant knows to be dead. Throws Error(kPeerFailure, "... declared dead ...") when
+// the agreement left this participant out.
+Outcome agree(const std::shared_ptr<Store>& root, uint64_t generation, int oldSize,
+              const Participant& self, const std::vector<int>& knownDead, const Options& options,
+              const std::string& route, const Deadline& deadline);
+
+// A newcomer takes a ticket and waits for the agreement that admits it: returns its generation
+// and the attempt (as "generation attempt"); throws Error(kTimeout) at the deadline, and then
+// withdraws the ticket.
+int64_t enqueueJoiner(Store& root);
+std::pair<uint64_t, int> awaitAdmission(Store& root, int64_t ticket, const Deadline& deadline);
+Outcome agreeAsNewcomer(const std::shared_ptr<Store>& root, uint64_t generation, int attempt,
+                        int64_t ticket, const Options& options, const std::string& route,
+                        const Deadline& deadline);
+
+// Newcomers registered and not admitted yet.
+int joinersWaiting(Store& root);
+
+// Test hook: called with the participant's rank (or -1 for a newcomer) right after it
+// registered for an attempt; a throw there makes that participant vanish mid-agreement.
+void setAfterRegisterHookForTesting(std::function<void(int rank)> hook);
+
+}  // namespace chorus::membership

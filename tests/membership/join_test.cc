@@ -1,0 +1,141 @@
+// Communicator::join over thread-ranks: a newcomer replaces a lost rank at the next shrink
+// (announced through chorus/elastic/expected_joiners, as an elastic launcher does), a newcomer
+// that nobody admits times out, and the C API of membership changes.
+#include "core/membership.h"
+#include "harness/c_ranks.h"
+#include "membership/membership_harness.h"
+
+#include <chorus/chorus.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+namespace chorus::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string joinAll(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += s + "\n";
+  return out;
+}
+
+// The names checkCollectives uses: survivors keep their first rank, newcomers get 100 + rank.
+std::vector<int> idsOf(const Communicator& comm) {
+  std::vector<int> ids = comm.formerRanks();
+  for (size_t r = 0; r < ids.size(); ++r) {
+    if (ids[r] < 0) ids[r] = 100 + static_cast<int>(r);
+  }
+  return ids;
+}
+
+TEST(Join, ReplacementTakesTheNextMembership) {
+  auto store = makeHashStore();
+  const Options options = membershipOptions(seconds(20));
+  // The launcher announces the replacement before starting it; it arrives late.
+  store->add(membership::kExpectedJoinersKey, 1);
+  auto newcomer = [&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    auto comm = Communicator::join(store, options);
+    require(comm->size() == 4 && comm->rank() == 3, "newcomer placed at " +
+                                                        std::to_string(comm->rank()) + " of " +
+                                                        std::to_string(comm->size()));
+    require(comm->formerRanks() == std::vector<int>({0, 1, 3, -1}), "newcomer's formerRanks");
+    require(comm->generation() == 1, "newcomer's generation");
+    checkCollectives(*comm, idsOf(*comm));
+  };
+  auto errors =
+      runElastic(store, 4, options,
+                 [&](int r, auto comm) {
+                   checkCollectives(*comm, {0, 1, 2, 3});
+                   if (r == 2) return;  // lost: destroyed between collectives
+                   try {
+                     checkCollectives(*comm, {0, 1, 2, 3});
+                     throw std::runtime_error("collectives went on without rank 2");
+                   } catch (const Error&) {
+                   }
+                   auto next = comm->shrink();
+                   require(next->size() == 4, "size " + std::to_string(next->size()));
+                   require(next->formerRanks() == std::vector<int>({0, 1, 3, -1}), "formerRanks");
+                   require(comm->failedRanks() == std::vector<int>({2}), "failedRanks");
+                   require(next->joinersWaiting() == 0, "joiners still waiting");
+                   checkCollectives(*next, idsOf(*next));
+                 },
+                 {newcomer});
+  EXPECT_TRUE(errors.empty()) << joinAll(errors);
+  auto change = store->get(membership::kLastChangeKey, seconds(1));
+  EXPECT_EQ(std::string(change.begin(), change.end()),
+            "generation=1 size=4 former=0,1,3,-1 lost=2 joined=1");
+}
+
+TEST(Join, NoMembershipChangeTimesOut) {
+  auto store = makeHashStore();
+  try {
+    Communicator::join(store, membershipOptions(milliseconds(200)));
+    FAIL() << "join returned without a membership change";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTimeout) << e.what();
+  }
+  // The withdrawn newcomer is not counted as waiting any more.
+  EXPECT_EQ(membership::joinersWaiting(*store), 0);
+}
+
+TEST(MembershipCApi, ShrinkAndQueries) {
+  runCRanks(3, [](chorus_comm* comm, const Fail& fail) {
+    int count = -1;
+    int ranks[8] = {};
+    if (chorus_comm_failed_ranks(comm, ranks, 8, &count) != CHORUS_OK || count != 0) {
+      fail("failed ranks before: " + std::to_string(count));
+    }
+    uint64_t generation = 99;
+    if (chorus_comm_generation(comm, &generation) != CHORUS_OK || generation != 0) {
+      fail("generation before");
+    }
+    if (chorus_comm_joiners_waiting(comm, &count) != CHORUS_OK || count != 0) fail("joiners");
+    chorus_comm* next = nullptr;
+    if (chorus_comm_shrink(comm, &next) != CHORUS_OK || next == nullptr) {
+      fail(std::string("shrink: ") + chorus_last_error(comm));
+      return;
+    }
+    if (chorus_comm_generation(next, &generation) != CHORUS_OK || generation != 1) {
+      fail("generation after");
+    }
+    if (chorus_comm_former_ranks(next, ranks, 8, &count) != CHORUS_OK || count != 3 ||
+        ranks[0] != 0 || ranks[1] != 1 || ranks[2] != 2) {
+      fail("former ranks after");
+    }
+    // Too small an array: the count still says how many there are.
+    if (chorus_comm_former_ranks(next, ranks, 1, &count) != CHORUS_OK || count != 3) {
+      fail("former ranks, capacity 1");
+    }
+    if (chorus_comm_failed_ranks(next, nullptr, 4, &count) != CHORUS_ERR_INVALID_ARGUMENT) {
+      fail("null ranks with capacity accepted");
+    }
+    if (chorus_comm_shrink(next, nullptr) != CHORUS_ERR_INVALID_ARGUMENT) fail("null out");
+    long long x = chorus_rank(next) + 1;
+    if (chorus_all_reduce(next, &x, &x, 1, CHORUS_I64, CHORUS_SUM) != CHORUS_OK || x != 6) {
+      fail("all_reduce after shrink");
+    }
+    if (chorus_barrier(comm) != CHORUS_ERR_ABORTED) fail("old communicator still usable");
+    chorus_destroy(next);
+  });
+}
+
+TEST(MembershipCApi, JoinWithoutChangeTimesOut) {
+  TcpStoreServer server("127.0.0.1", 0);
+  chorus_options o{};
+  o.struct_size = sizeof(o);
+  o.timeout_ms = 200;
+  chorus_comm* comm = nullptr;
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(server.port());
+  EXPECT_EQ(chorus_comm_join(url.c_str(), &o, &comm), CHORUS_ERR_TIMEOUT)
+      << chorus_last_error(nullptr);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_EQ(chorus_comm_join(nullptr, &o, &comm), CHORUS_ERR_INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace chorus::testing
