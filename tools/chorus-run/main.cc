@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "common/errno_text.h"
+#include "elastic_job.h"
 #include "failure_verdict.h"
 #include "hang_watch.h"
 #include "options.h"
@@ -39,7 +40,18 @@ int launch(const Options& options) {
     writeAll(2, "chorus-run: the ranks' traces go to " + launchEnv.traceDir + "\n");
     hangWatch = std::make_unique<HangWatch>(storeUrl, *options.hangSeconds, launchEnv.traceDir,
                                             options.stopOnHang, supervisor);
-    supervisor.setTick(HangWatch::kTickPeriod, [&hangWatch] { hangWatch->tick(); });
+  }
+  std::unique_ptr<ElasticJob> elastic;
+  if (options.elastic) {
+    elastic = makeElasticJob(options, storeUrl, launchEnv, supervisor);
+    supervisor.setFailureHandler(
+        [&elastic](const RankProcess& p, int status) { elastic->onFailure(p, status); });
+  }
+  if (hangWatch || elastic) {
+    supervisor.setTick(HangWatch::kTickPeriod, [&hangWatch, &elastic] {
+      if (hangWatch) hangWatch->tick();
+      if (elastic) elastic->tick();
+    });
   }
   const int64_t launchedUs = std::chrono::duration_cast<std::chrono::microseconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
@@ -62,10 +74,13 @@ int launch(const Options& options) {
       // 127, which the supervisor reports and returns.
       writeAll(2, "chorus-run: cannot execute '" + options.command[0] +
                       "': " + chorus::errnoText(execErrno) + "\n");
+      if (elastic) supervisor.abort(127);  // not a failure to restart from
       break;
     }
   }
-  return supervisor.run();
+  const int status = supervisor.run();
+  if (elastic) elastic->tick();  // a membership change published just before the end
+  return status;
 }
 
 }  // namespace

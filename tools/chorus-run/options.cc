@@ -20,18 +20,32 @@ Each rank gets CHORUS_RANK, CHORUS_WORLD_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_S
 CHORUS_STORE and, with --timeout, CHORUS_TIMEOUT; also what torch.distributed's env:// init
 reads: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT
 (a free loopback port). SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank
-fails, the others get SIGTERM, then SIGKILL after the grace period.
+fails (without --elastic), the others get SIGTERM, then SIGKILL after the grace period.
 
 Exit status: 0 when every rank exited 0; otherwise that of the first rank that failed (its exit
 status, or 128+N when signal N killed it; 127 when the program cannot be executed); 128+N when
 chorus-run itself received signal N; 2 for a usage error; 1 when chorus-run cannot start the
-ranks; 124 when --hang-action stop stopped a job that made no progress.
+ranks; 124 when --hang-action stop stopped a job that made no progress. With --elastic: 0 when
+every rank still running at the end exits 0 (the ranks lost on the way are excused and named in
+the log); otherwise that of the first rank lost for good, or as above.
 
 With --hang-seconds S, the ranks also get CHORUS_TRACE_DIR (a new directory, printed; or the
 one already set in the environment) and CHORUS_TRACE_SIGNAL=USR1. chorus-run reads their
 progress records from the store every second; when no rank made progress for S seconds while a
 call is pending, it sends SIGUSR1 to every rank, waits briefly for their dumps and prints
-chorus-doctor's verdict.)";
+chorus-doctor's verdict.
+
+With --elastic, a rank that exits non-zero or is killed does not stop the job. While restarts
+remain (--max-restarts in all, over all ranks), chorus-run adds 1 to the store key
+chorus/elastic/expected_joiners and starts a replacement with the rank's environment plus
+CHORUS_JOIN=1 and CHORUS_RESTART=<how many times this rank was restarted>: the program must
+handle the loss (Communicator::shrink) and the replacement must join (Communicator::fromEnv
+joins when CHORUS_JOIN=1). With no restarts left, the job goes on while at least --min-ranks
+ranks remain (ranks that finished successfully count), else chorus-run stops every rank and
+names the failures. A rank that exits 0 is done and is not restarted. chorus-run logs every
+failure, restart and membership change (the ranks' chorus/elastic/last_change). The store is
+the one chorus-run hosts, or the one --store names (which chorus-run must reach too). See
+docs/elastic-launch.md.)";
 
 // Usage errors get the error and the one-line usage, not the whole help.
 std::nullopt_t usageError(const std::string& message, int& exitCode) {
@@ -73,6 +87,16 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
   app.add_option("--hang-action", hangAction,
                  "After the verdict: report (keep running, the default) or stop the job")
       ->check(CLI::IsMember({"report", "stop"}));
+  app.add_flag("--elastic", options.elastic,
+               "Keep the job running when a rank fails: restart it, or go on without it");
+  auto* maxRestarts =
+      app.add_option("--max-restarts", options.maxRestarts,
+                     "With --elastic: replacements started in all, over all ranks (default 3)")
+          ->check(CLI::Range(0, 1000000));
+  auto* minRanks = app.add_option("--min-ranks", options.minRanks,
+                                  "With --elastic: the job goes on while at least M ranks "
+                                  "remain (default 1)")
+                       ->check(CLI::Range(1, 65536));
   app.add_option("program", positional, "Program and arguments (or give them after --)");
 
   try {
@@ -88,6 +112,16 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
   options.stopOnHang = hangAction == "stop";
   if (options.stopOnHang && !options.hangSeconds) {
     return usageError("--hang-action needs --hang-seconds", exitCode);
+  }
+  for (auto* elasticOnly : {maxRestarts, minRanks}) {
+    if (elasticOnly->count() > 0 && !options.elastic) {
+      return usageError(elasticOnly->get_name() + " needs --elastic", exitCode);
+    }
+  }
+  if (options.minRanks > options.ranks) {
+    return usageError("--min-ranks " + std::to_string(options.minRanks) + " is larger than -n " +
+                          std::to_string(options.ranks),
+                      exitCode);
   }
   std::vector<std::string> afterDashes(argv + std::min(split + 1, argc), argv + argc);
   if (!positional.empty() && !afterDashes.empty()) {

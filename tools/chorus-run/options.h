@@ -22,6 +22,11 @@ struct Options {
   std::optional<double> hangSeconds;
   // --hang-action stop: also stop the job after the verdict (else it keeps running).
   bool stopOnHang = false;
+  // --elastic: a failed rank is restarted (up to maxRestarts times over all ranks) or, with no
+  // restarts left, the job goes on while at least minRanks ranks remain (elastic_job.h).
+  bool elastic = false;
+  int maxRestarts = 3;
+  int minRanks = 1;
   // Program and its arguments.
   std::vector<std::string> command;
 };

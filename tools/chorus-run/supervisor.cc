@@ -91,7 +91,7 @@ void Supervisor::abort(int exitCode) {
 int Supervisor::run() {
   std::vector<pollfd> fds;
   std::vector<Stream*> polled;
-  while (live_ > 0) {
+  for (runDeferred(); live_ > 0; runDeferred()) {
     fds.assign(1, pollfd{signalFd_, POLLIN, 0});
     polled.clear();
     for (auto& stream : streams_) {
@@ -174,13 +174,27 @@ void Supervisor::reapChildren() {
         if (stream.rank == rank.process.rank && stream.fd >= 0) drain(stream, kReadsToEmpty);
       }
       onRankExit(rank, status);
+      break;  // the rank is found; onRankExit may have queued a replacement
     }
+  }
+}
+
+void Supervisor::runDeferred() {
+  // A deferred start may defer another (a replacement that cannot start is handled as a failure).
+  while (!deferred_.empty()) {
+    auto start = std::move(deferred_.front());
+    deferred_.erase(deferred_.begin());
+    if (!stopping_) start();
   }
 }
 
 void Supervisor::onRankExit(Rank& rank, int waitStatus) {
   if (WIFEXITED(waitStatus) && WEXITSTATUS(waitStatus) == 0) return;  // others may still run
   if (stopping_) return;  // expected: we are stopping it
+  if (failureHandler_) {
+    failureHandler_(rank.process, waitStatus);
+    return;
+  }
   std::vector<std::pair<const Rank*, int>> failed{{&rank, waitStatus}};
   // A rank that exits with an error is often reacting to another that died a moment earlier
   // (its peers see the sockets close before we see the death): give such a death a moment to be

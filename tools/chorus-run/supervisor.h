@@ -46,8 +46,20 @@ class Supervisor {
   void stopAll(int exitCode, const std::string& why);
   bool stopping() const { return stopping_; }
 
+  // chorus-run --elastic: a rank that fails (exits non-zero or is killed by a signal) while the
+  // job is not stopping is handed to handler, which decides what happens (restart it through
+  // deferStart, let the job go on, or stopAll) instead of the job being stopped.
+  void setFailureHandler(std::function<void(const RankProcess&, int waitStatus)> handler) {
+    failureHandler_ = std::move(handler);
+  }
+  // Runs start (which may add() a rank) at the next turn of run()'s loop, where the ranks and
+  // their streams may grow: the failure handler runs while they are being walked.
+  void deferStart(std::function<void()> start) { deferred_.push_back(std::move(start)); }
+
  private:
   std::function<std::string()> explainFailure_;
+  std::function<void(const RankProcess&, int)> failureHandler_;
+  std::vector<std::function<void()>> deferred_;
   using Clock = std::chrono::steady_clock;
   struct Rank {
     RankProcess process;
@@ -65,6 +77,7 @@ class Supervisor {
   // Reaps ranks that end within `window`, adding the failed ones to `failed`.
   void collectExits(std::vector<std::pair<const Rank*, int>>& failed,
                     std::chrono::milliseconds window);
+  void runDeferred();
   void onLauncherSignal(int sig);
   void beginStop(int sig);
   void killRemaining();

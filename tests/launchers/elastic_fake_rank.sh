@@ -1,0 +1,34 @@
+#!/bin/bash
+# A stand-in rank for elastic_test.sh: needs no library. It prints what chorus-run gave it, then
+# behaves as ELASTIC_FAKE asks (space-separated words, each RANK:ACTION):
+#   R:fail     rank R exits 3 on its first start, succeeds once restarted (CHORUS_RESTART set)
+#   R:kill     rank R SIGKILLs itself on its first start
+#   R:always   rank R exits 3 on every start
+#   R:publish  rank R, once restarted, writes chorus/elastic/last_change into the file store
+#              (as the library's new rank 0 would after a membership change)
+# Every other rank (and a rank once its action is done) sleeps ELASTIC_FAKE_SLEEP seconds (0.5), then
+# exits 0.
+echo "rank=$CHORUS_RANK join=${CHORUS_JOIN:-} restart=${CHORUS_RESTART:-} store=$CHORUS_STORE"
+
+# The file store's name for a key: "k" + the key in hex (src/store/file_store.cc).
+file_store_path() {
+  local dir=${CHORUS_STORE#file://}
+  echo "$dir/k$(printf '%s' "$1" | od -An -tx1 | tr -d ' \n')"
+}
+
+for word in ${ELASTIC_FAKE:-}; do
+  [[ ${word%%:*} == "$CHORUS_RANK" ]] || continue
+  case ${word#*:} in
+    fail) [[ -n ${CHORUS_RESTART:-} ]] || exit 3 ;;
+    kill) [[ -n ${CHORUS_RESTART:-} ]] || kill -KILL $$ ;;
+    always) exit 3 ;;
+    publish)
+      if [[ -n ${CHORUS_RESTART:-} ]]; then
+        path=$(file_store_path chorus/elastic/last_change)
+        printf '%s' "generation=1 size=4 former=0,1,3,-1 lost=2 joined=1" >"$path.tmp"
+        mv "$path.tmp" "$path"
+      fi
+      ;;
+  esac
+done
+sleep "${ELASTIC_FAKE_SLEEP:-0.5}"

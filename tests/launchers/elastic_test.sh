@@ -1,0 +1,100 @@
+#!/bin/bash
+# chorus-run --elastic with stand-in ranks (elastic_fake_rank.sh, no library): restarts, the
+# joiner announced in the store, a job that goes on without a rank, one that falls below
+# --min-ranks, a rank killed by SIGKILL, the membership log, and the options' errors.
+#
+#   elastic_test.sh CHORUS_RUN
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../harness/checks.sh
+source "$here/../harness/checks.sh"
+run=${1:?usage: elastic_test.sh CHORUS_RUN}
+rank=$here/elastic_fake_rank.sh
+scratch=$(mktemp -d /tmp/chorus-elastic-test.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+clear_launch_env
+
+# job NAME ARGS...: runs chorus-run (bounded) with ARGS; its stdout goes to $scratch/NAME.out,
+# its stderr (the launcher's log) to $scratch/NAME.log, its exit status to $code, its time to
+# $took (seconds).
+job() {
+  local name=$1 t0=$EPOCHREALTIME
+  shift
+  timeout -k 5 30 "$run" "$@" >"$scratch/$name.out" 2>"$scratch/$name.log"
+  code=$?
+  took=$(seconds_since "$t0")
+  echo "--- $name: chorus-run $* (exit $code, ${took}s)"
+  show "$scratch/$name.log"
+}
+logged() { grep -Eq "$2" "$scratch/$1.log" || { echo "    no line matches /$2/" >&2; return 1; }; }
+printed() { grep -Eq "$2" "$scratch/$1.out" || { echo "    no output matches /$2/" >&2; return 1; }; }
+# A key of the file store, as the library's file store keeps it ("k" + the key in hex).
+store_value() { cat "$1/k$(printf '%s' "$2" | od -An -tx1 | tr -d ' \n')" 2>/dev/null; }
+
+# A rank that fails on its first start is restarted; the replacement joins, the job ends well.
+store=$scratch/store-restart
+ELASTIC_FAKE="2:fail 2:publish" job restart -n 4 --elastic --store "file://$store" -- "$rank"
+check "restart: exit 0 (got $code)" [ "$code" -eq 0 ]
+check "restart: the log names the failure" logged restart \
+  '^chorus-run: rank 2 \(pid [0-9]+\) exited with status 3; restarting it \(restart 1 of 3\)$'
+check "restart: the log names the replacement" logged restart \
+  '^chorus-run: rank 2 restarted as pid [0-9]+ \(CHORUS_JOIN=1 CHORUS_RESTART=1\); 2 restart\(s\) left$'
+check "restart: the replacement got CHORUS_JOIN=1 CHORUS_RESTART=1" printed restart \
+  '^rank=2 join=1 restart=1 store=file://'
+check "restart: 5 starts in all" [ "$(grep -c '^rank=' "$scratch/restart.out")" -eq 5 ]
+check "restart: chorus/elastic/expected_joiners is 1" \
+  [ "$(store_value "$store" chorus/elastic/expected_joiners)" = 1 ]
+check "restart: the membership change is logged" logged restart \
+  '^chorus-run: membership: generation=1 size=4 former=0,1,3,-1 lost=2 joined=1$'
+
+# The same with the store chorus-run hosts, a rank killed by SIGKILL, and the hang watch on (it
+# shares the supervisor's tick with the membership poll).
+ELASTIC_FAKE="1:kill" CHORUS_TRACE_DIR=$scratch/traces job sigkill -n 3 --elastic --tag-output --hang-seconds 30 -- "$rank"
+check "SIGKILL: exit 0 (got $code)" [ "$code" -eq 0 ]
+check "SIGKILL: the log names the signal" logged sigkill \
+  '^chorus-run: rank 1 \(pid [0-9]+\) was killed by signal 9 \(Killed\); restarting it'
+check "SIGKILL: the replacement ran on the hosted store" printed sigkill \
+  '^\[1\] rank=1 join=1 restart=1 store=tcp://127.0.0.1:'
+
+# No restarts: the job goes on with 3 of 4 ranks.
+ELASTIC_FAKE="2:fail" job continue -n 4 --elastic --max-restarts 0 --min-ranks 3 -- "$rank"
+check "no restarts, --min-ranks 3: exit 0 (got $code)" [ "$code" -eq 0 ]
+check "no restarts, --min-ranks 3: the log names the failure" logged continue \
+  '^chorus-run: rank 2 \(pid [0-9]+\) exited with status 3 \(no restarts: --max-restarts 0\)$'
+check "no restarts, --min-ranks 3: the job continues with 3" logged continue \
+  '^chorus-run: the job continues with 3 of 4 ranks \(--min-ranks 3\)$'
+check "no restarts, --min-ranks 3: nothing restarted" [ "$(grep -c '^rank=' "$scratch/continue.out")" -eq 4 ]
+
+# Restarts run out: rank 3 fails on every start; with 2 restarts it is then lost.
+ELASTIC_FAKE="3:always" job exhausted -n 4 --elastic --max-restarts 2 -- "$rank"
+check "restarts exhausted: exit 0 (got $code)" [ "$code" -eq 0 ]
+check "restarts exhausted: the second restart has CHORUS_RESTART=2" printed exhausted \
+  '^rank=3 join=1 restart=2 '
+check "restarts exhausted: then no restarts left" logged exhausted \
+  'exited with status 3; no restarts left \(all 2 used\)$'
+check "restarts exhausted: the job continues with 3" logged exhausted 'continues with 3 of 4 ranks'
+
+# Below --min-ranks: the job stops, naming every failure, with the first one's status.
+ELASTIC_FAKE="1:always 2:always" ELASTIC_FAKE_SLEEP=20 \
+  job below -n 4 --elastic --max-restarts 0 --min-ranks 3 -- "$rank"
+check "below --min-ranks: exit 3 (got $code)" [ "$code" -eq 3 ]
+check "below --min-ranks: the log names both failures" logged below \
+  '^chorus-run: only 2 of 4 ranks left, fewer than --min-ranks 3; failures: rank [12] \(pid [0-9]+\) exited with status 3; rank [12] \(pid [0-9]+\) exited with status 3; stopping the 2 ranks$'
+# The survivors would sleep 20 s: SIGTERM ends them at once.
+check "below --min-ranks: the others were stopped at once (${took}s)" awk "BEGIN { exit !($took < 10) }"
+
+# Options.
+job usage1 -n 4 --elastic --min-ranks 5 -- "$rank"
+check "--min-ranks larger than -n: usage error" [ "$code" -eq 2 ]
+check "--min-ranks larger than -n: says so" logged usage1 '^chorus-run: --min-ranks 5 is larger than -n 4$'
+job usage2 -n 4 --max-restarts 1 -- "$rank"
+check "--max-restarts without --elastic: usage error" logged usage2 '^chorus-run: --max-restarts needs --elastic$'
+job help --help
+check "--help describes --elastic" grep -q 'CHORUS_JOIN=1' "$scratch/help.out"
+
+# Without --elastic nothing changes: the first failure stops the job.
+ELASTIC_FAKE="2:fail" ELASTIC_FAKE_SLEEP=20 job plain -n 4 -- "$rank"
+check "without --elastic: exit 3 (got $code)" [ "$code" -eq 3 ]
+check "without --elastic: the others are stopped" logged plain 'stopping the other 3 ranks'
+finish

@@ -1,0 +1,73 @@
+// chorus-run --elastic: a rank that fails no longer stops the job. While restarts remain, the
+// launcher announces a joiner in the store (chorus/elastic/expected_joiners) and starts a
+// replacement with CHORUS_JOIN=1; with none left, the job goes on while enough ranks remain.
+// It also logs each membership change the ranks publish (chorus/elastic/last_change). The keys
+// are those of docs/fault-tolerance.md.
+#pragma once
+
+#include <chorus/store.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "options.h"
+#include "rank_environment.h"
+#include "rank_process.h"
+#include "supervisor.h"
+
+namespace chorus::launcher {
+
+inline constexpr const char* kExpectedJoinersKey = "chorus/elastic/expected_joiners";
+inline constexpr const char* kLastChangeKey = "chorus/elastic/last_change";
+
+struct ElasticSettings {
+  int ranks = 0;
+  int maxRestarts = 3;  // over all ranks
+  int minRanks = 1;
+  std::string storeUrl;
+};
+
+class ElasticJob {
+ public:
+  // Starts a process for rank with these extra "NAME=value" variables; throws when it cannot
+  // (std::system_error, or std::runtime_error when the program cannot be executed).
+  using Starter = std::function<RankProcess(int rank, const std::vector<std::string>& extraEnv)>;
+
+  ElasticJob(ElasticSettings settings, Supervisor& supervisor, Starter start);
+  // The supervisor's failure handler: restart the rank, let the job go on, or stop it.
+  void onFailure(const RankProcess& process, int waitStatus);
+  // Called by the supervisor about every Supervisor tick: logs a new membership change.
+  void tick();
+
+ private:
+  // Adds delta to chorus/elastic/expected_joiners: 1 before the replacement of rank starts, -1
+  // when it could not start after all.
+  void announceJoiner(int rank, int delta);
+  void restart(int rank);
+  // A rank that will not come back: the job goes on while at least minRanks remain.
+  void lose(const std::string& failure, int exitCode);
+  // The store, opened on first use; null (and the error reported once) when unreachable.
+  Store* store();
+
+  ElasticSettings settings_;
+  Supervisor& supervisor_;
+  Starter start_;
+  std::shared_ptr<Store> store_;
+  bool storeErrorReported_ = false;
+  int restartsUsed_ = 0;
+  std::vector<int> restartsOfRank_;
+  std::vector<std::string> lost_;  // "rank 2 (pid N) was killed by signal 9 (Killed)"
+  int firstLostExitCode_ = -1;
+  std::string lastChange_;
+};
+
+// The elastic job of a launch: a replacement gets its rank's environment from launchEnv (which
+// must outlive the job) plus CHORUS_JOIN=1 and CHORUS_RESTART=<n>.
+std::unique_ptr<ElasticJob> makeElasticJob(const Options& options, const std::string& storeUrl,
+                                           const LaunchEnvironment& launchEnv,
+                                           Supervisor& supervisor);
+
+}  // namespace chorus::launcher
