@@ -171,9 +171,9 @@ void failNow(const TrainOptions& o, int64_t step) {
                     : o.failSignal == "exit" ? "exits (_exit 17)"
                                              : "kills itself (SIGKILL)";
   std::fprintf(stderr,
-               "chorus-train: rank %d %s in step %" PRId64 " at unix time %" PRId64
+               "chorus-train: rank %d (pid %d) %s in step %" PRId64 " at unix time %" PRId64
                " ms (--fail-rank)\n",
-               o.failRank, how, step, unixMillis());
+               o.failRank, static_cast<int>(getpid()), how, step, unixMillis());
   std::fflush(stderr);
   if (o.failSignal == "exit") _exit(17);  // no destructor tells the peers
   raise(o.failSignal == "stop" ? SIGSTOP : SIGKILL);
