@@ -386,8 +386,8 @@ int run(const TrainOptions& o) {
       if (pendingChange) {
         if (root) {
           std::printf("chorus-train: first step of the new membership completed (step %" PRId64
-                      ", %d ranks) at unix time %" PRId64 " ms\n",
-                      rep.step(), ranks, unixMillis());
+                      ", %d ranks, generation %" PRIu64 ") at unix time %" PRId64 " ms\n",
+                      rep.step(), ranks, pendingChange->generation, unixMillis());
           std::fflush(stdout);
         }
         pendingChange.reset();
