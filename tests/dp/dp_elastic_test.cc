@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 
 namespace chorus::testing {
@@ -275,6 +276,47 @@ TEST(DpElastic, WaitingNewcomerIsAdmittedBetweenStepsWithoutAFailure) {
   EXPECT_TRUE(newcomer.differing.empty());
   expectSameBits(job.rank(0).params, newcomer.params, "rank 0 and the newcomer");
   expectClose(job.rank(0).params, reference(sizes));
+}
+
+TEST(DpElastic, LostRankInACallersCollectiveBecomesAMembershipChange) {
+  auto store = makeHashStore();
+  std::vector<std::thread> threads;
+  std::vector<int64_t> sums(3, -1);
+  std::vector<std::vector<int>> lost(3);
+  std::mutex mu;
+  std::vector<std::string> errors;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        dp::Options o = smallBuckets();
+        o.elastic.enabled = true;
+        dp::Replica rep(Communicator::create(store, r, 3, testOptions()), o);
+        Mlp m(7);
+        m.registerWith(rep);
+        rep.synchronize();
+        if (r == 1) return;  // gone before the evaluation: its communicator closes
+        for (;;) {
+          try {
+            int64_t x = rep.communicator().rank() + 1;
+            rep.collective([&](Communicator& c) { c.allReduce(std::span<int64_t>(&x, 1)).wait(); });
+            sums[static_cast<size_t>(r)] = x;
+            break;
+          } catch (const dp::MembershipChanged& e) {
+            lost[static_cast<size_t>(r)] = e.change.lostRanks;
+          }
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        errors.push_back("rank " + std::to_string(r) + ": " + e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  expectNoErrors(errors);
+  for (int r : {0, 2}) {
+    EXPECT_EQ(lost[static_cast<size_t>(r)], (std::vector<int>{1})) << "rank " << r;
+    EXPECT_EQ(sums[static_cast<size_t>(r)], 3) << "rank " << r;  // 1 + 2 among the survivors
+  }
 }
 
 TEST(DpSynchronize, CopiesFromTheMostAdvancedRank) {
