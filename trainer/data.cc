@@ -76,8 +76,7 @@ Dataset loadIdx(const std::string& dir, const std::string& prefix, size_t limit)
   return d;
 }
 
-std::vector<size_t> shardIndices(size_t n, int rank, int ranks, uint64_t seed, int epoch,
-                                 bool shuffle) {
+std::vector<size_t> epochOrder(size_t n, uint64_t seed, int epoch, bool shuffle) {
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), size_t{0});
   if (shuffle) {
@@ -85,6 +84,26 @@ std::vector<size_t> shardIndices(size_t n, int rank, int ranks, uint64_t seed, i
     std::mt19937_64 rng(seed * 1000003u + static_cast<uint64_t>(epoch));
     std::shuffle(order.begin(), order.end(), rng);
   }
+  return order;
+}
+
+Batch batchAt(const std::vector<size_t>& order, size_t pos, int rank, int ranks, size_t batch) {
+  const size_t n = order.size();
+  const auto r = static_cast<size_t>(rank), w = static_cast<size_t>(ranks);
+  Batch b;
+  if (n == 0) return b;
+  // Past the end (the last optimizer step of an epoch with accumulation): wrap around, as the
+  // padding does.
+  const size_t rows = pos < n ? std::min(batch, (n - pos + w - 1) / w) : batch;
+  b.indices.reserve(rows);
+  for (size_t j = 0; j < rows; ++j) b.indices.push_back(order[(pos + r + j * w) % n]);
+  b.nextPos = pos + rows * w;
+  return b;
+}
+
+std::vector<size_t> shardIndices(size_t n, int rank, int ranks, uint64_t seed, int epoch,
+                                 bool shuffle) {
+  const std::vector<size_t> order = epochOrder(n, seed, epoch, shuffle);
   size_t r = static_cast<size_t>(ranks);
   size_t total = (n + r - 1) / r * r;
   std::vector<size_t> mine;

@@ -6,6 +6,8 @@
 #include <unistd.h>
 #include <chorus/chorus.hpp>
 
+#include <csignal>
+
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -14,12 +16,15 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "checkpoint.h"
 #include "data.h"
+#include "optimizer_state.h"
 #include "options.h"
 #include "torch_replica.h"
 
@@ -149,12 +154,51 @@ class Progress {
   int lastTenth_ = -1;
 };
 
-int run(const TrainOptions& o) {
-  auto comm = chorus::Communicator::fromEnv();
-  const int rank = comm->rank();
-  const int ranks = comm->size();
-  const bool root = rank == 0;
+// The trainer's progress: identical on every rank (registered with the Replica, so a membership
+// change copies it with the parameters) and written to checkpoints.
+// kEvaluatedAt: the step after which the last evaluation outside an epoch's end ran.
+enum Field : size_t { kEpoch, kPos, kStartRanks, kEvaluatedAt, kFields };
 
+int64_t unixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// --fail-rank: the rank dies (or hangs) like a crashed process, telling nobody.
+void failNow(const TrainOptions& o, int64_t step) {
+  const char* how = o.failSignal == "stop"   ? "stops itself (SIGSTOP)"
+                    : o.failSignal == "exit" ? "exits (_exit 17)"
+                                             : "kills itself (SIGKILL)";
+  std::fprintf(stderr,
+               "chorus-train: rank %d (pid %d) %s in step %" PRId64 " at unix time %" PRId64
+               " ms (--fail-rank)\n",
+               o.failRank, static_cast<int>(getpid()), how, step, unixMillis());
+  std::fflush(stderr);
+  if (o.failSignal == "exit") _exit(17);  // no destructor tells the peers
+  raise(o.failSignal == "stop" ? SIGSTOP : SIGKILL);
+}
+
+std::vector<chorus::train::CheckpointEntry> checkpointEntries(
+    chorus::torch_dp::TorchReplica& replica, const chorus::train::TrainOptimizer& optim,
+    int64_t* position, float* accuracy, int64_t* step) {
+  using chorus::train::CheckpointEntry;
+  std::vector<CheckpointEntry> e;
+  for (const auto& [name, t] : replica.namedParameters()) {
+    e.push_back({"param/" + name, CheckpointEntry::Type::kF32, t.data_ptr<float>(),
+                 static_cast<size_t>(t.numel())});
+  }
+  for (const auto& [name, t] : optim.stateTensors()) {
+    e.push_back({"optimizer/" + name, CheckpointEntry::Type::kF32, t.data_ptr<float>(),
+                 static_cast<size_t>(t.numel())});
+  }
+  e.push_back({"trainer/position", CheckpointEntry::Type::kI64, position, kFields});
+  e.push_back({"trainer/accuracy", CheckpointEntry::Type::kF32, accuracy, 1});
+  e.push_back({"trainer/step", CheckpointEntry::Type::kI64, step, 1});
+  return e;
+}
+
+int run(const TrainOptions& o) {
   int threads = o.threads;
   if (threads == 0) {
     // The ranks on this host share its cores; every launcher says how many there are.
@@ -166,10 +210,23 @@ int run(const TrainOptions& o) {
   // Adam's second moments underflow into denormals, which are ~50x slower on x86: flush them.
   at::globalContext().setFlushDenormal(true);
 
+  // Before joining: a replacement keeps the survivors waiting only for its state.
   Dataset train = chorus::train::loadIdx(o.data, "train", o.limit);
   Dataset test = chorus::train::loadIdx(o.data, "t10k");
 
+  auto launched = chorus::Communicator::fromEnv();
+  // A replacement for a lost rank (fromEnv() called Communicator::join).
+  const char* join = std::getenv("CHORUS_JOIN");
+  const bool newcomer = join != nullptr && std::string(join) == "1";
+  const int startRank = launched->rank();
+  const bool firstLife = std::getenv("CHORUS_RESTART") == nullptr && !newcomer;
+  const bool failHere = firstLife && o.failRank == startRank && o.failStep > 0;
+  const bool resumeHere = o.resume && !newcomer && startRank == 0;
+
   auto model = makeModel(o.model);
+  int64_t position[kFields] = {1, 0, launched->size(), -1};
+  float accuracy[1] = {-1};
+  chorus::train::TrainOptimizer* optimPtr = nullptr;
   chorus::dp::Options dpo;
   dpo.bucketBytes = std::max<size_t>(4, static_cast<size_t>(o.bucketMb * 1024 * 1024));
   dpo.minBuckets = o.minBuckets;
@@ -179,97 +236,217 @@ int run(const TrainOptions& o) {
                                      : chorus::dp::Mode::kSync;
   dpo.localSgdPeriod = o.localSgdPeriod;
   dpo.checkEvery = o.checkEvery;
-  chorus::torch_dp::TorchReplica replica(*comm, *model, dpo);
-  replica.broadcast(0);
-
-  std::unique_ptr<torch::optim::Optimizer> opt;
-  if (o.optimizer == "sgd") {
-    opt = std::make_unique<torch::optim::SGD>(model->parameters(),
-                                              torch::optim::SGDOptions(o.lr).momentum(o.momentum));
-  } else {
-    opt =
-        std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(o.lr));
+  // Elastic policy: every rank keeps its batch, so the global batch follows the world size, and
+  // the learning rate follows it too (linear scaling from the size the job started with).
+  auto scaledLr = [&](int ranks) {
+    return o.lr * static_cast<double>(ranks) / static_cast<double>(position[kStartRanks]);
+  };
+  dpo.elastic.enabled = o.elastic;
+  dpo.elastic.minRanks = o.minRanks;
+  dpo.elastic.admitJoinersEvery = o.admitEvery;
+  dpo.elastic.onChange = [&](const chorus::dp::MembershipChange& c) {
+    if (optimPtr != nullptr) {
+      optimPtr->setStepCount(c.step);
+      optimPtr->setLearningRate(scaledLr(c.newSize));
+    }
+  };
+  chorus::torch_dp::TorchReplica replica(std::move(launched), *model, dpo);
+  chorus::train::TrainOptimizer optim(o.optimizer, replica.namedParameters(), o.lr, o.momentum);
+  optimPtr = &optim;
+  for (const auto& [name, t] : optim.stateTensors()) {
+    replica.replica().addState("optimizer/" + name, t.data_ptr<float>(),
+                               static_cast<size_t>(t.numel()));
   }
+  replica.replica().addState("trainer/position", position, kFields);
+  replica.replica().addState("trainer/accuracy", accuracy, 1);
+  int64_t stepOnDisk = 0;
+  const auto entries = checkpointEntries(replica, optim, position, accuracy, &stepOnDisk);
 
-  if (root) {
+  if (resumeHere) {
+    const std::string path = chorus::train::newestCheckpoint(o.checkpointDir);
+    if (path.empty()) {
+      std::printf("chorus-train: no checkpoint in %s, starting afresh\n", o.checkpointDir.c_str());
+    } else {
+      chorus::train::readCheckpoint(path, entries);
+      replica.replica().restoreStep(stepOnDisk);
+      std::printf("chorus-train: resumed from %s (step %" PRId64 ", epoch %" PRId64 ")\n",
+                  path.c_str(), stepOnDisk, position[kEpoch]);
+    }
+    std::fflush(stdout);
+  }
+  // Rank 0's parameters and state to everyone (a replacement: the running job's state).
+  try {
+    replica.synchronize();
+  } catch (const chorus::dp::MembershipChanged&) {  // synchronised all the same
+  }
+  optim.setStepCount(replica.replica().step());
+  optim.setLearningRate(scaledLr(replica.communicator().size()));
+
+  if (replica.communicator().rank() == 0) {
+    const int ranks = replica.communicator().size();
     std::printf(
         "chorus-train: %d ranks, %s (%zu tensors, %zu parameters, %zu buckets), %s lr %g, batch "
         "%d per rank x %d ranks x %d accumulation, mode %s, %zu training samples, %d thread(s) "
-        "per rank\n",
+        "per rank%s\n",
         ranks, o.model.c_str(), replica.parameterCount(), replica.parameterElements(),
-        replica.replica().buckets().size(), o.optimizer.c_str(), o.lr, o.batch, ranks,
-        o.accumulation, o.mode.c_str(), train.count, threads);
+        replica.replica().buckets().size(), o.optimizer.c_str(), optim.learningRate(), o.batch,
+        ranks, o.accumulation, o.mode.c_str(), train.count, threads,
+        newcomer    ? " (joined a running job)"
+        : o.elastic ? ", elastic"
+                    : "");
     std::fflush(stdout);
   }
 
   std::vector<Row> rows;
-  double stepLoss = 0;
-  int microInStep = 0;
   size_t hookReports = 0, expectedReports = 0;
   const auto start = Clock::now();
-  double lastAccuracy = 0;
-  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-    auto idx = chorus::train::shardIndices(train.count, rank, ranks, o.seed, epoch, true);
-    size_t batches = (idx.size() + static_cast<size_t>(o.batch) - 1) / static_cast<size_t>(o.batch);
-    Progress progress(root && o.progress, epoch, o.epochs, idx.size() * static_cast<size_t>(ranks));
-    const auto epochStart = Clock::now();
-    double epochLoss = 0;
-    size_t done = 0;
-    for (size_t b = 0; b < batches; ++b) {
-      size_t first = b * static_cast<size_t>(o.batch);
-      size_t n = std::min<size_t>(static_cast<size_t>(o.batch), idx.size() - first);
-      auto [x, y] = makeBatch(train, idx.data() + first, n);
-      replica.beginStep();
-      auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
-      if (rank == o.failRank && replica.replica().step() + 1 == o.failStep) {
-        std::fprintf(stderr, "chorus-train: rank %d exits now, in step %d (--fail-rank)\n", rank,
-                     o.failStep);
-        std::fflush(stderr);
-        _exit(17);  // like a crash: no destructor tells the peers
+  std::vector<size_t> order;
+  int64_t orderEpoch = -1;
+  // This rank's statistics of the current epoch (rank 0 prints them).
+  int64_t statsEpoch = -1;
+  double epochLoss = 0;
+  size_t epochBatches = 0;
+  Clock::time_point epochStart;
+  std::unique_ptr<Progress> progress;
+  // Set when a membership change happened: the first step completed afterwards is reported.
+  std::optional<chorus::dp::MembershipChange> pendingChange;
+  auto& rep = replica.replica();
+  for (;;) {
+    try {
+      chorus::Communicator& comm = replica.communicator();
+      const int rank = comm.rank(), ranks = comm.size();
+      const bool root = rank == 0;
+      const bool stepLimit = o.maxSteps > 0 && rep.step() >= o.maxSteps;
+      if (position[kEpoch] > o.epochs || stepLimit) {
+        // Stopped within an epoch: evaluate once more, so the run ends with an accuracy.
+        if (stepLimit && position[kPos] != 0 && position[kEvaluatedAt] != rep.step()) {
+          double acc = 0;
+          rep.collective([&](chorus::Communicator& c) { acc = evaluate(model, test, c); });
+          accuracy[0] = static_cast<float>(acc);
+          position[kEvaluatedAt] = rep.step();
+        }
+        break;
       }
-      loss.backward();
-      hookReports += replica.hookReports();
-      expectedReports += replica.parameterCount();
-      double l = loss.item<double>();
-      stepLoss += l;
-      ++microInStep;
-      epochLoss += l;
-      done += n;
-      if (replica.waitGradients()) {
-        opt->step();
-        replica.afterOptimizerStep();
-        replica.zeroGradients();
-        rows.push_back(
-            {replica.replica().step(), epoch, stepLoss / microInStep, replica.lastMetrics(), -1});
-        stepLoss = 0;
-        microInStep = 0;
+      if (statsEpoch != position[kEpoch]) {
+        statsEpoch = position[kEpoch];
+        epochLoss = 0;
+        epochBatches = 0;
+        epochStart = Clock::now();
+        progress = std::make_unique<Progress>(root && o.progress, static_cast<int>(statsEpoch),
+                                              o.epochs, train.count);
       }
-      double secs = std::chrono::duration<double>(Clock::now() - epochStart).count();
-      progress.update(done * static_cast<size_t>(ranks), epochLoss / static_cast<double>(b + 1),
-                      secs > 0 ? static_cast<double>(done * static_cast<size_t>(ranks)) / secs : 0);
-    }
-    double secs = std::chrono::duration<double>(Clock::now() - epochStart).count();
-    lastAccuracy = evaluate(model, test, *comm);
-    if (!rows.empty() && rows.back().epoch == epoch) rows.back().accuracy = lastAccuracy;
-    if (root) {
-      std::printf(
-          "epoch %d: train loss %.4f (rank 0), %.1f s, %.0f samples/s, test accuracy %.2f%%\n",
-          epoch, epochLoss / static_cast<double>(std::max<size_t>(batches, 1)), secs,
-          static_cast<double>(done * static_cast<size_t>(ranks)) / secs, 100.0 * lastAccuracy);
-      std::fflush(stdout);
+      const size_t n = train.count;
+      if (static_cast<size_t>(position[kPos]) >= n) {
+        double acc = 0;
+        rep.collective([&](chorus::Communicator& c) { acc = evaluate(model, test, c); });
+        accuracy[0] = static_cast<float>(acc);
+        const double secs = std::chrono::duration<double>(Clock::now() - epochStart).count();
+        if (!rows.empty() && rows.back().epoch == position[kEpoch]) rows.back().accuracy = acc;
+        if (root) {
+          std::printf("epoch %" PRId64
+                      ": train loss %.4f (rank 0), %.1f s, %.0f samples/s, test accuracy "
+                      "%.2f%%\n",
+                      position[kEpoch],
+                      epochLoss / static_cast<double>(std::max<size_t>(epochBatches, 1)), secs,
+                      static_cast<double>(n) / secs, 100.0 * acc);
+          std::fflush(stdout);
+        }
+        position[kEpoch] += 1;
+        position[kPos] = 0;
+        continue;
+      }
+      if (orderEpoch != position[kEpoch]) {
+        orderEpoch = position[kEpoch];
+        order = chorus::train::epochOrder(n, o.seed, static_cast<int>(orderEpoch), true);
+      }
+      size_t pos = static_cast<size_t>(position[kPos]);
+      double stepLoss = 0;
+      for (int k = 0; k < o.accumulation; ++k) {
+        auto batch = chorus::train::batchAt(order, pos, rank, ranks, static_cast<size_t>(o.batch));
+        pos = batch.nextPos;
+        auto [x, y] = makeBatch(train, batch.indices.data(), batch.indices.size());
+        replica.beginStep();
+        auto loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+        if (failHere && rep.step() + 1 == o.failStep) failNow(o, o.failStep);
+        loss.backward();
+        hookReports += replica.hookReports();
+        expectedReports += replica.parameterCount();
+        stepLoss += loss.item<double>();
+        replica.waitGradients();  // true on the last micro-step only
+      }
+      optim.step();
+      // The step's data is consumed: recorded before the step counts as completed.
+      position[kPos] = static_cast<int64_t>(pos);
+      replica.afterOptimizerStep();
+      replica.zeroGradients();
+      epochLoss += stepLoss;
+      epochBatches += static_cast<size_t>(o.accumulation);
+      rows.push_back({rep.step(), static_cast<int>(position[kEpoch]), stepLoss / o.accumulation,
+                      replica.lastMetrics(), -1});
+      if (pendingChange) {
+        if (root) {
+          std::printf("chorus-train: first step of the new membership completed (step %" PRId64
+                      ", %d ranks, generation %" PRIu64 ") at unix time %" PRId64 " ms\n",
+                      rep.step(), ranks, pendingChange->generation, unixMillis());
+          std::fflush(stdout);
+        }
+        pendingChange.reset();
+      }
+      if (root && !o.checkpointDir.empty() && rep.step() % o.checkpointEvery == 0) {
+        stepOnDisk = rep.step();
+        chorus::train::writeCheckpoint(o.checkpointDir, stepOnDisk, entries);
+      }
+      const double secs = std::chrono::duration<double>(Clock::now() - epochStart).count();
+      const size_t done = std::min(n, pos);
+      progress->update(done, epochLoss / static_cast<double>(std::max<size_t>(epochBatches, 1)),
+                       secs > 0 ? static_cast<double>(done) / secs : 0);
+    } catch (const chorus::dp::MembershipChanged& e) {
+      // Every rank now holds the same parameters, optimizer state and position; the step in
+      // progress was dropped and the gradients are zero: go on from the registered position.
+      pendingChange = e.change;
+      const auto& c = e.change;
+      if (replica.communicator().rank() == 0) {
+        std::string lost, former;
+        for (int r : c.lostRanks) lost += (lost.empty() ? "" : ",") + std::to_string(r);
+        for (int r : c.formerRanks) former += (former.empty() ? "" : ",") + std::to_string(r);
+        std::printf("chorus-train: membership change before step %" PRId64
+                    ": %d -> %d ranks (generation %" PRIu64
+                    ", former ranks %s, lost %s, %d joined, state %s); lr %g, global batch %d\n",
+                    c.step + 1, c.oldSize, c.newSize, c.generation, former.c_str(),
+                    lost.empty() ? "none" : lost.c_str(), c.joined,
+                    c.stateSource < 0 ? "already identical"
+                                      : ("from rank " + std::to_string(c.stateSource)).c_str(),
+                    optim.learningRate(), o.batch * c.newSize * o.accumulation);
+        std::fflush(stdout);
+      }
     }
   }
-  double total = std::chrono::duration<double>(Clock::now() - start).count();
+  const double total = std::chrono::duration<double>(Clock::now() - start).count();
 
   if (dpo.mode == chorus::dp::Mode::kLocalSgd) {
     replica.averageParameters();  // the replicas drift between averagings; end on the average
-    if (root) std::printf("local-sgd: parameters averaged once more at the end\n");
+    if (replica.communicator().rank() == 0) {
+      std::printf("local-sgd: parameters averaged once more at the end\n");
+    }
   }
-  auto differ = replica.ranksDifferingFromRoot();
-  if (root) {
+  if (replica.communicator().rank() == 0 && !o.checkpointDir.empty() && stepOnDisk != rep.step()) {
+    stepOnDisk = rep.step();
+    chorus::train::writeCheckpoint(o.checkpointDir, stepOnDisk, entries);
+  }
+  std::vector<int> differ;
+  for (;;) {
+    try {
+      differ = replica.ranksDifferingFromRoot();
+      break;
+    } catch (const chorus::dp::MembershipChanged&) {  // check again among the new membership
+    }
+  }
+  auto& finalComm = replica.communicator();
+  const int ranks = finalComm.size();
+  if (finalComm.rank() == 0) {
     std::printf("gradients reported by autograd hooks: %zu of %zu (rest taken as final at wait)\n",
                 hookReports, expectedReports);
-    std::printf("final test accuracy %.2f%%, %.1f s in total\n", 100.0 * lastAccuracy, total);
+    std::printf("final test accuracy %.2f%%, %.1f s in total\n", 100.0 * accuracy[0], total);
     if (differ.empty()) {
       std::printf("parameters identical on all %d ranks (hash %016" PRIx64 ")\n", ranks,
                   replica.parameterHash());
@@ -281,7 +458,7 @@ int run(const TrainOptions& o) {
     }
     // Who reached the all-reduces last, as rank 0 saw it: a rank that is last in most calls by
     // more than a millisecond is slow before the call (compute, input), not in the network.
-    const chorus::StragglerReport stragglers = comm->stragglerReport();
+    const chorus::StragglerReport stragglers = finalComm.stragglerReport();
     std::fputs(stragglers.summary().c_str(), stdout);
     for (const auto& r : stragglers.ranks) {
       if (r.lastFraction >= 0.5 && r.lagSamples > 0 && r.medianLagMs >= 1.0) {

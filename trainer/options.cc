@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+
 namespace chorus::train {
 
 int parseOptions(int argc, char** argv, TrainOptions& o) {
@@ -40,16 +42,43 @@ int parseOptions(int argc, char** argv, TrainOptions& o) {
       ->check(CLI::Range(0, 1 << 30));
   bool noProgress = false;
   app.add_flag("--no-progress", noProgress, "No progress bar");
-  app.add_option("--fail-rank", o.failRank,
-                 "Testing: this rank exits abruptly (exit code 17) during step --fail-step");
-  app.add_option("--fail-step", o.failStep, "Testing: the step at which --fail-rank exits")
+  app.add_option("--max-steps", o.maxSteps,
+                 "Stop after this many optimizer steps in all (0: every epoch)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--checkpoint", o.checkpointDir,
+                 "Directory for checkpoints: rank 0 writes one atomically every --checkpoint-every "
+                 "steps and at the end (the newest two are kept)");
+  app.add_option("--checkpoint-every", o.checkpointEvery, "Steps between checkpoints")
       ->check(CLI::Range(1, 1 << 30));
+  app.add_flag("--resume", o.resume,
+               "Resume from the newest checkpoint in --checkpoint (none there: start afresh)");
+  app.add_flag("--elastic", o.elastic,
+               "Survive lost ranks: the survivors go on (a replacement started with CHORUS_JOIN=1 "
+               "joins and receives the state); run under chorus-run --elastic");
+  app.add_option("--min-ranks", o.minRanks, "--elastic: stop when fewer ranks remain")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--admit-every", o.admitEvery,
+                 "--elastic: look for waiting replacements every N steps (0: only at failures)")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--fail-rank", o.failRank,
+                 "Testing: this rank kills itself (SIGKILL) during step --fail-step, on its first "
+                 "life only (CHORUS_RESTART unset)");
+  app.add_option("--fail-step", o.failStep, "Testing: the step at which --fail-rank fails")
+      ->check(CLI::Range(1, 1 << 30));
+  app.add_option("--fail-signal", o.failSignal,
+                 "Testing: kill (SIGKILL, a crash), stop (SIGSTOP, a hang) or exit (_exit(17), "
+                 "which chorus-run reports after a moment's grace, letting the survivors speak)")
+      ->check(CLI::IsMember({"kill", "stop", "exit"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   o.progress = !noProgress;
+  if (o.resume && o.checkpointDir.empty()) {
+    std::fprintf(stderr, "chorus-train: --resume needs --checkpoint DIR\n");
+    return 2;
+  }
   return -1;
 }
 

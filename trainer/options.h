@@ -27,10 +27,22 @@ struct TrainOptions {
   int threads = 0;  // intra-op threads per rank (0: cores / local ranks)
   int checkEvery = 100;
   bool progress = true;
-  // Fault injection for tests: this rank exits abruptly (no goodbye to its peers) in the middle of
-  // optimizer step failStep, after its forward pass, while the others wait for its gradients.
+  int64_t maxSteps = 0;  // stop after this many optimizer steps in all (0: run every epoch)
+  // Checkpoints (rank 0 writes; --resume reads the newest and rank 0 copies it to the others).
+  std::string checkpointDir;
+  int checkpointEvery = 100;
+  bool resume = false;
+  // Elastic training: a lost rank shrinks the job instead of ending it; replacements join.
+  bool elastic = false;
+  int minRanks = 1;
+  int admitEvery = 10;  // elastic: admit waiting replacements every N steps (0: only at failures)
+  // Fault injection for tests: on its first life (CHORUS_RESTART unset), the rank that started as
+  // failRank stops in the middle of optimizer step failStep, after its forward pass, while the
+  // others wait for its gradients: killed by SIGKILL (no goodbye to its peers), or, with
+  // failSignal "stop", SIGSTOP (hung), or "exit": _exit(17).
   int failRank = -1;
   int failStep = 0;
+  std::string failSignal = "kill";
 };
 
 // Parses argv; on --help or a usage error prints and returns the exit code to use (>= 0),

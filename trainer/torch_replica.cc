@@ -21,10 +21,19 @@ void checkTensor(const std::string& name, const at::Tensor& t) {
 }  // namespace
 
 TorchReplica::TorchReplica(Communicator& comm, torch::nn::Module& module, dp::Options options)
-    : comm_(comm),
-      module_(module),
-      replica_(std::make_unique<dp::Replica>(comm, std::move(options))) {
-  for (auto& item : module.named_parameters(/*recurse=*/true)) {
+    : module_(module), replica_(std::make_unique<dp::Replica>(comm, std::move(options))) {
+  registerModule();
+}
+
+TorchReplica::TorchReplica(std::unique_ptr<Communicator> comm, torch::nn::Module& module,
+                           dp::Options options)
+    : module_(module),
+      replica_(std::make_unique<dp::Replica>(std::move(comm), std::move(options))) {
+  registerModule();
+}
+
+void TorchReplica::registerModule() {
+  for (auto& item : module_.named_parameters(/*recurse=*/true)) {
     at::Tensor p = item.value();
     if (!p.requires_grad()) continue;
     checkTensor(item.key(), p);
@@ -35,6 +44,7 @@ TorchReplica::TorchReplica(Communicator& comm, torch::nn::Module& module, dp::Op
         replica_->addParameter(item.key(), p.data_ptr<float>(), p.mutable_grad().data_ptr<float>(),
                                static_cast<size_t>(p.numel()));
     params_.push_back(p);
+    named_.emplace_back(item.key(), p);
     // The AccumulateGrad node of a leaf is held weakly by the tensor: keep it alive so the hook
     // stays attached. Its post-hooks run after the new gradient is in p.grad().
     auto acc = torch::autograd::impl::grad_accumulator(p);
@@ -47,6 +57,11 @@ TorchReplica::TorchReplica(Communicator& comm, torch::nn::Module& module, dp::Op
     accumulators_.push_back(std::move(acc));
   }
   replica_->finalize();
+  for (auto& item : module_.named_buffers(/*recurse=*/true)) {
+    at::Tensor b = item.value();
+    checkTensor("buffer " + item.key(), b);
+    replica_->addState("buffer/" + item.key(), b.data_ptr<float>(), static_cast<size_t>(b.numel()));
+  }
 }
 
 TorchReplica::~TorchReplica() {
@@ -70,7 +85,8 @@ void TorchReplica::broadcast(int root) {
     if (b.scalar_type() != at::kFloat || !b.is_contiguous()) {
       throw std::invalid_argument("TorchReplica: buffer " + item.key() + " is not contiguous f32");
     }
-    comm_.broadcast(std::span<float>(b.data_ptr<float>(), static_cast<size_t>(b.numel())), root)
+    communicator()
+        .broadcast(std::span<float>(b.data_ptr<float>(), static_cast<size_t>(b.numel())), root)
         .wait();
   }
 }
@@ -102,7 +118,7 @@ void TorchReplica::averageParameters() {
   torch::NoGradGuard guard;
   std::vector<Work> works;
   for (auto& p : params_) {
-    works.push_back(comm_.allReduce(
+    works.push_back(communicator().allReduce(
         std::span<float>(p.data_ptr<float>(), static_cast<size_t>(p.numel())), ReduceOp::kAvg));
   }
   for (auto& w : works) w.wait();
@@ -116,7 +132,7 @@ size_t TorchReplica::parameterElements() const {
 
 uint64_t TorchReplica::parameterHash() const { return replica_->parameterHash(); }
 
-std::vector<int> TorchReplica::ranksDifferingFromRoot() const {
+std::vector<int> TorchReplica::ranksDifferingFromRoot() {
   return replica_->ranksDifferingFromRoot();
 }
 

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace chorus::torch_dp {
@@ -20,12 +22,22 @@ class TorchReplica {
   // Replica::gradientReady once the gradient has been added into p.grad(). The module and the
   // communicator must outlive this object.
   TorchReplica(Communicator& comm, torch::nn::Module& module, dp::Options options = {});
+  // The same, owning the communicator (required in elastic mode: dp::Replica::communicator()).
+  // The module's f32 buffers are registered as Replica state, so synchronize() copies them.
+  TorchReplica(std::unique_ptr<Communicator> comm, torch::nn::Module& module,
+               dp::Options options = {});
   ~TorchReplica();  // removes the hooks
   TorchReplica(const TorchReplica&) = delete;
   TorchReplica& operator=(const TorchReplica&) = delete;
 
   // Copies root's parameters and f32 buffers to every rank.
   void broadcast(int root = 0);
+  // dp::Replica::synchronize: parameters, buffers and registered state from the most advanced
+  // rank (rank 0 at the start); a newcomer receives the running job's state this way.
+  void synchronize() { replica_->synchronize(); }
+  // The registered parameters with their names, in registration order.
+  const std::vector<std::pair<std::string, at::Tensor>>& namedParameters() const { return named_; }
+  Communicator& communicator() const { return replica_->communicator(); }
 
   void beginStep();
   bool waitGradients();  // false on accumulation micro-steps: no optimizer step, no zeroing
@@ -37,7 +49,7 @@ class TorchReplica {
 
   // dp::Replica's parameter hash and cross-rank comparison (a collective).
   uint64_t parameterHash() const;
-  std::vector<int> ranksDifferingFromRoot() const;
+  std::vector<int> ranksDifferingFromRoot();
 
   // Gradients reported by the hooks during the last micro-step (the rest are taken as final in
   // waitGradients).
@@ -48,11 +60,12 @@ class TorchReplica {
   const dp::StepMetrics& lastMetrics() const { return replica_->lastMetrics(); }
 
  private:
+  void registerModule();
   void onGradient(size_t index);
 
-  Communicator& comm_;
   torch::nn::Module& module_;
   std::vector<at::Tensor> params_;
+  std::vector<std::pair<std::string, at::Tensor>> named_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hookKeys_;
   std::unique_ptr<dp::Replica> replica_;

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# A rank of chorus-train that dies in the middle of training (--fail-rank: exits abruptly after its
-# forward pass, no goodbye): chorus-run must exit non-zero naming that rank, and the surviving rank
-# must stop with an error naming the step, the collective and the lost peer, well before any
-# timeout (60 s here).
+# A rank of chorus-train that dies in the middle of training (--fail-rank, --fail-signal exit:
+# _exit(17) after its forward pass, no goodbye): chorus-run must exit non-zero naming that rank,
+# and the surviving rank must stop with an error naming the step, the collective and the lost
+# peer, well before any timeout (60 s here).
 set -uo pipefail
 run=$1 train=$2
 start=$(date +%s)
 out=$("$run" -n 2 --timeout 60 -- "$train" --limit 2048 --epochs 1 --batch 32 --no-progress \
-  --fail-rank 1 --fail-step 5 2>&1)
+  --fail-rank 1 --fail-step 5 --fail-signal exit 2>&1)
 rc=$?
 elapsed=$(($(date +%s) - start))
 echo "$out"

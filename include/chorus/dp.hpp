@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,49 @@ enum class Mode {
   kSync,      // every optimizer step applies this step's gradients averaged over all ranks
   kDelayed,   // each step applies the previous step's average while this step's is in flight
   kLocalSgd,  // no gradient traffic; parameters are averaged every localSgdPeriod steps
+};
+
+// What a membership change did (elastic mode; docs/dp.md, "Elastic training").
+struct MembershipChange {
+  int oldSize = 0;
+  int newSize = 0;
+  uint64_t generation = 0;       // of the new communicator
+  std::vector<int> formerRanks;  // per new rank: its rank before the change, -1 for a newcomer
+  std::vector<int> lostRanks;    // ranks before the change that are gone, ascending
+  int joined = 0;                // newcomers admitted
+  // New rank whose parameters, registered state and step every rank now has; -1 when no copy
+  // was needed (every rank already held the same state).
+  int stateSource = -1;
+  int64_t step = 0;   // optimizer steps completed, after the change
+  std::string cause;  // the failure that started it; "" when it admitted waiting newcomers
+};
+
+// Elastic mode: a lost rank (kPeerFailure, kTimeout, kAborted from a collective) no longer ends
+// training. The Replica discards the step in progress, shrinks the communicator (admitting
+// newcomers that wait to join), makes every rank hold the same parameters, registered state and
+// step count, calls onChange and throws MembershipChanged. Sync mode only.
+struct ElasticOptions {
+  bool enabled = false;
+  // Called on every rank after the change, before MembershipChanged is thrown: rescale the
+  // learning rate or the batch here (the new communicator is already in place).
+  std::function<void(const MembershipChange&)> onChange;
+  // Every N optimizer steps the ranks agree (a one-integer all-reduce plus a store read) whether
+  // newcomers wait to join and, if so, admit them without waiting for a failure. 0: only at
+  // membership changes caused by failures.
+  int admitJoinersEvery = 0;
+  // A change that leaves fewer ranks is an Error (kPeerFailure) on the survivors.
+  int minRanks = 1;
+};
+
+// Thrown by waitGradients, afterOptimizerStep, collective and ranksDifferingFromRoot in elastic
+// mode once the membership changed and the replicas are consistent again. The step in progress
+// was discarded: the gradient buffers are zero and the next call is beginStep of step
+// `change.step + 1`. The state registered with addState may have been replaced by another
+// rank's: read the data position from it, not from local variables.
+class MembershipChanged : public std::runtime_error {
+ public:
+  explicit MembershipChanged(MembershipChange c);
+  MembershipChange change;
 };
 
 struct Options {
@@ -39,6 +83,7 @@ struct Options {
   std::optional<double> divergenceLimit;
   // Receives one line per divergence measurement; unset: std::cerr on rank 0.
   std::function<void(const std::string&)> log;
+  ElasticOptions elastic;
 };
 
 // One optimizer step; times in seconds. See docs/dp.md for the exact definitions.
@@ -63,7 +108,12 @@ struct BucketInfo {
 // Every rank must register the same parameters in the same order.
 class Replica {
  public:
+  // Uses `comm`, which must outlive the Replica. Not in elastic mode (a change replaces the
+  // communicator, so the Replica must own it).
   Replica(Communicator& comm, Options options = {});
+  // Owns the communicator; required in elastic mode, where a membership change replaces it
+  // (see communicator()).
+  Replica(std::unique_ptr<Communicator> comm, Options options = {});
   // Waits for all-reduces still in flight (Delayed mode). When unwinding from an exception it
   // aborts the communicator instead, so peers fail at once rather than at their deadline.
   ~Replica();
@@ -78,6 +128,29 @@ class Replica {
   // Copies root's parameters to every rank; returns when all ranks have them.
   void broadcastParameters(int root = 0);
 
+  // More state to keep identical across ranks, copied with the parameters by synchronize() and
+  // at membership changes: optimizer moments, the data position, counters. Same names, types and
+  // sizes in the same order on every rank; the buffers must outlive the Replica.
+  void addState(std::string name, float* data, size_t count);
+  void addState(std::string name, int64_t* data, size_t count);
+  // Collective: the ranks agree on the most advanced replica (most steps and collectives
+  // completed; the lowest rank among equals) and copy its parameters, registered state and step
+  // count to the others. The first call copies always (from rank 0 when all are equally
+  // advanced): call it once at the start, after registering, and in a newcomer (a communicator
+  // from Communicator::join) before its first step: it receives the running job's state.
+  void synchronize();
+  // Resuming from a checkpoint: sets the optimizer steps completed (before synchronize; the other
+  // ranks receive it there).
+  void restoreStep(int64_t step);
+
+  // The communicator in use. In elastic mode a membership change replaces it: do not keep the
+  // reference across calls that may throw MembershipChanged.
+  Communicator& communicator() const;
+  // Runs a collective of the caller's (evaluation, logging) on communicator(). In elastic mode a
+  // failure in it leads to a membership change and MembershipChanged, as in waitGradients: redo
+  // the work from the registered state.
+  void collective(const std::function<void(Communicator&)>& fn);
+
   // Starts a micro-step.
   void beginStep();
   // Gradient `index` is final for this micro-step. Buckets launch in bucket order as soon as all
@@ -87,15 +160,21 @@ class Replica {
   // Ends the micro-step. Returns false on accumulation micro-steps (do not step the optimizer,
   // do not zero the gradients). Returns true on the last micro-step: the grad buffers hold the
   // gradients to apply; run the optimizer, call afterOptimizerStep, then zero the gradients.
-  // Gradients never reported ready are taken as final here.
+  // Gradients never reported ready are taken as final here. Elastic mode: throws
+  // MembershipChanged instead of a lost rank's Error (failures seen by gradientReady surface
+  // here too, never inside backward).
   bool waitGradients();
   // Parameter averaging (LocalSgd), the periodic consistency check, and the step's metrics.
+  // Elastic mode: the step counts as completed once this is called (the state registered with
+  // addState must already be updated for it); it may throw MembershipChanged (a failure in the
+  // check, or newcomers admitted), after which training continues with the next step.
   void afterOptimizerStep();
 
   // FNV-1a over the raw bytes of all registered parameters, and the ranks whose hash differs
-  // from rank 0's (a collective: every rank must call it).
+  // from rank 0's (a collective: every rank must call it; in elastic mode it may throw
+  // MembershipChanged like collective()).
   uint64_t parameterHash() const;
-  std::vector<int> ranksDifferingFromRoot() const;
+  std::vector<int> ranksDifferingFromRoot();
 
   int64_t step() const;  // optimizer steps completed
   const StepMetrics& lastMetrics() const;

@@ -1,11 +1,8 @@
 // Replica: bucketed, overlapped gradient averaging and the step protocol of docs/dp.md.
-#include <chorus/dp.hpp>
-
 #include "dp/bucket_plan.h"
-#include "dp/consistency.h"
+#include "dp/replica_impl.h"
 
 #include <algorithm>
-#include <chrono>
 #include <exception>
 #include <iostream>
 #include <sstream>
@@ -13,230 +10,208 @@
 namespace chorus::dp {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 double secondsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// Runs f; a chorus::Error from it is rethrown with `context` in front, keeping its code.
-template <class F>
-auto withContext(const std::string& context, F&& f) {
+}  // namespace
+
+std::string Replica::Impl::bucketContext(size_t b, int64_t step) const {
+  std::ostringstream s;
+  s << "dp step " << step << ", bucket " << b << " (params ";
+  const auto& ps = infos[b].params;
+  for (size_t i = 0; i < ps.size(); ++i) s << (i ? ", " : "") << params[ps[i]].name;
+  s << ")";
+  return s.str();
+}
+
+void Replica::Impl::launch(size_t b, bool early) {
+  // After a failure the communicator is aborted: launching more would only fail again.
+  if (deferredFailure) return;
+  Bucket& k = buckets[b];
+  const int s = slot();
+  float* target = k.flat ? k.buffer[s].data() : params[infos[b].params[0]].grad;
+  if (k.flat) {
+    for (size_t i : infos[b].params) {
+      const Param& p = params[i];
+      std::copy(p.grad, p.grad + p.count, k.buffer[s].begin() + static_cast<long>(p.offset));
+    }
+  }
+  Flight& f = k.flight[s];
   try {
-    return f();
+    f.work = withContext(bucketContext(b, steps + 1), [&] {
+      return comm->allReduce(target, target, k.elements, DataType::kF32, ReduceOp::kAvg);
+    });
   } catch (const Error& e) {
-    throw Error(e.code(), context + ": " + e.what());
+    // Launches run inside backward (autograd hooks), where an exception would lose its type:
+    // waitGradients raises it.
+    if (!recoverable(e)) throw;
+    deferredFailure = e;
+    return;
+  }
+  f.launchedAt = Clock::now();
+  f.active = true;
+  f.observed = false;
+  current.buckets += 1;
+  current.bytesReduced += k.elements * sizeof(float);
+  if (early) current.bucketsLaunchedEarly += 1;
+}
+
+// Buckets go out in bucket order on every rank (collectives must be issued in the same order),
+// each as soon as it and all before it are ready.
+void Replica::Impl::launchReady(bool early) {
+  while (nextLaunch < buckets.size() && buckets[nextLaunch].pending == 0)
+    launch(nextLaunch++, early);
+}
+
+void Replica::Impl::observe(Flight& f, Clock::time_point now) {
+  if (f.active && !f.observed) {
+    f.observed = true;
+    current.commSeconds += secondsBetween(f.launchedAt, now);
   }
 }
 
-Error invalid(const std::string& what) { return Error(ErrorCode::kInvalidArgument, "dp: " + what); }
-
-}  // namespace
-
-struct Param {
-  std::string name;
-  float* value;
-  float* grad;
-  size_t count;
-  size_t bucket = 0;
-  size_t offset = 0;  // elements into the bucket
-  bool ready = false;
-};
-
-// One all-reduce of a bucket. Delayed mode keeps two per bucket: the previous step's, still
-// to be applied, and the current one.
-struct Flight {
-  Work work;
-  Clock::time_point launchedAt;
-  bool active = false;
-  bool observed = false;  // completion already counted in commSeconds
-};
-
-struct Bucket {
-  size_t elements = 0;
-  bool flat = false;  // reduce a copy (fused, or Delayed); otherwise the gradient in place
-  std::vector<float> buffer[2];
-  Flight flight[2];
-  size_t pending = 0;  // gradients not yet ready in this micro-step
-};
-
-struct Replica::Impl {
-  Communicator& comm;
-  Options opt;
-  std::vector<Param> params;
-  std::vector<Bucket> buckets;
-  std::vector<BucketInfo> infos;
-  bool finalized = false;
-  bool inMicroStep = false;
-  int micro = 0;      // micro-steps begun in the current optimizer step
-  int64_t steps = 0;  // optimizer steps completed
-  size_t nextLaunch = 0;
-  Clock::time_point stepStart;
-  StepMetrics current, last;
-
-  Impl(Communicator& c, Options o) : comm(c), opt(std::move(o)) {}
-
-  bool lastMicroStep() const { return micro == opt.accumulationSteps; }
-  // Delayed alternates buffers so that one step's all-reduce can fly during the next step.
-  int slot() const { return opt.mode == Mode::kDelayed ? static_cast<int>(steps % 2) : 0; }
-
-  std::string bucketContext(size_t b, int64_t step) const {
-    std::ostringstream s;
-    s << "dp step " << step << ", bucket " << b << " (params ";
-    const auto& ps = infos[b].params;
-    for (size_t i = 0; i < ps.size(); ++i) s << (i ? ", " : "") << params[ps[i]].name;
-    s << ")";
-    return s.str();
-  }
-
-  void launch(size_t b, bool early) {
-    Bucket& k = buckets[b];
-    const int s = slot();
-    float* target = k.flat ? k.buffer[s].data() : params[infos[b].params[0]].grad;
-    if (k.flat) {
-      for (size_t i : infos[b].params) {
-        const Param& p = params[i];
-        std::copy(p.grad, p.grad + p.count, k.buffer[s].begin() + static_cast<long>(p.offset));
-      }
-    }
-    Flight& f = k.flight[s];
-    f.work = withContext(bucketContext(b, steps + 1), [&] {
-      return comm.allReduce(target, target, k.elements, DataType::kF32, ReduceOp::kAvg);
-    });
-    f.launchedAt = Clock::now();
-    f.active = true;
-    f.observed = false;
-    current.buckets += 1;
-    current.bytesReduced += k.elements * sizeof(float);
-    if (early) current.bucketsLaunchedEarly += 1;
-  }
-
-  // Buckets go out in bucket order on every rank (collectives must be issued in the same order),
-  // each as soon as it and all before it are ready.
-  void launchReady(bool early) {
-    while (nextLaunch < buckets.size() && buckets[nextLaunch].pending == 0)
-      launch(nextLaunch++, early);
-  }
-
-  void observe(Flight& f, Clock::time_point now) {
-    if (f.active && !f.observed) {
-      f.observed = true;
-      current.commSeconds += secondsBetween(f.launchedAt, now);
+// Counts completions as early as we can see them (there are no completion time stamps).
+void Replica::Impl::poll() {
+  const auto now = Clock::now();
+  for (Bucket& k : buckets) {
+    for (Flight& f : k.flight) {
+      if (f.active && !f.observed && f.work.isCompleted()) observe(f, now);
     }
   }
+}
 
-  // Counts completions as early as we can see them (there are no completion time stamps).
-  void poll() {
-    const auto now = Clock::now();
-    for (Bucket& k : buckets) {
-      for (Flight& f : k.flight) {
-        if (f.active && !f.observed && f.work.isCompleted()) observe(f, now);
-      }
-    }
-  }
-
-  void finish(size_t b, int s, int64_t launchStep) {
-    Flight& f = buckets[b].flight[s];
-    if (!f.active) return;
-    const auto t0 = Clock::now();
+void Replica::Impl::finish(size_t b, int s, int64_t launchStep) {
+  Flight& f = buckets[b].flight[s];
+  if (!f.active) return;
+  const auto t0 = Clock::now();
+  try {
     withContext(bucketContext(b, launchStep), [&] { f.work.wait(); });
-    const auto t1 = Clock::now();
-    // Seen complete already: nothing was exposed (the wait only collects the outcome).
-    if (!f.observed) current.exposedCommSeconds += secondsBetween(t0, t1);
-    observe(f, t1);
+  } catch (...) {
     f.active = false;
+    throw;
   }
+  const auto t1 = Clock::now();
+  // Seen complete already: nothing was exposed (the wait only collects the outcome).
+  if (!f.observed) current.exposedCommSeconds += secondsBetween(t0, t1);
+  observe(f, t1);
+  f.active = false;
+}
 
-  void copyOut(size_t b, int s, float scale) {
-    Bucket& k = buckets[b];
-    for (size_t i : infos[b].params) {
-      Param& p = params[i];
-      if (k.flat) {
-        const float* src = k.buffer[s].data() + p.offset;
-        for (size_t j = 0; j < p.count; ++j) p.grad[j] = src[j] * scale;
-      } else if (scale != 1.0f) {
-        for (size_t j = 0; j < p.count; ++j) p.grad[j] *= scale;
-      }
-    }
-  }
-
-  void scaleLocal(float scale) {
-    if (scale == 1.0f) return;
-    for (Param& p : params) {
+void Replica::Impl::copyOut(size_t b, int s, float scale) {
+  Bucket& k = buckets[b];
+  for (size_t i : infos[b].params) {
+    Param& p = params[i];
+    if (k.flat) {
+      const float* src = k.buffer[s].data() + p.offset;
+      for (size_t j = 0; j < p.count; ++j) p.grad[j] = src[j] * scale;
+    } else if (scale != 1.0f) {
       for (size_t j = 0; j < p.count; ++j) p.grad[j] *= scale;
     }
   }
+}
 
-  void averageParameters() {
-    std::vector<Work> works(buckets.size());
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      Bucket& k = buckets[b];
-      float* target = k.flat ? k.buffer[0].data() : params[infos[b].params[0]].value;
-      if (k.flat) {
-        for (size_t i : infos[b].params) {
-          const Param& p = params[i];
-          std::copy(p.value, p.value + p.count, k.buffer[0].begin() + static_cast<long>(p.offset));
-        }
-      }
-      works[b] = withContext(bucketContext(b, steps) + ", parameter averaging", [&] {
-        return comm.allReduce(target, target, k.elements, DataType::kF32, ReduceOp::kAvg);
-      });
-      current.bytesReduced += k.elements * sizeof(float);
-    }
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      withContext(bucketContext(b, steps) + ", parameter averaging", [&] { works[b].wait(); });
-      if (!buckets[b].flat) continue;
+void Replica::Impl::scaleLocal(float scale) {
+  if (scale == 1.0f) return;
+  for (Param& p : params) {
+    for (size_t j = 0; j < p.count; ++j) p.grad[j] *= scale;
+  }
+}
+
+void Replica::Impl::averageParameters() {
+  std::vector<Work> works(buckets.size());
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    Bucket& k = buckets[b];
+    float* target = k.flat ? k.buffer[0].data() : params[infos[b].params[0]].value;
+    if (k.flat) {
       for (size_t i : infos[b].params) {
-        Param& p = params[i];
-        const float* src = buckets[b].buffer[0].data() + p.offset;
-        std::copy(src, src + p.count, p.value);
+        const Param& p = params[i];
+        std::copy(p.value, p.value + p.count, k.buffer[0].begin() + static_cast<long>(p.offset));
       }
     }
+    works[b] = withContext(bucketContext(b, steps) + ", parameter averaging", [&] {
+      return comm->allReduce(target, target, k.elements, DataType::kF32, ReduceOp::kAvg);
+    });
+    current.bytesReduced += k.elements * sizeof(float);
   }
-
-  std::vector<Tensor> values() const {
-    std::vector<Tensor> t;
-    for (const Param& p : params) t.push_back({p.value, p.count});
-    return t;
-  }
-
-  void check() {
-    const std::string context = "dp step " + std::to_string(steps) + ", consistency check";
-    if (opt.mode == Mode::kLocalSgd) {
-      const double d = withContext(context, [&] { return measureDivergence(comm, values()); });
-      current.divergence = d;
-      std::ostringstream line;
-      line << "chorus dp: step " << steps << " divergence " << d;
-      if (opt.log) {
-        opt.log(line.str());
-      } else if (comm.rank() == 0) {
-        std::cerr << line.str() << "\n";
-      }
-      if (opt.divergenceLimit && d > *opt.divergenceLimit) {
-        std::ostringstream m;
-        m << context << ": divergence " << d << " exceeds divergenceLimit " << *opt.divergenceLimit;
-        throw Error(ErrorCode::kMismatch, m.str());
-      }
-      return;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    withContext(bucketContext(b, steps) + ", parameter averaging", [&] { works[b].wait(); });
+    if (!buckets[b].flat) continue;
+    for (size_t i : infos[b].params) {
+      Param& p = params[i];
+      const float* src = buckets[b].buffer[0].data() + p.offset;
+      std::copy(src, src + p.count, p.value);
     }
-    const auto differ = withContext(
-        context, [&] { return dp::ranksDifferingFromRoot(comm, hashParameters(values())); });
-    if (differ.empty()) return;
-    std::ostringstream m;
-    m << context << ": parameters on rank(s) ";
-    for (size_t i = 0; i < differ.size(); ++i) m << (i ? ", " : "") << differ[i];
-    m << " differ from rank 0's (replicas must be bit-identical in this mode)";
-    throw Error(ErrorCode::kMismatch, m.str());
   }
-};
+}
 
-Replica::Replica(Communicator& comm, Options options)
-    : impl_(std::make_unique<Impl>(comm, std::move(options))) {
-  const Options& o = impl_->opt;
+std::vector<Tensor> Replica::Impl::values() const {
+  std::vector<Tensor> t;
+  for (const Param& p : params) t.push_back({p.value, p.count});
+  return t;
+}
+
+void Replica::Impl::check() {
+  const std::string context = "dp step " + std::to_string(steps) + ", consistency check";
+  if (opt.mode == Mode::kLocalSgd) {
+    const double d = withContext(context, [&] { return measureDivergence(*comm, values()); });
+    current.divergence = d;
+    std::ostringstream line;
+    line << "chorus dp: step " << steps << " divergence " << d;
+    if (opt.log) {
+      opt.log(line.str());
+    } else if (comm->rank() == 0) {
+      std::cerr << line.str() << "\n";
+    }
+    if (opt.divergenceLimit && d > *opt.divergenceLimit) {
+      std::ostringstream m;
+      m << context << ": divergence " << d << " exceeds divergenceLimit " << *opt.divergenceLimit;
+      throw Error(ErrorCode::kMismatch, m.str());
+    }
+    return;
+  }
+  const auto differ = withContext(
+      context, [&] { return dp::ranksDifferingFromRoot(*comm, hashParameters(values())); });
+  if (differ.empty()) return;
+  std::ostringstream m;
+  m << context << ": parameters on rank(s) ";
+  for (size_t i = 0; i < differ.size(); ++i) m << (i ? ", " : "") << differ[i];
+  m << " differ from rank 0's (replicas must be bit-identical in this mode)";
+  throw Error(ErrorCode::kMismatch, m.str());
+}
+
+namespace {
+
+void validate(const Options& o, bool owned) {
   if (o.accumulationSteps < 1) throw invalid("accumulationSteps must be >= 1");
   if (o.localSgdPeriod < 1) throw invalid("localSgdPeriod must be >= 1");
   if (o.minBuckets < 0) throw invalid("minBuckets must be >= 0");
   if (o.checkEvery < 0) throw invalid("checkEvery must be >= 0");
+  if (!o.elastic.enabled) return;
+  if (!owned) throw invalid("elastic mode needs a Replica that owns its communicator");
+  if (o.mode != Mode::kSync) throw invalid("elastic mode supports Mode::kSync only");
+  if (o.elastic.admitJoinersEvery < 0) throw invalid("elastic.admitJoinersEvery must be >= 0");
+  if (o.elastic.minRanks < 1) throw invalid("elastic.minRanks must be >= 1");
+}
+
+}  // namespace
+
+MembershipChanged::MembershipChanged(MembershipChange c)
+    : std::runtime_error("dp: membership changed from " + std::to_string(c.oldSize) + " to " +
+                         std::to_string(c.newSize) + " ranks (generation " +
+                         std::to_string(c.generation) + "); redo step " +
+                         std::to_string(c.step + 1)),
+      change(std::move(c)) {}
+
+Replica::Replica(Communicator& comm, Options options)
+    : impl_(std::make_unique<Impl>(comm, std::move(options))) {
+  validate(impl_->opt, false);
+}
+
+Replica::Replica(std::unique_ptr<Communicator> comm, Options options) {
+  if (!comm) throw invalid("null communicator");
+  impl_ = std::make_unique<Impl>(std::move(comm), std::move(options));
+  validate(impl_->opt, true);
 }
 
 Replica::~Replica() {
@@ -246,7 +221,7 @@ Replica::~Replica() {
   }
   if (!active) return;
   // The all-reduces write into our buffers: they must end before the buffers go away.
-  if (std::uncaught_exceptions() > 0) impl_->comm.abort();
+  if (std::uncaught_exceptions() > 0) impl_->comm->abort();
   for (Bucket& k : impl_->buckets) {
     for (Flight& f : k.flight) {
       if (!f.active) continue;
@@ -303,7 +278,7 @@ void Replica::broadcastParameters(int root) {
   std::vector<Work> works;
   for (const Param& p : m.params) {
     works.push_back(withContext("dp broadcastParameters (param " + p.name + ")", [&] {
-      return m.comm.broadcast(p.value, p.count, DataType::kF32, root);
+      return m.comm->broadcast(p.value, p.count, DataType::kF32, root);
     }));
   }
   for (size_t i = 0; i < works.size(); ++i) {
@@ -362,10 +337,15 @@ bool Replica::waitGradients() {
   m.launchReady(false);
   m.poll();
   if (m.opt.mode == Mode::kSync) {
-    for (size_t b = 0; b < m.buckets.size(); ++b) {
-      m.finish(b, 0, m.steps + 1);
-      m.copyOut(b, 0, scale);
-    }
+    if (m.deferredFailure) m.changeMembership(m.deferredFailure->what());
+    // Elastic: a failure in any bucket discards the whole step (the buckets that completed are
+    // overwritten by zeros), so no partial average is ever applied.
+    m.guarded([&] {
+      for (size_t b = 0; b < m.buckets.size(); ++b) {
+        m.finish(b, 0, m.steps + 1);
+        m.copyOut(b, 0, scale);
+      }
+    });
     return true;
   }
   // Delayed: apply the previous step's average; this step's stays in flight.
@@ -387,16 +367,60 @@ void Replica::afterOptimizerStep() {
     throw invalid("afterOptimizerStep must follow a waitGradients that returned true");
   }
   m.steps += 1;
+  m.progress += 1;
   m.micro = 0;
   m.current.step = m.steps;
-  if (m.opt.mode == Mode::kLocalSgd && m.steps % m.opt.localSgdPeriod == 0) m.averageParameters();
-  if (m.opt.checkEvery > 0 && m.steps % m.opt.checkEvery == 0) m.check();
   m.last = m.current;
+  if (m.opt.mode == Mode::kLocalSgd && m.steps % m.opt.localSgdPeriod == 0) m.averageParameters();
+  if (m.opt.checkEvery > 0 && m.steps % m.opt.checkEvery == 0) m.guarded([&] { m.check(); });
+  m.last = m.current;
+  m.maybeAdmitJoiners();
 }
 
 uint64_t Replica::parameterHash() const { return hashParameters(impl_->values()); }
-std::vector<int> Replica::ranksDifferingFromRoot() const {
-  return dp::ranksDifferingFromRoot(impl_->comm, parameterHash());
+std::vector<int> Replica::ranksDifferingFromRoot() {
+  Impl& m = *impl_;
+  auto differ =
+      m.guarded([&] { return dp::ranksDifferingFromRoot(*m.comm, hashParameters(m.values())); });
+  m.progress += 1;
+  return differ;
+}
+
+Communicator& Replica::communicator() const { return *impl_->comm; }
+
+void Replica::collective(const std::function<void(Communicator&)>& fn) {
+  Impl& m = *impl_;
+  if (m.inMicroStep) throw invalid("collective during a micro-step");
+  m.guarded([&] { fn(*m.comm); });
+  m.progress += 1;
+}
+
+void Replica::addState(std::string name, float* data, size_t count) {
+  if (impl_->inMicroStep) throw invalid("addState during a micro-step");
+  if (data == nullptr && count > 0) throw invalid("null buffer for state " + name);
+  impl_->extra.push_back({std::move(name), data, count, DataType::kF32});
+}
+
+void Replica::addState(std::string name, int64_t* data, size_t count) {
+  if (impl_->inMicroStep) throw invalid("addState during a micro-step");
+  if (data == nullptr && count > 0) throw invalid("null buffer for state " + name);
+  impl_->extra.push_back({std::move(name), data, count, DataType::kI64});
+}
+
+void Replica::synchronize() {
+  Impl& m = *impl_;
+  if (!m.finalized) throw invalid("synchronize before finalize");
+  if (m.inMicroStep || m.micro != 0) throw invalid("synchronize during a step");
+  m.guarded([&] { m.synchronizeState(); });
+}
+
+void Replica::restoreStep(int64_t step) {
+  Impl& m = *impl_;
+  if (step < 0) throw invalid("restoreStep: negative step");
+  if (m.inMicroStep || m.micro != 0) throw invalid("restoreStep during a step");
+  m.steps = step;
+  // Ahead of every rank that did not restore, so that synchronize copies from this one.
+  m.progress = std::max(m.progress, step);
 }
 
 int64_t Replica::step() const { return impl_->steps; }

@@ -1,0 +1,138 @@
+// Replica's state, shared by the step protocol (replica.cc), state synchronisation
+// (state_sync.cc) and membership changes (elastic.cc).
+#pragma once
+
+#include <chorus/dp.hpp>
+
+#include "dp/consistency.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace chorus::dp {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs f; a chorus::Error from it is rethrown with `context` in front, keeping its code.
+template <class F>
+auto withContext(const std::string& context, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(e.code(), context + ": " + e.what());
+  }
+}
+
+inline Error invalid(const std::string& what) {
+  return Error(ErrorCode::kInvalidArgument, "dp: " + what);
+}
+
+struct Param {
+  std::string name;
+  float* value;
+  float* grad;
+  size_t count;
+  size_t bucket = 0;
+  size_t offset = 0;  // elements into the bucket
+  bool ready = false;
+};
+
+// A buffer registered with addState.
+struct ExtraState {
+  std::string name;
+  void* data;
+  size_t count;
+  DataType type;  // kF32 or kI64
+};
+
+// One all-reduce of a bucket. Delayed mode keeps two per bucket: the previous step's, still
+// to be applied, and the current one.
+struct Flight {
+  Work work;
+  Clock::time_point launchedAt;
+  bool active = false;
+  bool observed = false;  // completion already counted in commSeconds
+};
+
+struct Bucket {
+  size_t elements = 0;
+  bool flat = false;  // reduce a copy (fused, or Delayed); otherwise the gradient in place
+  std::vector<float> buffer[2];
+  Flight flight[2];
+  size_t pending = 0;  // gradients not yet ready in this micro-step
+};
+
+struct Replica::Impl {
+  std::unique_ptr<Communicator> owned;  // set when the Replica owns its communicator
+  Communicator* comm;
+  Options opt;
+  std::vector<Param> params;
+  std::vector<ExtraState> extra;
+  std::vector<Bucket> buckets;
+  std::vector<BucketInfo> infos;
+  bool finalized = false;
+  bool synchronized = false;  // synchronize() has run once
+  bool inMicroStep = false;
+  int micro = 0;      // micro-steps begun in the current optimizer step
+  int64_t steps = 0;  // optimizer steps completed
+  // Steps and collectives completed: replicas with the same progress hold the same state, and
+  // after a membership change the most advanced one is the source of the state.
+  int64_t progress = 0;
+  size_t nextLaunch = 0;
+  // Elastic mode: a failure seen while launching (inside backward), raised at waitGradients.
+  std::optional<Error> deferredFailure;
+  Clock::time_point stepStart;
+  StepMetrics current, last;
+
+  Impl(Communicator& c, Options o) : comm(&c), opt(std::move(o)) {}
+  Impl(std::unique_ptr<Communicator> c, Options o)
+      : owned(std::move(c)), comm(owned.get()), opt(std::move(o)) {}
+
+  bool elastic() const { return opt.elastic.enabled; }
+  bool lastMicroStep() const { return micro == opt.accumulationSteps; }
+  // Delayed alternates buffers so that one step's all-reduce can fly during the next step.
+  int slot() const { return opt.mode == Mode::kDelayed ? static_cast<int>(steps % 2) : 0; }
+
+  std::string bucketContext(size_t b, int64_t step) const;
+  void launch(size_t b, bool early);
+  void launchReady(bool early);
+  void observe(Flight& f, Clock::time_point now);
+  void poll();
+  void finish(size_t b, int s, int64_t launchStep);
+  void copyOut(size_t b, int s, float scale);
+  void scaleLocal(float scale);
+  void averageParameters();
+  std::vector<Tensor> values() const;
+  void check();
+
+  // state_sync.cc: the agreement and the copy of synchronize(); returns the source rank, or -1
+  // when every rank already held the same state.
+  int synchronizeState();
+
+  // elastic.cc
+  // A failure that a membership change can repair (elastic mode only).
+  bool recoverable(const Error& e) const;
+  // Lets the step's all-reduces end and drops the step: zero gradients, no micro-step begun.
+  void discardStep();
+  // Waits out the step's all-reduces, discards the step, changes the membership, synchronises
+  // and throws MembershipChanged. `cause` empty: admitting newcomers, nothing failed.
+  [[noreturn]] void changeMembership(const std::string& cause);
+  // Every admitJoinersEvery steps: admits waiting newcomers (may throw MembershipChanged).
+  void maybeAdmitJoiners();
+  // Runs f; in elastic mode a recoverable Error from it becomes a membership change.
+  template <class F>
+  auto guarded(F&& f) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      if (!recoverable(e)) throw;
+      changeMembership(e.what());
+    }
+  }
+};
+
+}  // namespace chorus::dp
