@@ -259,6 +259,7 @@ class Communicator {
   void checkCounts(const char* op, std::span<const size_t> counts) const;
   static size_t sum(std::span<const size_t> counts);
   std::shared_ptr<Impl> impl_;  // shared with Work handles that may run a task inline
+  friend struct CommunicatorAccess;  // the library's internal layers (src/core/tracing.cc)
 };
 
 }  // namespace chorus

@@ -3,6 +3,7 @@
 
 #include "dp/bucket_plan.h"
 #include "dp/consistency.h"
+#include "dp/step_timing.h"
 
 #include <algorithm>
 #include <chrono>
@@ -73,6 +74,7 @@ struct Replica::Impl {
   size_t nextLaunch = 0;
   Clock::time_point stepStart;
   StepMetrics current, last;
+  StepTiming timing;  // wait vs transfer, spans for the timeline
 
   Impl(Communicator& c, Options o) : comm(c), opt(std::move(o)) {}
 
@@ -103,6 +105,7 @@ struct Replica::Impl {
     f.work = withContext(bucketContext(b, steps + 1), [&] {
       return comm.allReduce(target, target, k.elements, DataType::kF32, ReduceOp::kAvg);
     });
+    timing.launched(comm, b, s, k.elements * sizeof(float));
     f.launchedAt = Clock::now();
     f.active = true;
     f.observed = false;
@@ -144,6 +147,7 @@ struct Replica::Impl {
     // Seen complete already: nothing was exposed (the wait only collects the outcome).
     if (!f.observed) current.exposedCommSeconds += secondsBetween(t0, t1);
     observe(f, t1);
+    timing.finished(b, s, launchStep, current);
     f.active = false;
   }
 
@@ -320,6 +324,7 @@ void Replica::beginStep() {
   if (m.micro++ == 0) {
     m.stepStart = Clock::now();
     m.current = StepMetrics{};
+    m.timing.stepBegan();
   }
   for (Param& p : m.params) p.ready = false;
   for (size_t b = 0; b < m.buckets.size(); ++b) m.buckets[b].pending = m.infos[b].params.size();
@@ -348,6 +353,7 @@ bool Replica::waitGradients() {
   m.inMicroStep = false;
   if (!m.lastMicroStep()) return false;
   m.current.computeSeconds = secondsBetween(m.stepStart, Clock::now());
+  m.timing.computeEnded(m.comm, m.steps + 1);
   const float scale = 1.0f / static_cast<float>(m.opt.accumulationSteps);
   if (m.opt.mode == Mode::kLocalSgd) {
     m.scaleLocal(scale);
