@@ -49,8 +49,11 @@ void StepTiming::finished(size_t bucket, int slot, int64_t step, StepMetrics& m)
   s.step = step;
   s.index = static_cast<int32_t>(bucket);
   s.bytes = l.bytes;
-  s.startAt = l.at;
+  // The launch is the call's issue (the tick taken after comm.allReduce returned may already be
+  // past the end of a call the worker ran at once).
+  s.startAt = known && c.issuedAt != 0 ? c.issuedAt : l.at;
   s.endAt = known ? c.endedAt : trace::ticks();
+  if (s.endAt < s.startAt) s.endAt = s.startAt;
   if (known) {
     s.call = static_cast<int64_t>(c.number);
     s.waitTicks = c.lastArrivalAt - c.startedAt;

@@ -230,6 +230,7 @@ bool Recorder::callTicks(uint64_t id, CallTicks* out) const {
     c.number = e.number.load(r);
     c.kind = static_cast<CollectiveKind>(e.kind.load(r));
     c.state = static_cast<CallState>(e.state.load(r));
+    c.issuedAt = e.issuedAt.load(r);
     c.startedAt = e.startedAt.load(r);
     c.endedAt = e.endedAt.load(r);
     c.lastArrivalAt = c.startedAt;

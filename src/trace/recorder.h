@@ -78,7 +78,7 @@ struct CallTicks {
   uint64_t number = 0;
   CollectiveKind kind = CollectiveKind::kBarrier;
   CallState state = CallState::kQueued;
-  uint64_t startedAt = 0, endedAt = 0;
+  uint64_t issuedAt = 0, startedAt = 0, endedAt = 0;
   // The first arrival of the peer that came last; startedAt when every peer heard from was there
   // before this rank started, or when none was heard from.
   uint64_t lastArrivalAt = 0;
