@@ -468,6 +468,13 @@ int run(const TrainOptions& o) {
             r.rank);
       }
     }
+    double waitSum = 0, transferSum = 0;
+    for (const auto& r : rows)
+      waitSum += r.m.waitForSlowestSeconds, transferSum += r.m.transferSeconds;
+    std::printf(
+        "all-reduce time over %zu steps (rank 0): %.3f s waiting for the slowest rank, "
+        "%.3f s moving bytes\n",
+        rows.size(), waitSum, transferSum);
     std::fflush(stdout);
     if (!o.metrics.empty() || !o.plot.empty()) {
       std::string csv = o.metrics.empty() ? o.plot + ".csv" : o.metrics;

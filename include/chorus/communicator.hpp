@@ -300,6 +300,8 @@ class Communicator {
   void checkCounts(const char* op, std::span<const size_t> counts) const;
   static size_t sum(std::span<const size_t> counts);
   std::shared_ptr<Impl> impl_;  // shared with Work handles that may run a task inline
+  // The library's internal layers reach impl_ through it (src/core/tracing.cc).
+  friend struct CommunicatorAccess;
 };
 
 }  // namespace chorus

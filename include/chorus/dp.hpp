@@ -96,6 +96,14 @@ struct StepMetrics {
   int buckets = 0;                   // all-reduces launched this step
   int bucketsLaunchedEarly = 0;      // of those, launched from gradientReady (overlapping backward)
   std::optional<double> divergence;  // max |p_i - p_j| over ranks, LocalSgd check steps only
+
+  // The bucket all-reduces completed this step, split as the flight recorder saw them on this
+  // rank: from each call's start to the first message of the peer that came last (waiting for
+  // the slowest rank), and from there to its end (moving bytes). 0 when the recorder is off.
+  double waitForSlowestSeconds = 0;
+  double transferSeconds = 0;
+  // The peer behind this step's longest such wait: the straggler of this step; -1: none.
+  int slowestRank = -1;
 };
 
 struct BucketInfo {

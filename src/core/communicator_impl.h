@@ -56,6 +56,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   // Writes this rank's dump to dir (empty: CHORUS_TRACE_DIR); returns its path.
   std::string dumpTrace(const std::string& dir, const char* reason = "request");
   const trace::Subject& trace() const { return *trace_; }
+  std::shared_ptr<trace::Subject> traceSubject() const { return trace_; }
 
   Options options;
   std::atomic<int> lastAlgo{-1};  // AlgorithmId of the last prepared call, for lastAlgorithm()
@@ -103,7 +104,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   void prepare(algo::Args& args);
   void abortWith(const Error& cause);
   // Flight recorder: a call issued (needs mu_ held), started, ended; a failure's dump.
-  void traceIssue(Task& task);
+  // blocking: runBlocking's call, which runs at once when nothing is queued or running.
+  void traceIssue(Task& task, bool blocking = false);
   void traceStart(Task& task);
   void traceEnd(const Task& task, bool ok);
   void traceFailure(const Error& e);

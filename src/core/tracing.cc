@@ -18,6 +18,16 @@
 
 namespace chorus {
 
+// Declared a friend by Communicator: the internal layers reach its Impl through it.
+struct CommunicatorAccess {
+  static const Communicator::Impl& of(const Communicator& c) { return *c.impl_; }
+};
+
+std::shared_ptr<trace::Subject> trace::subjectOf(const Communicator& comm) {
+  const Communicator::Impl& impl = CommunicatorAccess::of(comm);
+  return impl.trace().recorder.enabled() ? impl.traceSubject() : nullptr;
+}
+
 void Communicator::Impl::initTrace() {
   uint64_t id = tx_ ? tx_->communicatorId() : 0;
   if (id == 0) {  // no peers, so nothing to agree with: any id that differs between communicators
@@ -77,17 +87,22 @@ std::string Communicator::Impl::dumpTrace(const std::string& dir, const char* re
   return trace::writeDump(*trace_, where, reason, nullptr);
 }
 
-void Communicator::Impl::traceIssue(Task& task) {
+void Communicator::Impl::traceIssue(Task& task, bool blocking) {
   if (!recorder_) return;
   const OpDesc& d = task.args.desc;
   const uint64_t bytes =
       d.kind == CollectiveKind::kSendRecv ? task.args.bytes : d.count * sizeOf(d.dtype);
-  task.issuedAt = trace::ticks();
+  // A small blocking call that will run at once is stamped at its first wait (recorder.h).
+  const bool stampLater = blocking && queue_.empty() && !busy_ &&
+                          d.kind != CollectiveKind::kSendRecv &&
+                          bytes < trace::kStampAtFirstWaitBelowBytes;
+  task.issuedAt = stampLater ? 0 : trace::ticks();
   task.traceId = recorder_->issue(d, bytes, task.issuedAt);
 }
 
 void Communicator::Impl::traceStart(Task& task) {
   if (!recorder_) return;
+  // issuedAt 0: stamped at the first wait (traceIssue).
   task.startedAt = task.startsAtIssue ? task.issuedAt : trace::ticks();
   recorder_->start(task.traceId, task.args.desc.algo, task.startedAt);
 }
@@ -108,9 +123,10 @@ void Communicator::Impl::traceFailure(const Error& e) {
 }
 
 std::string Communicator::Impl::stallDiagnosis(const Task& task) const {
-  if (!recorder_ || !trace_->rootStore || task.startedAt == 0) return "";
+  const uint64_t startedAt = recorder_ ? recorder_->startedTicks(task.traceId) : 0;
+  if (!recorder_ || !trace_->rootStore || startedAt == 0) return "";
   const OpDesc& d = task.args.desc;
-  const uint64_t startedUs = trace::WallClock::now().micros(task.startedAt);
+  const uint64_t startedUs = trace::WallClock::now().micros(startedAt);
   // On a thread of its own, given a second: a store that is gone may make a read wait for its
   // whole timeout, and the failure must not wait for it.
   auto job = std::make_shared<std::packaged_task<std::string()>>(

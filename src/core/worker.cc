@@ -121,7 +121,7 @@ std::shared_ptr<detail::WorkState> Communicator::Impl::runBlocking(algo::Args ar
   {
     std::unique_lock<std::mutex> lock(mu_);
     task.args.desc.seq = takeSeq(task.args.desc.kind);
-    traceIssue(task);
+    traceIssue(task, /*blocking=*/true);
     if (abortCause_ || abortRequested_) {
       if (recorder_) recorder_->dropQueued(task.traceId, trace::ticks());
       std::rethrow_exception(abortedError(task.args.desc));

@@ -49,6 +49,7 @@ void Replica::Impl::launch(size_t b, bool early) {
     deferredFailure = e;
     return;
   }
+  timing.launched(*comm, b, s, k.elements * sizeof(float));
   f.launchedAt = Clock::now();
   f.active = true;
   f.observed = false;
@@ -95,6 +96,7 @@ void Replica::Impl::finish(size_t b, int s, int64_t launchStep) {
   // Seen complete already: nothing was exposed (the wait only collects the outcome).
   if (!f.observed) current.exposedCommSeconds += secondsBetween(t0, t1);
   observe(f, t1);
+  timing.finished(b, s, launchStep, current);
   f.active = false;
 }
 
@@ -295,6 +297,7 @@ void Replica::beginStep() {
   if (m.micro++ == 0) {
     m.stepStart = Clock::now();
     m.current = StepMetrics{};
+    m.timing.stepBegan();
   }
   for (Param& p : m.params) p.ready = false;
   for (size_t b = 0; b < m.buckets.size(); ++b) m.buckets[b].pending = m.infos[b].params.size();
@@ -323,6 +326,7 @@ bool Replica::waitGradients() {
   m.inMicroStep = false;
   if (!m.lastMicroStep()) return false;
   m.current.computeSeconds = secondsBetween(m.stepStart, Clock::now());
+  m.timing.computeEnded(*m.comm, m.steps + 1);
   const float scale = 1.0f / static_cast<float>(m.opt.accumulationSteps);
   if (m.opt.mode == Mode::kLocalSgd) {
     m.scaleLocal(scale);

@@ -5,6 +5,7 @@
 #include <chorus/dp.hpp>
 
 #include "dp/consistency.h"
+#include "dp/step_timing.h"
 
 #include <chrono>
 #include <cstdint>
@@ -87,6 +88,7 @@ struct Replica::Impl {
   std::optional<Error> deferredFailure;
   Clock::time_point stepStart;
   StepMetrics current, last;
+  StepTiming timing;  // wait vs transfer, spans for the timeline
 
   Impl(Communicator& c, Options o) : comm(&c), opt(std::move(o)) {}
   Impl(std::unique_ptr<Communicator> c, Options o)

@@ -134,6 +134,33 @@ void entryJson(std::string& out, const EntryCopy& e) {
   out += "]}";
 }
 
+void spanJson(std::string& out, const SpanRecord& s, const WallClock& clock) {
+  out += "{";
+  field(out, "kind", toString(s.kind));
+  out += ", ";
+  number(out, "step", s.step);
+  out += ", ";
+  number(out, "start_us", clock.micros(s.startAt));
+  out += ", ";
+  number(out, "end_us", clock.micros(s.endAt));
+  if (s.kind == SpanKind::kBucket) {
+    out += ", ";
+    number(out, "bucket", s.index);
+    out += ", ";
+    number(out, "bytes", s.bytes);
+    out += ", ";
+    number(out, "call", s.call);
+    out += ", ";
+    number(out, "wait_us", static_cast<uint64_t>(clock.microsOf(static_cast<double>(s.waitTicks))));
+    out += ", ";
+    number(out, "transfer_us",
+           static_cast<uint64_t>(clock.microsOf(static_cast<double>(s.transferTicks))));
+    out += ", ";
+    number(out, "last_peer", s.lastPeer);
+  }
+  out += "}";
+}
+
 }  // namespace
 
 std::string dumpJson(const Subject& s, const char* reason, const std::string* error) {
@@ -142,6 +169,7 @@ std::string dumpJson(const Subject& s, const char* reason, const std::string* er
   const WallClock clock = WallClock::now();
   std::vector<EntryCopy> entries = r.entries(clock);
   StragglerCopy st = r.stragglers(clock);
+  const std::vector<SpanRecord> spans = s.spans.spans();
   std::string out;
   out.reserve(512 + entries.size() * 400);
   out += "{\n  ";
@@ -185,7 +213,13 @@ std::string dumpJson(const Subject& s, const char* reason, const std::string* er
     number(out, "p99_lag_us", q.p99LagUs);
     out += "}";
   }
-  out += st.ranks.empty() ? "]}\n}\n" : "\n  ]}\n}\n";
+  out += st.ranks.empty() ? "]},\n" : "\n  ]},\n";
+  out += "  \"spans\": [";
+  for (size_t i = 0; i < spans.size(); ++i) {
+    out += i == 0 ? "\n    " : ",\n    ";
+    spanJson(out, spans[i], clock);
+  }
+  out += spans.empty() ? "]\n}\n" : "\n  ]\n}\n";
   return out;
 }
 

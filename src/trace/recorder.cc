@@ -72,9 +72,7 @@ uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
   e.peerCount.store(0, r);  // slots are cleared when a call claims them (Recorder::slot)
   e.version.store(2 * id, std::memory_order_release);
   recorded_.store(id, std::memory_order_release);
-  if (d.kind != CollectiveKind::kSendRecv) {
-    issued_.store(issued_.load(r) + 1, r);
-  }
+  if (d.kind != CollectiveKind::kSendRecv) bump(issued_);
   return id;
 }
 
@@ -85,17 +83,39 @@ void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
     std::fill(slotCall_.begin(), slotCall_.end(), 0);
     callMark_ = 1;
   }
-  lastProgressAt_.store(now, std::memory_order_relaxed);
+  if (now != 0) lastProgressAt_.store(now, std::memory_order_relaxed);
+  startedAt_ = now;
+  peerCount_ = 0;
+  arrivedMask_ = 0;
   if (e == nullptr) return;
   e->algo.store(static_cast<uint8_t>(algo), std::memory_order_relaxed);
   e->startedAt.store(now, std::memory_order_relaxed);
   e->state.store(static_cast<uint8_t>(CallState::kStarted), std::memory_order_relaxed);
 }
 
+void Recorder::stamp(uint64_t now) {
+  constexpr auto r = std::memory_order_relaxed;
+  startedAt_ = now;
+  lastProgressAt_.store(now, r);
+  current_->issuedAt.store(now, r);
+  current_->startedAt.store(now, r);
+}
+
+uint64_t Recorder::startedTicks(uint64_t id) const {
+  if (id == 0 || capacity_ == 0) return 0;
+  const Entry& e = ring_[(id - 1) % capacity_];
+  const uint64_t t = e.startedAt.load(std::memory_order_relaxed);
+  return e.version.load(std::memory_order_acquire) == 2 * id ? t : 0;
+}
+
 void Recorder::end(uint64_t id, bool ok, uint64_t now) {
   // Sends and receives run several calls at once: the traffic goes to the one started last,
   // until it ends.
-  if (id != 0 && current_ == &ring_[(id - 1) % capacity_]) current_ = nullptr;
+  const bool wasCurrent = id != 0 && current_ == &ring_[(id - 1) % capacity_];
+  if (wasCurrent) {
+    if (startedAt_ == 0) stamp(now);  // never waited
+    current_ = nullptr;
+  }
   Entry* e = entryOf(id);
   if (e == nullptr) return;
   constexpr auto r = std::memory_order_relaxed;
@@ -106,10 +126,16 @@ void Recorder::end(uint64_t id, bool ok, uint64_t now) {
   if (ok) {
     lastProgressAt_.store(now, r);
     if (collective) {
-      completed_.store(completed_.load(r) + 1, r);
-      countStraggler(*e);
+      bump(completed_);
+      if (wasCurrent) countStraggler(*e);
     }
   }
+  // The next call's lines of the ring, fetched for writing while the application runs: the ring
+  // is larger than the caches, and each call writes an entry that was last written 'capacity'
+  // calls ago.
+  const char* next = reinterpret_cast<const char*>(&ring_[id % capacity_]);
+  __builtin_prefetch(next, 1);
+  __builtin_prefetch(next + 64, 1);
 }
 
 void Recorder::dropQueued(uint64_t id, uint64_t now) {
@@ -132,15 +158,17 @@ void Recorder::countStraggler(const Entry& e) {
   auto later = [](const Arrival& a, const Arrival& b) {
     return a.t != b.t ? a.t > b.t : a.order > b.order;
   };
-  const uint64_t start = e.startedAt.load(r);
+  // peerCount_ and arrivedMask_ describe the call that just ended (Recorder::end).
+  if (arrivedMask_ == 0) return;
+  const uint64_t start = startedAt_;
   Arrival last{rank_, start, 1};
   Arrival second{-1, 0, -1};
-  const int n = std::min<int>(e.peerCount.load(r), kPeerSlots);
+  const int n = std::min(peerCount_, kPeerSlots);
   int heard = 0;
   for (int i = 0; i < n; ++i) {
+    if (!(arrivedMask_ & (1u << i))) continue;
     const PeerSlot& s = e.peers[i];
     const uint64_t t = s.firstArrivalAt.load(r);
-    if (t == 0) continue;
     ++heard;
     Arrival a = s.early.load(r) ? Arrival{s.rank.load(r), start, 0} : Arrival{s.rank.load(r), t, 2};
     if (later(a, last)) {
@@ -151,13 +179,12 @@ void Recorder::countStraggler(const Entry& e) {
     }
   }
   if (heard == 0 || last.rank < 0 || last.rank >= size_) return;
-  statCalls_.store(statCalls_.load(r) + 1, r);
+  bump(statCalls_);
   const auto who = static_cast<size_t>(last.rank);
-  lastCount_[who].store(lastCount_[who].load(r) + 1, r);
+  bump(lastCount_[who]);
   if (last.order == 1) return;  // this rank came last: by how much, only the others can tell
-  auto& bucket = lagHist_[who * kLagBuckets + static_cast<size_t>(lagBucket(last.t - second.t))];
-  bucket.store(bucket.load(r) + 1, r);
-  lagSamples_[who].store(lagSamples_[who].load(r) + 1, r);
+  bump(lagHist_[who * kLagBuckets + static_cast<size_t>(lagBucket(last.t - second.t))]);
+  bump(lagSamples_[who]);
 }
 
 bool Recorder::copy(const Entry& e, EntryCopy* out, const WallClock& clock) const {
@@ -188,6 +215,39 @@ bool Recorder::copy(const Entry& e, EntryCopy* out, const WallClock& clock) cons
     }
     std::atomic_thread_fence(std::memory_order_acquire);
     if (e.version.load(r) == v1) return true;
+  }
+  return false;
+}
+
+bool Recorder::callTicks(uint64_t id, CallTicks* out) const {
+  if (id == 0 || capacity_ == 0) return false;
+  const Entry& e = ring_[(id - 1) % capacity_];
+  constexpr auto r = std::memory_order_relaxed;
+  for (int tries = 0; tries < 64; ++tries) {
+    const uint64_t v = e.version.load(std::memory_order_acquire);
+    if (v != 2 * id) return false;
+    CallTicks c;
+    c.number = e.number.load(r);
+    c.kind = static_cast<CollectiveKind>(e.kind.load(r));
+    c.state = static_cast<CallState>(e.state.load(r));
+    c.issuedAt = e.issuedAt.load(r);
+    c.startedAt = e.startedAt.load(r);
+    c.endedAt = e.endedAt.load(r);
+    c.lastArrivalAt = c.startedAt;
+    const int n = std::min<int>(e.peerCount.load(std::memory_order_acquire), kPeerSlots);
+    for (int i = 0; i < n; ++i) {
+      const PeerSlot& s = e.peers[i];
+      const uint64_t t = s.firstArrivalAt.load(r);
+      if (t != 0 && !s.early.load(r) && t > c.lastArrivalAt) {
+        c.lastArrivalAt = t;
+        c.lastPeer = s.rank.load(r);
+      }
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.version.load(r) == v) {
+      *out = c;
+      return true;
+    }
   }
   return false;
 }

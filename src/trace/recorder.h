@@ -22,6 +22,11 @@ const char* toString(CallState s);
 // Peers remembered per call: the first ones the call exchanged data with (a ring talks to two,
 // recursive doubling to log2(size)); the traffic of further peers is not recorded.
 inline constexpr int kPeerSlots = 8;
+// A small call that runs at once on the thread that issued it is stamped when it first waits for
+// a peer (or at its end if it never does) rather than at its start: the clock read then falls in
+// time the rank spends waiting anyway. The stamp is late by the time the call takes to post its
+// first messages, well under a microsecond below this size.
+inline constexpr uint64_t kStampAtFirstWaitBelowBytes = 64 << 10;
 // Lag histogram: four buckets per power of two of ticks, up to about 2^49 ticks (days).
 inline constexpr int kLagBuckets = 200;
 
@@ -68,6 +73,18 @@ struct EntryCopy {
   Peer peers[kPeerSlots];
 };
 
+// One call's times as the layers above read them (ticks, trace/clock.h).
+struct CallTicks {
+  uint64_t number = 0;
+  CollectiveKind kind = CollectiveKind::kBarrier;
+  CallState state = CallState::kQueued;
+  uint64_t issuedAt = 0, startedAt = 0, endedAt = 0;
+  // The first arrival of the peer that came last; startedAt when every peer heard from was there
+  // before this rank started, or when none was heard from.
+  uint64_t lastArrivalAt = 0;
+  int32_t lastPeer = -1;  // that peer; -1 when no peer came after this rank started
+};
+
 // Per rank: how often it arrived last, and the lags behind the second-to-last arrival.
 struct StragglerCopy {
   struct Rank {
@@ -92,9 +109,13 @@ class Recorder {
 
   // --- writers. issue() runs under the communicator's lock; the others on the thread that
   // drives the call (one at a time). A call is named by the id issue() returned.
-  // `bytes`: the call's size (send_recv: its message; else count x element size). `now`: ticks().
+  // `bytes`: the call's size (send_recv: its message; else count x element size). `now`: ticks(),
+  // or 0 for a call whose issue and start are stamped at its first wait (see
+  // kStampAtFirstWaitBelowBytes; collectives only, then `now` of start() is 0 as well).
   uint64_t issue(const OpDesc& d, uint64_t bytes, uint64_t now);
   void start(uint64_t id, AlgorithmId algo, uint64_t now);
+  // When the call started (ticks), once stamped; 0 before or when no longer in the ring.
+  uint64_t startedTicks(uint64_t id) const;
   void end(uint64_t id, bool ok, uint64_t now);
   // A call that never ran (failed while queued).
   void dropQueued(uint64_t id, uint64_t now);
@@ -102,6 +123,7 @@ class Recorder {
   // --- the call in progress (started, not ended), from the transport.
   void waitingOn(int peer) {
     if (Entry* e = current_) {
+      if (startedAt_ == 0) stamp(ticks());
       e->waitingOn.store(peer, std::memory_order_relaxed);
       e->state.store(static_cast<uint8_t>(CallState::kWaiting), std::memory_order_relaxed);
     }
@@ -113,21 +135,30 @@ class Recorder {
     }
   }
   void sent(int peer, uint64_t bytes) {
-    if (PeerSlot* s = slot(peer)) add(s->sent, bytes);
+    const int i = slot(peer);
+    if (i >= 0) {
+      sent_[i] += bytes;
+      current_->peers[i].sent.store(sent_[i], std::memory_order_relaxed);
+    }
   }
   void received(int peer, uint64_t bytes) {
-    if (PeerSlot* s = slot(peer)) add(s->received, bytes);
+    const int i = slot(peer);
+    if (i >= 0) {
+      received_[i] += bytes;
+      current_->peers[i].received.store(received_[i], std::memory_order_relaxed);
+    }
   }
   // The first message of the current call from `peer` is here; early: it was waiting before
   // this rank first looked for messages in this call (it arrived before this rank started, and
-  // its arrival shows as the call's start: no clock read).
+  // its arrival shows as the call's start: no clock read). Later messages cost a bit test.
   void arrived(int peer, bool early) {
-    PeerSlot* s = slot(peer);
-    if (s && s->firstArrivalAt.load(std::memory_order_relaxed) == 0) {
-      s->early.store(early, std::memory_order_relaxed);
-      s->firstArrivalAt.store(early ? current_->startedAt.load(std::memory_order_relaxed) : ticks(),
-                              std::memory_order_relaxed);
-    }
+    const int i = slot(peer);
+    if (i < 0 || (arrivedMask_ & (1u << i))) return;
+    arrivedMask_ |= 1u << i;
+    if (startedAt_ == 0) stamp(ticks());
+    PeerSlot& s = current_->peers[i];
+    s.early.store(early, std::memory_order_relaxed);
+    s.firstArrivalAt.store(early ? startedAt_ : ticks(), std::memory_order_relaxed);
   }
 
   // A wait of the current call ran past its deadline (before the transport listens a little
@@ -152,6 +183,8 @@ class Recorder {
   uint64_t lastProgressUs(const WallClock& clock) const {
     return clock.micros(lastProgressAt_.load(std::memory_order_relaxed));
   }
+  // The call `id` (issue()'s), while it is still in the ring.
+  bool callTicks(uint64_t id, CallTicks* out) const;
   // The oldest call not yet ended, if it is still in the ring.
   bool oldestPending(EntryCopy* out, const WallClock& clock) const;
   StragglerCopy stragglers(const WallClock& clock) const;
@@ -162,31 +195,32 @@ class Recorder {
     Entry& e = ring_[(id - 1) % capacity_];
     return e.version.load(std::memory_order_relaxed) == 2 * id ? &e : nullptr;
   }
-  // The current call's slot for `peer`, claimed on first use; null when off, between calls, or
-  // when the call already has kPeerSlots peers.
-  PeerSlot* slot(int peer) {
-    Entry* e = current_;
-    if (e == nullptr || peer < 0 || peer >= size_) return nullptr;
+  // The current call's slot for `peer`, claimed on first use; -1 when off, between calls, or
+  // when the call already has kPeerSlots peers. The writer keeps its own copy of what it wrote
+  // (counts, sums, arrivals), so that recording only stores to the ring and never waits for a
+  // ring line to be read.
+  int slot(int peer) {
+    if (current_ == nullptr || peer < 0 || peer >= size_) return -1;
     const size_t p = static_cast<size_t>(peer);
-    if (slotCall_[p] == callMark_) return slotOf_[p] < kPeerSlots ? &e->peers[slotOf_[p]] : nullptr;
+    if (slotCall_[p] == callMark_) return slotOf_[p] < kPeerSlots ? slotOf_[p] : -1;
     slotCall_[p] = callMark_;
-    const uint8_t n = e->peerCount.load(std::memory_order_relaxed);
-    slotOf_[p] = n;
-    if (n >= kPeerSlots) return nullptr;
-    PeerSlot& s = e->peers[n];
+    const int n = peerCount_;
+    slotOf_[p] = static_cast<uint8_t>(n);
+    if (n >= kPeerSlots) return -1;
+    peerCount_ = n + 1;
+    sent_[n] = received_[n] = 0;
+    PeerSlot& s = current_->peers[n];
     constexpr auto r = std::memory_order_relaxed;
     s.rank.store(peer, r);
     s.sent.store(0, r);
     s.received.store(0, r);
     s.firstArrivalAt.store(0, r);
     s.early.store(false, r);
-    e->peerCount.store(static_cast<uint8_t>(n + 1), std::memory_order_release);
-    return &s;
+    current_->peerCount.store(static_cast<uint8_t>(n + 1), std::memory_order_release);
+    return n;
   }
-  // Single writer: a load and a store, no read-modify-write.
-  static void add(std::atomic<uint64_t>& a, uint64_t v) {
-    a.store(a.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
-  }
+  // The current call's deferred start (and issue) stamp.
+  void stamp(uint64_t now);
   void countStraggler(const Entry& e);
   bool copy(const Entry& e, EntryCopy* out, const WallClock& clock) const;
 
@@ -202,11 +236,23 @@ class Recorder {
   TimeoutHook timeoutHook_ = nullptr;
   void* timeoutContext_ = nullptr;
 
-  // The call in progress, its mark and each peer's slot in it (driving thread only).
+  // The call in progress, its mark and each peer's slot in it, and the writer's copy of what
+  // it wrote there (driving thread only).
   Entry* current_ = nullptr;
+  uint64_t startedAt_ = 0;
   uint32_t callMark_ = 0;
+  int peerCount_ = 0;
+  uint32_t arrivedMask_ = 0;  // bit i: peers[i] arrived
+  uint64_t sent_[kPeerSlots] = {};
+  uint64_t received_[kPeerSlots] = {};
   std::vector<uint32_t> slotCall_;
   std::vector<uint8_t> slotOf_;
+  // Single writer: the statistics' counters are written with a load and a store, no
+  // read-modify-write.
+  template <typename T>
+  static void bump(std::atomic<T>& a) {
+    a.store(a.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
 
   // Straggler statistics, per rank.
   std::atomic<uint64_t> statCalls_{0};

@@ -5,6 +5,7 @@
 
 #include "trace/recorder.h"
 #include "trace/settings.h"
+#include "trace/span_log.h"
 
 #include <chorus/store.hpp>
 
@@ -12,7 +13,14 @@
 #include <memory>
 #include <string>
 
+namespace chorus {
+class Communicator;
+}
+
 namespace chorus::trace {
+
+// Spans a communicator keeps for the layers above it (span_log.h).
+inline constexpr size_t kSpanCapacity = 1024;
 
 struct Subject {
   Subject(Settings s, uint64_t communicatorId, int rank, int size)
@@ -23,9 +31,14 @@ struct Subject {
   const Settings settings;
   const std::string id;  // 16 hex digits
   Recorder recorder;
+  SpanLog spans{settings.entries > 0 ? kSpanCapacity : 0};
   // The store the ranks met at (not the communicator's scoped one); null: no progress records.
   std::shared_ptr<Store> rootStore;
   uint64_t nextPublishUs = 0;  // service thread only
 };
+
+// The flight recorder of `comm`, for the library's own layers above the communicator (the dp
+// layer); null when the recorder is off (src/core/tracing.cc).
+std::shared_ptr<Subject> subjectOf(const Communicator& comm);
 
 }  // namespace chorus::trace

@@ -73,6 +73,29 @@ void addCalls(json& events, const Dump& d, int pid, int64_t origin) {
   }
 }
 
+// The dp layer's track of a rank: its backward passes and bucket all-reduces.
+void addSpans(json& events, const Dump& d, int pid, int tid, int64_t origin) {
+  for (const auto& s : d.spans) {
+    if (s.startUs == 0 || s.endUs < s.startUs) continue;
+    const std::string step = " (step " + std::to_string(s.step) + ")";
+    if (s.kind == "compute") {
+      events.push_back(
+          slice("backward" + step, "dp", pid, tid, s.startUs, s.endUs, origin, {{"step", s.step}}));
+      continue;
+    }
+    if (s.kind != "bucket") continue;
+    json args = {{"step", s.step},
+                 {"bucket", s.bucket},
+                 {"bytes", s.bytes},
+                 {"wait_for_slowest_us", s.waitUs},
+                 {"transfer_us", s.transferUs}};
+    if (s.call >= 0) args["call"] = "allreduce #" + std::to_string(s.call);
+    if (s.lastPeer >= 0) args["last_peer"] = s.lastPeer;
+    events.push_back(slice("bucket " + std::to_string(s.bucket) + step, "dp", pid, tid, s.startUs,
+                           s.endUs, origin, std::move(args)));
+  }
+}
+
 }  // namespace
 
 json chromeTrace(const std::vector<Dump>& dumps) {
@@ -81,6 +104,9 @@ json chromeTrace(const std::vector<Dump>& dumps) {
     for (const auto& e : d.entries) {
       int64_t start = e.issuedUs ? e.issuedUs : e.startedUs;
       if (start) origin = std::min(origin, start);
+    }
+    for (const auto& s : d.spans) {
+      if (s.startUs) origin = std::min(origin, s.startUs);
     }
   }
   if (origin == INT64_MAX) origin = 0;
@@ -95,8 +121,15 @@ json chromeTrace(const std::vector<Dump>& dumps) {
     }
     events.push_back(metadata("thread_name", pid, d.rank,
                               {{"name", "rank " + std::to_string(d.rank) + " (" + d.host + ")"}}));
-    events.push_back(metadata("thread_sort_index", pid, d.rank, {{"sort_index", d.rank}}));
+    events.push_back(metadata("thread_sort_index", pid, d.rank, {{"sort_index", 2 * d.rank}}));
     addCalls(events, d, pid, origin);
+    if (d.spans.empty()) continue;
+    // A second track per rank, right below its calls; its thread id stays clear of the ranks'.
+    const int dpTid = d.size + d.rank;
+    events.push_back(
+        metadata("thread_name", pid, dpTid, {{"name", "rank " + std::to_string(d.rank) + " dp"}}));
+    events.push_back(metadata("thread_sort_index", pid, dpTid, {{"sort_index", 2 * d.rank + 1}}));
+    addSpans(events, d, pid, dpTid, origin);
   }
   return {{"traceEvents", events},
           {"displayTimeUnit", "ms"},

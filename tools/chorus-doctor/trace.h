@@ -42,6 +42,21 @@ struct Entry {
   const PeerIo* peer(int rank) const;
 };
 
+// A span the dp layer recorded beside the calls: the backward pass of a step ("compute") or a
+// bucket's all-reduce from launch to completion ("bucket").
+struct Span {
+  std::string kind;
+  int64_t step = 0;
+  int64_t startUs = 0;
+  int64_t endUs = 0;
+  int bucket = -1;
+  int64_t bytes = 0;
+  int64_t call = -1;  // the number of the bucket's all-reduce
+  int64_t waitUs = 0;
+  int64_t transferUs = 0;
+  int lastPeer = -1;
+};
+
 // One rank's dump of one communicator.
 struct Dump {
   std::string path;
@@ -56,6 +71,7 @@ struct Dump {
   int64_t capacity = 0;
   int64_t recorded = 0;
   std::vector<Entry> entries;  // oldest first
+  std::vector<Span> spans;     // oldest first; none in dumps of older writers
 
   // The entry with this number that is a collective (not a send_recv), or null.
   const Entry* collective(int64_t number) const;

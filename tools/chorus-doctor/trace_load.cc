@@ -55,6 +55,21 @@ Entry parseEntry(const json& j) {
   return e;
 }
 
+Span parseSpan(const json& j) {
+  Span s;
+  s.kind = field<std::string>(j, "kind", "");
+  s.step = field<int64_t>(j, "step", 0);
+  s.startUs = field<int64_t>(j, "start_us", 0);
+  s.endUs = field<int64_t>(j, "end_us", 0);
+  s.bucket = field(j, "bucket", -1);
+  s.bytes = field<int64_t>(j, "bytes", 0);
+  s.call = field<int64_t>(j, "call", -1);
+  s.waitUs = field<int64_t>(j, "wait_us", 0);
+  s.transferUs = field<int64_t>(j, "transfer_us", 0);
+  s.lastPeer = field(j, "last_peer", -1);
+  return s;
+}
+
 }  // namespace
 
 std::string Entry::name() const { return collective + " #" + std::to_string(number); }
@@ -110,6 +125,9 @@ Dump loadDump(const std::string& path) {
     d.capacity = field<int64_t>(j, "capacity", 0);
     d.recorded = field<int64_t>(j, "recorded", 0);
     for (const auto& e : j.at("entries")) d.entries.push_back(parseEntry(e));
+    if (auto it = j.find("spans"); it != j.end() && it->is_array()) {
+      for (const auto& s : *it) d.spans.push_back(parseSpan(s));
+    }
     return d;
   } catch (const json::exception& e) {
     throw std::runtime_error(path + ": " + e.what());

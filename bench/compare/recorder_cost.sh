@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# What the flight recorder costs per call: 2-rank all-reduces of 8 B and 1 KiB, over shared memory
+# and over TCP loopback, with the recorder on (the default) and off (CHORUS_TRACE_ENTRIES=0),
+# in interleaved runs (on off off on on off ...) so that a change in the machine's load hits both.
+# Each run reports the median iteration (chorus-bench: the slowest rank per iteration); the script
+# prints, per transport and size, the median of the runs' medians, on / off, and the ratio.
+#
+#   bench/compare/recorder_cost.sh [BUILD]
+#
+# Environment: ROUNDS (7: runs per setting), ITERS (20000), WARMUP (2000), TRANSPORTS ("shm tcp").
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+build=$(cd "${1:-$repo/build}" && pwd)
+rounds=${ROUNDS:-7}
+iters=${ITERS:-20000}
+warmup=${WARMUP:-2000}
+transports=${TRANSPORTS:-shm tcp}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+run() {  # transport mode round
+  local entries=2000
+  [ "$2" = off ] && entries=0
+  CHORUS_TRANSPORT=$1 CHORUS_TRACE_ENTRIES=$entries "$build/tools/chorus-run/chorus-run" -n 2 -- \
+    "$build/tools/chorus-bench/chorus-bench" -b 8 -e 1K -f 128 -n "$iters" -w "$warmup" \
+    --no-check --json "$out/$1-$2-$3.json" >/dev/null
+}
+
+for ((i = 1; i <= rounds; ++i)); do
+  for transport in $transports; do
+    if ((i % 2)); then order="on off"; else order="off on"; fi
+    for mode in $order; do run "$transport" "$mode" "$i"; done
+  done
+done
+
+/usr/bin/python3 - "$out" <<'PY'
+import glob, json, os, statistics, sys
+times = {}
+for path in glob.glob(os.path.join(sys.argv[1], "*.json")):
+    transport, mode, _ = os.path.basename(path)[:-5].split("-")
+    for row in json.load(open(path))["rows"]:
+        times.setdefault((transport, row["bytes"], mode), []).append(row["time_us"])
+print(f"{'transport':>9} {'bytes':>6} {'on (us)':>9} {'off (us)':>9} {'on/off':>7}  runs")
+for transport in ("shm", "tcp"):
+    if (transport, 8, "on") not in times: continue
+    for size in sorted({k[1] for k in times if k[0] == transport}):
+        on = times[(transport, size, "on")]
+        off = times[(transport, size, "off")]
+        a, b = statistics.median(on), statistics.median(off)
+        print(f"{transport:>9} {size:>6} {a:>9.3f} {b:>9.3f} {a / b:>7.3f}  {len(on)}+{len(off)}")
+        print(f"{'':>17} on:  {' '.join(f'{t:.3f}' for t in on)}")
+        print(f"{'':>17} off: {' '.join(f'{t:.3f}' for t in off)}")
+PY
