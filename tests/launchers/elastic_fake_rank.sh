@@ -22,6 +22,7 @@ file_store_path() {
 publish() {
   local path
   path=$(file_store_path chorus/elastic/last_change)
+  mkdir -p "${path%/*}"  # the launcher may not have opened the store yet
   printf '%s' "$1" >"$path.tmp"
   mv "$path.tmp" "$path"
 }

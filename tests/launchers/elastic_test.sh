@@ -98,6 +98,15 @@ check "below --min-ranks: the log names both failures" logged below \
 # The survivors would sleep 20 s: SIGTERM ends them at once.
 check "below --min-ranks: the others were stopped at once (${took}s)" awk "BEGIN { exit !($took < 10) }"
 
+# Every rank fails (as on a usage error): the job fails, naming the failures, with or without
+# restarts.
+for restarts in 0 1; do
+  ELASTIC_FAKE="0:always 1:always" job "allfail$restarts" -n 2 --elastic --max-restarts "$restarts" -- "$rank"
+  check "every rank fails, --max-restarts $restarts: exit 3 (got $code)" [ "$code" -eq 3 ]
+  check "every rank fails, --max-restarts $restarts: the log names the failures" logged "allfail$restarts" \
+    '^chorus-run: only 0 of 2 ranks left, fewer than --min-ranks 1; failures: rank [01] \(pid [0-9]+\) exited with status 3; rank [01] \(pid [0-9]+\) exited with status 3'
+done
+
 # Options.
 job usage1 -n 4 --elastic --min-ranks 5 -- "$rank"
 check "--min-ranks larger than -n: usage error" [ "$code" -eq 2 ]

@@ -151,8 +151,13 @@ const RankProcess* Supervisor::liveProcess(int rank) const {
 }
 
 void Supervisor::stopAll(int exitCode, const std::string& why) {
-  if (stopping_ || live_ == 0) return;
+  if (stopping_) return;
+  // Also when no rank is left (the last one just failed): the job still failed.
   setExitCode(exitCode);
+  if (live_ == 0) {
+    report(why);
+    return;
+  }
   report(why + "; stopping the " + ranksWord(live_));
   beginStop(SIGTERM);
 }

@@ -44,7 +44,7 @@ class Supervisor {
   // The live process of rank (the latest started for it), or nullptr.
   const RankProcess* liveProcess(int rank) const;
   // Stops every rank as after a failure (SIGTERM, then SIGKILL after the grace period); run()
-  // then returns exitCode unless a rank failed first.
+  // then returns exitCode unless a rank failed first (also when no rank is left to stop).
   void stopAll(int exitCode, const std::string& why);
   bool stopping() const { return stopping_; }
 
