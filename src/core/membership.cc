@@ -10,6 +10,8 @@
 //   joiners                counter: tickets handed to newcomers
 //   joiner/<t>, withdrawn/<t>, admitted/<t> ("<G> <A>")   one newcomer's queue entry
 //   admitted               tickets consumed by decisions so far
+//   expected_joiners, restarts_left   written by a launcher (replacements announced; restarts
+//                          it has left)
 // Slots of attempt 0 are the ranks of the communicator being replaced; those of attempt A > 0
 // the ranks of attempt A - 1's decision.
 #include "core/membership.h"
@@ -23,6 +25,7 @@
 #include <algorithm>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 namespace chorus::membership {
@@ -123,6 +126,37 @@ bool expectedJoinersIn(Store& root) {
   return true;
 }
 
+// The most the decider waits for a launcher to announce the replacements of the ranks lost in
+// an attempt (it sees the deaths at the same moment as the survivors).
+constexpr std::chrono::seconds kReplacementGrace{2};
+
+// Before the decision: when a launcher restarts lost ranks (it publishes the restarts it has
+// left) and slots of this attempt did not register, waits until it announced a replacement for
+// each (or has no restarts left) and the announced ones registered, so that they are admitted
+// now and not at the next membership change; at most kReplacementGrace and `until`. Without the
+// key (no such launcher) it does not wait.
+void awaitReplacements(Store& root, const std::string& at, int slots, const Deadline& until) {
+  if (!has(root, kRestartsLeftKey)) return;
+  const Deadline grace(std::min(until.at(), Clock::now() + kReplacementGrace));
+  int pauseMs = 1;
+  for (;;) {
+    int lost = 0;
+    for (int i = 0; i < slots; ++i) lost += !has(root, at + "reg/" + std::to_string(i));
+    if (lost == 0) return;
+    // Read before the announcements: the launcher announces a replacement, then lowers this.
+    int64_t restartsLeft = 0;
+    try {
+      restartsLeft = std::stoll(text(root.get(kRestartsLeftKey, std::chrono::seconds(5))));
+    } catch (const std::logic_error&) {
+      return;  // not a number: not a launcher this code knows
+    }
+    const int64_t announced = root.add(kExpectedJoinersKey, 0) - root.add(kConsumedKey, 0);
+    if ((restartsLeft <= 0 || announced >= lost) && expectedJoinersIn(root)) return;
+    if (grace.expired()) return;
+    pause(pauseMs);
+  }
+}
+
 // Waits until every slot has registered or is known dead (by this participant or by one that
 // registered) and the joiners a launcher announced have come; or until someone decided, or
 // `until`.
@@ -208,6 +242,7 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
       }
       awaitRegistrations(*root, at, static_cast<int>(base.size()), deadSlots, halfway(deadline));
       if (!has(*root, at + "decision") && root->add(at + "decider", 1) == 1) {
+        awaitReplacements(*root, at, static_cast<int>(base.size()), halfway(deadline));
         decide(*root, at, base, generation, attempt);
       }
     }

@@ -19,6 +19,8 @@ namespace chorus::membership {
 // Keys under the root store's "chorus/elastic/" that others read or write too.
 inline constexpr const char* kExpectedJoinersKey = "chorus/elastic/expected_joiners";
 inline constexpr const char* kLastChangeKey = "chorus/elastic/last_change";
+// Written by a launcher that restarts lost ranks (decimal text): how many restarts it has left.
+inline constexpr const char* kRestartsLeftKey = "chorus/elastic/restarts_left";
 
 // One member of the next communicator.
 struct Member {

@@ -45,6 +45,8 @@ check "restart: the replacement got CHORUS_JOIN=1 CHORUS_RESTART=1" printed rest
 check "restart: 5 starts in all" [ "$(grep -c '^rank=' "$scratch/restart.out")" -eq 5 ]
 check "restart: chorus/elastic/expected_joiners is 1" \
   [ "$(store_value "$store" chorus/elastic/expected_joiners)" = 1 ]
+check "restart: chorus/elastic/restarts_left is 2" \
+  [ "$(store_value "$store" chorus/elastic/restarts_left)" = 2 ]
 check "restart: the membership change is logged" logged restart \
   '^chorus-run: membership: generation=1 size=4 former=0,1,3,-1 lost=2 joined=1$'
 

@@ -71,6 +71,70 @@ TEST(Join, ReplacementTakesTheNextMembership) {
             "generation=1 size=4 former=0,1,3,-1 lost=2 joined=1");
 }
 
+// A launcher that restarts lost ranks sees a death at the same moment as the survivors: their
+// shrink() may be deciding before it announced the replacement. With the launcher's restarts
+// published (restarts_left), the decider waits for the announcement, and the replacement is
+// admitted at this membership change, not the next one.
+TEST(Join, LateAnnouncementIsAwaitedWhileRestartsRemain) {
+  auto store = makeHashStore();
+  const Options options = membershipOptions(seconds(20));
+  store->set(membership::kRestartsLeftKey, Store::Bytes{'1'});
+  std::atomic<bool> lost{false};
+  auto launcher = [&] {
+    while (!lost) std::this_thread::sleep_for(milliseconds(5));
+    // Later than the survivors see the death (their connections to rank 2 close at once).
+    std::this_thread::sleep_for(milliseconds(400));
+    store->add(membership::kExpectedJoinersKey, 1);
+    store->set(membership::kRestartsLeftKey, Store::Bytes{'0'});
+    auto comm = Communicator::join(store, options);
+    require(comm->size() == 4 && comm->generation() == 1,
+            "newcomer got size " + std::to_string(comm->size()) + ", generation " +
+                std::to_string(comm->generation()));
+    checkCollectives(*comm, idsOf(*comm));
+  };
+  auto errors = runElastic(store, 4, options,
+                           [&](int r, auto comm) {
+                             checkCollectives(*comm, {0, 1, 2, 3});
+                             if (r == 2) {
+                               comm.reset();  // lost: its connections close
+                               lost = true;
+                               return;
+                             }
+                             try {
+                               checkCollectives(*comm, {0, 1, 2, 3});
+                             } catch (const Error&) {
+                             }
+                             auto next = comm->shrink();
+                             require(next->formerRanks() == std::vector<int>({0, 1, 3, -1}),
+                                     "survivors got " + std::to_string(next->size()) +
+                                         " ranks: the replacement was not admitted");
+                             checkCollectives(*next, idsOf(*next));
+                           },
+                           {launcher});
+  EXPECT_TRUE(errors.empty()) << joinAll(errors);
+}
+
+// With restarts published but none left, a lost rank costs no wait.
+TEST(Join, NoWaitWithoutRestartsLeft) {
+  auto store = makeHashStore();
+  const Options options = membershipOptions(seconds(20));
+  store->set(membership::kRestartsLeftKey, Store::Bytes{'0'});
+  auto errors = runElastic(store, 3, options, [&](int r, auto comm) {
+    checkCollectives(*comm, {0, 1, 2});
+    if (r == 2) return;
+    try {
+      checkCollectives(*comm, {0, 1, 2});
+    } catch (const Error&) {
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    auto next = comm->shrink();
+    require(next->size() == 2, "size " + std::to_string(next->size()));
+    // Well under the 2 s a launcher with restarts left would be given.
+    require(std::chrono::steady_clock::now() - t0 < milliseconds(1800), "shrink waited");
+  });
+  EXPECT_TRUE(errors.empty()) << joinAll(errors);
+}
+
 TEST(Join, NoMembershipChangeTimesOut) {
   auto store = makeHashStore();
   try {

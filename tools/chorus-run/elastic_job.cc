@@ -40,6 +40,7 @@ ElasticJob::ElasticJob(ElasticSettings settings, Supervisor& supervisor, Starter
       restartsOfRank_(static_cast<size_t>(settings_.ranks), 0) {
   // create() ranks the job's communicator as the launcher does (CHORUS_RANK).
   for (int rank = 0; rank < settings_.ranks; ++rank) memberSlots_.push_back(rank);
+  publishRestartsLeft();
 }
 
 void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
@@ -53,6 +54,7 @@ void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
     // announced by the time it decides, so the replacement is admitted at the membership change
     // that follows the failure only when this comes first.
     announceJoiner(process.rank, 1);
+    publishRestartsLeft();
     report(failure + "; restarting it (restart " + std::to_string(restartsUsed_) + " of " +
            std::to_string(settings_.maxRestarts) + ")");
     const int rank = process.rank;
@@ -95,6 +97,19 @@ void ElasticJob::announceJoiner(int rank, int delta) {
     report("cannot announce the replacement of rank " + std::to_string(rank) + " in " +
            kExpectedJoinersKey + " (" + e.what() +
            "); it may join only at a later membership change");
+  }
+}
+
+void ElasticJob::publishRestartsLeft() {
+  Store* s = store();
+  if (!s) return;
+  const std::string left = std::to_string(settings_.maxRestarts - restartsUsed_);
+  try {
+    s->set(kRestartsLeftKey, Store::Bytes(left.begin(), left.end()));
+  } catch (const std::exception& e) {
+    store_.reset();
+    report(std::string("cannot publish ") + kRestartsLeftKey + " (" + e.what() +
+           "); a replacement may join only at a later membership change");
   }
 }
 

@@ -23,6 +23,7 @@ namespace chorus::launcher {
 
 inline constexpr const char* kExpectedJoinersKey = "chorus/elastic/expected_joiners";
 inline constexpr const char* kLastChangeKey = "chorus/elastic/last_change";
+inline constexpr const char* kRestartsLeftKey = "chorus/elastic/restarts_left";
 
 struct ElasticSettings {
   int ranks = 0;
@@ -47,6 +48,10 @@ class ElasticJob {
   // Adds delta to chorus/elastic/expected_joiners: 1 before the replacement of rank starts, -1
   // when it could not start after all.
   void announceJoiner(int rank, int delta);
+  // Sets chorus/elastic/restarts_left: while it is above 0, the survivors' shrink() gives this
+  // launcher a moment to announce the replacement of a rank they lost (they see the death at the
+  // same moment). Published at the start and after each announcement, never before one.
+  void publishRestartsLeft();
   void restart(int rank);
   // A rank that will not come back: the job goes on while at least minRanks remain.
   void lose(const std::string& failure, int exitCode);
