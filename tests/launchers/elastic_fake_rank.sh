@@ -8,6 +8,9 @@
 #              (as the library's new rank 0 would after a membership change)
 #   R:declare  rank R writes $ELASTIC_FAKE_CHANGE as chorus/elastic/last_change
 #   R:hang     rank R sleeps 30 s on its first start (as a stopped or stuck rank)
+#   R:unadmitted  rank R, once restarted, sleeps 20 s (a replacement that nobody admits)
+#   R:register rank R, once restarted, registers as joiner 1 in the file store (as the library's
+#              join() does), then exits 3
 # Every other rank (and a rank once its action is done) sleeps ELASTIC_FAKE_SLEEP seconds (0.5), then
 # exits 0.
 echo "rank=$CHORUS_RANK join=${CHORUS_JOIN:-} restart=${CHORUS_RESTART:-} store=$CHORUS_STORE"
@@ -36,6 +39,15 @@ for word in ${ELASTIC_FAKE:-}; do
     publish) [[ -z ${CHORUS_RESTART:-} ]] || publish "generation=1 size=4 former=0,1,3,-1 lost=2 joined=1" ;;
     declare) publish "$ELASTIC_FAKE_CHANGE" ;;
     hang) [[ -n ${CHORUS_RESTART:-} ]] || sleep 30 ;;
+    unadmitted) [[ -z ${CHORUS_RESTART:-} ]] || sleep 20 ;;
+    register)
+      if [[ -n ${CHORUS_RESTART:-} ]]; then
+        mkdir -p "${CHORUS_STORE#file://}"
+        printf 1 >"$(file_store_path chorus/elastic/joiners)"
+        printf '%s pid %s' "$HOSTNAME" $$ >"$(file_store_path chorus/elastic/joiner/1)"
+      fi
+      exit 3
+      ;;
   esac
 done
 sleep "${ELASTIC_FAKE_SLEEP:-0.5}"

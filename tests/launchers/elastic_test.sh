@@ -109,6 +109,27 @@ for restarts in 0 1; do
     '^chorus-run: only 0 of 2 ranks left, fewer than --min-ranks 1; failures: rank [01] \(pid [0-9]+\) exited with status 3; rank [01] \(pid [0-9]+\) exited with status 3'
 done
 
+# A replacement that the others never admit (they finish first) is stopped, and the job ends
+# well, instead of waiting for the replacement's join() to time out.
+ELASTIC_FAKE="2:fail 2:unadmitted" job unadmitted -n 3 --elastic --grace 1 -- "$rank"
+check "replacement not admitted: exit 0 (got $code)" [ "$code" -eq 0 ]
+check "replacement not admitted: the log says so" logged unadmitted \
+  '^chorus-run: every other rank finished \(exit 0\) before the replacement\(s\) rank 2 \(pid [0-9]+\) were admitted; the job is done; stopping the 1 rank$'
+check "replacement not admitted: no 20 s wait (${took}s)" awk "BEGIN { exit !($took < 12) }"
+
+# A replacement that dies before it registered as a joiner takes its announcement back; one that
+# registered does not.
+store=$scratch/store-unregistered
+ELASTIC_FAKE="3:always" job unregistered -n 4 --elastic --max-restarts 2 --store "file://$store" -- "$rank"
+check "replacements dead before registering: expected_joiners back to 0" \
+  [ "$(store_value "$store" chorus/elastic/expected_joiners)" = 0 ]
+check "replacements dead before registering: the log says so" logged unregistered \
+  '^chorus-run: the replacement of rank 3 \(pid [0-9]+\) ended before it registered as a joiner; taking back its announcement in chorus/elastic/expected_joiners$'
+store=$scratch/store-registered
+ELASTIC_FAKE="3:register" job registered -n 4 --elastic --max-restarts 1 --store "file://$store" -- "$rank"
+check "replacement dead after registering: expected_joiners stays 1" \
+  [ "$(store_value "$store" chorus/elastic/expected_joiners)" = 1 ]
+
 # Options.
 job usage1 -n 4 --elastic --min-ranks 5 -- "$rank"
 check "--min-ranks larger than -n: usage error" [ "$code" -eq 2 ]

@@ -19,6 +19,10 @@ namespace chorus::launcher {
 namespace {
 
 constexpr std::chrono::seconds kStoreTimeout{2};
+// The library's queue of joiners (docs/fault-tolerance.md, "Protocol").
+const std::string kJoinerTicketsKey = "chorus/elastic/joiners";
+const std::string kJoinerKeyPrefix = "chorus/elastic/joiner/";
+const std::string kAdmittedKeyPrefix = "chorus/elastic/admitted/";
 
 void report(const std::string& message) {
   writeAll(STDERR_FILENO, "chorus-run: " + message + "\n");
@@ -47,6 +51,9 @@ void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
   const std::string failure = describeFailure(process, waitStatus);
   // A replacement that ends before it was admitted will never be.
   std::erase_if(pending_, [&process](const Pending& p) { return p.pid == process.pid; });
+  if (std::find(replacements_.begin(), replacements_.end(), process.pid) != replacements_.end()) {
+    withdrawIfUnregistered(process);
+  }
   const int exitCode = WIFEXITED(waitStatus) ? WEXITSTATUS(waitStatus) : 128 + WTERMSIG(waitStatus);
   if (restartsUsed_ < settings_.maxRestarts) {
     ++restartsUsed_;
@@ -82,6 +89,7 @@ void ElasticJob::restart(int rank) {
       start_(rank, {"CHORUS_JOIN=1", "CHORUS_RESTART=" + std::to_string(restartOfRank)});
   supervisor_.add(replacement);
   pending_.push_back({rank, replacement.pid});
+  replacements_.push_back(replacement.pid);
   report("rank " + std::to_string(rank) + " restarted as pid " + std::to_string(replacement.pid) +
          " (CHORUS_JOIN=1 CHORUS_RESTART=" + std::to_string(restartOfRank) + "); " +
          std::to_string(settings_.maxRestarts - restartsUsed_) + " restart(s) left");
@@ -132,7 +140,68 @@ void ElasticJob::lose(const std::string& failure, int exitCode) {
                           "; failures: " + failures);
 }
 
+void ElasticJob::withdrawIfUnregistered(const RankProcess& process) {
+  Store* s = store();
+  if (!s) return;
+  try {
+    if (joinerTicket(process.pid) >= 0) return;  // registered: a decision admits it, or did
+  } catch (const std::exception&) {
+    store_.reset();
+    return;
+  }
+  report("the replacement of rank " + std::to_string(process.rank) + " (pid " +
+         std::to_string(process.pid) +
+         ") ended before it registered as a joiner; taking back its "
+         "announcement in " +
+         kExpectedJoinersKey);
+  announceJoiner(process.rank, -1);
+}
+
+int64_t ElasticJob::joinerTicket(pid_t pid) {
+  Store* s = store();
+  if (!s) throw std::runtime_error("no store");
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  const std::string record = std::string(host) + " pid " + std::to_string(pid);
+  const int64_t issued = s->add(kJoinerTicketsKey, 0);
+  for (int64_t t = issued; t >= 1; --t) {  // the newest first: replacements are recent
+    const std::string key = kJoinerKeyPrefix + std::to_string(t);
+    if (!s->check({key})) continue;
+    const auto value = s->get(key, kStoreTimeout);
+    if (std::string(value.begin(), value.end()) == record) return t;
+  }
+  return -1;
+}
+
 void ElasticJob::tick() {
+  pollChange();
+  stopUnadmittedReplacements();
+}
+
+void ElasticJob::stopUnadmittedReplacements() {
+  if (supervisor_.stopping() || supervisor_.succeeded() == 0) return;
+  const auto live = supervisor_.liveProcesses();
+  if (live.empty()) return;
+  std::string names;
+  for (const auto& p : live) {
+    if (std::find(replacements_.begin(), replacements_.end(), p.pid) == replacements_.end()) {
+      return;  // an original rank still runs
+    }
+    try {
+      const int64_t ticket = joinerTicket(p.pid);
+      if (ticket >= 0 && store()->check({kAdmittedKeyPrefix + std::to_string(ticket)})) return;
+    } catch (const std::exception&) {
+      store_.reset();
+      return;  // cannot tell: leave it running
+    }
+    names += (names.empty() ? "" : ", ") +
+             ("rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.pid) + ")");
+  }
+  supervisor_.stopAll(0, "every other rank finished (exit 0) before the replacement(s) " + names +
+                             " were admitted; the job is done");
+}
+
+void ElasticJob::pollChange() {
   Store* s = store();
   if (!s) return;
   try {

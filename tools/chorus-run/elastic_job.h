@@ -45,6 +45,18 @@ class ElasticJob {
   void tick();
 
  private:
+  // Logs a new value of chorus/elastic/last_change and follows it.
+  void pollChange();
+  // When every rank but replacements not admitted has finished well (exit 0), nobody is left to
+  // admit them: stops them and lets the job end with status 0.
+  void stopUnadmittedReplacements();
+  // The joiner ticket that the replacement with this pid registered under (the library's
+  // chorus/elastic/joiner/<t> names host and pid), or -1 when it did not register. Throws when
+  // the store cannot be read.
+  int64_t joinerTicket(pid_t pid);
+  // A replacement ended: if it never registered as a joiner, takes its announcement back from
+  // chorus/elastic/expected_joiners (else every later shrink() would wait for it).
+  void withdrawIfUnregistered(const RankProcess& process);
   // Adds delta to chorus/elastic/expected_joiners: 1 before the replacement of rank starts, -1
   // when it could not start after all.
   void announceJoiner(int rank, int delta);
@@ -72,6 +84,7 @@ class ElasticJob {
     pid_t pid;
   };
   std::vector<Pending> pending_;
+  std::vector<pid_t> replacements_;  // every replacement started
 
   ElasticSettings settings_;
   Supervisor& supervisor_;

@@ -150,6 +150,14 @@ const RankProcess* Supervisor::liveProcess(int rank) const {
   return nullptr;
 }
 
+std::vector<RankProcess> Supervisor::liveProcesses() const {
+  std::vector<RankProcess> out;
+  for (const auto& r : ranks_) {
+    if (r.alive) out.push_back(r.process);
+  }
+  return out;
+}
+
 void Supervisor::stopAll(int exitCode, const std::string& why) {
   if (stopping_) return;
   // Also when no rank is left (the last one just failed): the job still failed.
@@ -201,7 +209,10 @@ void Supervisor::runDeferred() {
 }
 
 void Supervisor::onRankExit(Rank& rank, int waitStatus) {
-  if (WIFEXITED(waitStatus) && WEXITSTATUS(waitStatus) == 0) return;  // others may still run
+  if (WIFEXITED(waitStatus) && WEXITSTATUS(waitStatus) == 0) {
+    ++succeeded_;
+    return;  // others may still run
+  }
   if (stopping_) return;  // expected: we are stopping it
   if (failureHandler_) {
     failureHandler_(rank.process, waitStatus);
@@ -249,7 +260,11 @@ void Supervisor::collectExits(std::vector<std::pair<const Rank*, int>>& failed,
       for (auto& stream : streams_) {
         if (stream.rank == r.process.rank && stream.fd >= 0) drain(stream, kReadsToEmpty);
       }
-      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) failed.emplace_back(&r, status);
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        ++succeeded_;
+      } else {
+        failed.emplace_back(&r, status);
+      }
     }
   }
 }

@@ -43,6 +43,10 @@ class Supervisor {
   void signalAll(int sig);
   // The live process of rank (the latest started for it), or nullptr.
   const RankProcess* liveProcess(int rank) const;
+  // Every process still running.
+  std::vector<RankProcess> liveProcesses() const;
+  // How many processes exited with status 0 so far.
+  int succeeded() const { return succeeded_; }
   // Stops every rank as after a failure (SIGTERM, then SIGKILL after the grace period); run()
   // then returns exitCode unless a rank failed first (also when no rank is left to stop).
   void stopAll(int exitCode, const std::string& why);
@@ -94,6 +98,7 @@ class Supervisor {
   std::vector<Rank> ranks_;
   std::vector<Stream> streams_;
   int live_ = 0;
+  int succeeded_ = 0;
   int exitCode_ = -1;  // -1: nothing has failed yet
   bool stopping_ = false;
   bool killed_ = false;
