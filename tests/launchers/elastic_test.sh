@@ -90,6 +90,8 @@ check "restarts exhausted: the second restart has CHORUS_RESTART=2" printed exha
 check "restarts exhausted: then no restarts left" logged exhausted \
   'exited with status 3; no restarts left \(all 2 used\)$'
 check "restarts exhausted: the job continues with 3" logged exhausted 'continues with 3 of 4 ranks'
+check "restarts exhausted: the crash loop is named" logged exhausted \
+  '^chorus-run: rank 3 failed again [0-9]+ ms after its restart \(a crash loop\? 0 restart\(s\) left\)$'
 
 # Below --min-ranks: the job stops, naming every failure, with the first one's status.
 ELASTIC_FAKE="1:always 2:always" ELASTIC_FAKE_SLEEP=20 \

@@ -19,6 +19,8 @@ namespace chorus::launcher {
 namespace {
 
 constexpr std::chrono::seconds kStoreTimeout{2};
+// A replacement that fails sooner than this after its start is reported as failing again.
+constexpr int64_t kQuickFailureMs = 10000;
 // The library's queue of joiners (docs/fault-tolerance.md, "Protocol").
 const std::string kJoinerTicketsKey = "chorus/elastic/joiners";
 const std::string kJoinerKeyPrefix = "chorus/elastic/joiner/";
@@ -49,6 +51,20 @@ ElasticJob::ElasticJob(ElasticSettings settings, Supervisor& supervisor, Starter
 
 void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
   const std::string failure = describeFailure(process, waitStatus);
+  // A replacement failing soon after its start is likely to fail the same way every time: say
+  // so, so that a crash loop using up the restarts shows in the log.
+  if (const auto started = replacementStarted_.find(process.pid);
+      started != replacementStarted_.end()) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - started->second)
+                        .count();
+    replacementStarted_.erase(started);
+    if (ms < kQuickFailureMs) {
+      report("rank " + std::to_string(process.rank) + " failed again " + std::to_string(ms) +
+             " ms after its restart (a crash loop? " +
+             std::to_string(settings_.maxRestarts - restartsUsed_) + " restart(s) left)");
+    }
+  }
   // A replacement that ends before it was admitted will never be.
   std::erase_if(pending_, [&process](const Pending& p) { return p.pid == process.pid; });
   if (std::find(replacements_.begin(), replacements_.end(), process.pid) != replacements_.end()) {
@@ -90,6 +106,7 @@ void ElasticJob::restart(int rank) {
   supervisor_.add(replacement);
   pending_.push_back({rank, replacement.pid});
   replacements_.push_back(replacement.pid);
+  replacementStarted_[replacement.pid] = std::chrono::steady_clock::now();
   report("rank " + std::to_string(rank) + " restarted as pid " + std::to_string(replacement.pid) +
          " (CHORUS_JOIN=1 CHORUS_RESTART=" + std::to_string(restartOfRank) + "); " +
          std::to_string(settings_.maxRestarts - restartsUsed_) + " restart(s) left");

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,7 @@ class ElasticJob {
   };
   std::vector<Pending> pending_;
   std::vector<pid_t> replacements_;  // every replacement started
+  std::map<pid_t, std::chrono::steady_clock::time_point> replacementStarted_;
 
   ElasticSettings settings_;
   Supervisor& supervisor_;
