@@ -14,7 +14,10 @@ namespace chorus::transport::tcp {
 namespace {
 
 constexpr size_t kRecordMax = auth::kMaxRecordPlain + auth::kRecordOverhead;
-constexpr size_t kInBytes = 2 * kRecordMax;
+// Read-ahead: the socket is drained in large reads (as an unencrypted link reads straight into
+// the destination), which keeps the receive window open; a partial record is moved to the front
+// when the end is near.
+constexpr size_t kInBytes = 4 * kRecordMax;
 
 }  // namespace
 
@@ -113,16 +116,13 @@ SealedStream::Step SealedStream::read(int fd, uint8_t* dst, size_t want, size_t&
         continue;
       }
     }
-    // Read more: up to the end of the record under way (no copy needed once it is whole), or
-    // ahead when its length is not known yet (small records come several per recv).
-    if (inAt_ > 0 &&
-        (recordBytes == 0 ? kInBytes - inAt_ < kRecordMax : inAt_ + recordBytes > kInBytes)) {
+    // Read more (no whole record is here): as much as there is room for.
+    if (inAt_ > 0 && kInBytes - inAt_ < std::max(recordBytes, kRecordMax)) {
       std::memmove(in_.get(), in_.get() + inAt_, inEnd_ - inAt_);
       inEnd_ -= inAt_;
       inAt_ = 0;
     }
-    const size_t limit = recordBytes == 0 ? kInBytes : inAt_ + recordBytes;
-    ssize_t k = ::recv(fd, in_.get() + inEnd_, limit - inEnd_, MSG_DONTWAIT);
+    ssize_t k = ::recv(fd, in_.get() + inEnd_, kInBytes - inEnd_, MSG_DONTWAIT);
     if (k > 0) {
       inEnd_ += static_cast<size_t>(k);
       continue;

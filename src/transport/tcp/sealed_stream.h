@@ -1,7 +1,8 @@
 // The encrypted byte stream of one TCP connection between ranks (CHORUS_ENCRYPT=1): what the
 // link writes is sealed into AES-256-GCM records (auth/record_cipher.h) and what it reads is
-// opened from them. One record is buffered each way, so memory stays bounded however large the
-// messages, and records go out as they are sealed, so large messages still pipeline.
+// opened from them. Memory stays bounded however large the messages (per connection: one record
+// out, four records of read-ahead and one opened record in, about 384 KiB), and records go out as
+// they are sealed, so large messages still pipeline.
 #pragma once
 
 #include "auth/record_cipher.h"
@@ -55,7 +56,7 @@ class SealedStream {
   std::unique_ptr<uint8_t[]> out_;
   size_t outAt_ = 0;
   size_t outEnd_ = 0;
-  // Ciphertext read ahead: in_[inAt_, inEnd_); room for two whole records.
+  // Ciphertext read ahead: in_[inAt_, inEnd_); room for four whole records.
   std::unique_ptr<uint8_t[]> in_;
   size_t inAt_ = 0;
   size_t inEnd_ = 0;
