@@ -74,7 +74,10 @@ ClientResult authenticateToServer(int fd, const JobKey& key, const std::vector<u
   if (*refusal != Refusal::kNone) {
     return {ClientOutcome::kRefused, "refused: " + describeRefusal(*refusal)};
   }
-  return {};
+  ClientResult accepted;
+  accepted.clientNonce = mine;
+  accepted.serverNonce = theirs;
+  return accepted;
 }
 
 }  // namespace chorus::auth

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "auth/job_key.h"
+#include "auth/mac.h"
 #include "common/deadline.h"
 
 #include <cstdint>
@@ -21,6 +22,9 @@ enum class ClientOutcome {
 struct ClientResult {
   ClientOutcome outcome = ClientOutcome::kAccepted;
   std::string why;  // for messages: "the server refused this key (wrong key)", ...
+  // Both nonces of an accepted handshake: they make the keys of an encrypted connection fresh.
+  Nonce clientNonce{};
+  Nonce serverNonce{};
   bool ok() const { return outcome == ClientOutcome::kAccepted; }
 };
 

@@ -35,6 +35,9 @@ class ServerHandshake {
   const std::string& failure() const { return failure_; }
   // True when the refused client spoke something else from its first bytes (no handshake).
   bool noHandshake() const { return noHandshake_; }
+  // Both nonces, once accepted (they make the keys of an encrypted connection fresh).
+  const Nonce& clientNonce() const { return clientNonce_; }
+  const Nonce& serverNonce() const { return serverNonce_; }
   // Bytes to send to the client now; the caller empties it once sent.
   std::vector<uint8_t>& output() { return output_; }
 

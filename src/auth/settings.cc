@@ -12,6 +12,12 @@ void AuthSettings::requireKeyIfAsked(const std::string& what) const {
     throw Error(ErrorCode::kInvalidArgument,
                 what + ": CHORUS_AUTH=required, but no key is set (CHORUS_AUTH_KEY_FILE)");
   }
+  if (encrypt && !key) {
+    throw Error(ErrorCode::kInvalidArgument,
+                what + ": CHORUS_ENCRYPT=1 needs a key (CHORUS_AUTH_KEY_FILE" +
+                    (mode == AuthMode::kOff ? ", and CHORUS_AUTH other than off)" : ")") +
+                    "; the encryption keys of a connection are derived from it");
+  }
 }
 
 std::string AuthSettings::describeKey() const {
@@ -35,6 +41,12 @@ AuthSettings authSettingsFromEnv() {
   }
   if (auto t = envVar("CHORUS_HANDSHAKE_TIMEOUT")) {
     s.handshakeTime = std::chrono::seconds(parseEnvNumber("CHORUS_HANDSHAKE_TIMEOUT", *t, 1, 3600));
+  }
+  if (auto e = envVar("CHORUS_ENCRYPT")) {
+    if (*e != "0" && *e != "1") {
+      throw Error(ErrorCode::kInvalidArgument, "CHORUS_ENCRYPT='" + *e + "' is not 0 or 1");
+    }
+    s.encrypt = *e == "1";
   }
   if (s.mode == AuthMode::kOff) return s;
   if (auto path = envVar("CHORUS_AUTH_KEY_FILE")) {

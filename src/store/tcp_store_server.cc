@@ -12,7 +12,11 @@
 // handshake (auth/server_handshake.h, context "store") within the handshake deadline; until then
 // nothing it sends is read as a request. Refusals are logged once per address and close only that
 // connection. The limits of tcp_store_limits.h (key and value sizes, connections, the handshake
-// deadline and the time one frame may take to arrive) apply to every client.
+// deadline and the time one frame may take to arrive) apply to every client. Without a key, a
+// new connection must send its first whole request within the frame deadline (the counterpart
+// of the handshake deadline): a client that connects and stays silent is dropped. After that only
+// frames begun and not finished are timed, so a request parked for a long time is never cut, and
+// an idle pooled connection that was dropped is replaced by the client (tcp_store_client.cc).
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -68,6 +72,8 @@ struct Client {
   bool handshake_begun = false;  // its first bytes were a handshake's
   // A client without a key that speaks the store protocol: answered with an error, then closed.
   bool unauthenticated_request = false;
+  // Without a key: until when its first whole request must have arrived (kNever: it has).
+  Clock::time_point first_request_until = kNever;
   // Since when part of a frame has been waiting for the rest (kNever: none).
   Clock::time_point partial_since = kNever;
   std::vector<uint8_t> in;  // received, not yet handled: [in_pos, in.size())
@@ -274,6 +280,8 @@ void TcpStoreServer::Impl::acceptAll() {
     if (auth.key) {
       c.handshake = std::make_unique<auth::ServerHandshake>(*auth.key, kStoreContext);
       c.handshake_until = Clock::now() + auth.handshakeTime;
+    } else {
+      c.first_request_until = Clock::now() + limits.frameTime;
     }
     clients.emplace(next_id++, std::move(c));
   }
@@ -393,6 +401,7 @@ void TcpStoreServer::Impl::handleInput(uint64_t id, Client& c) {
     proto::Reader r(c.in.data() + c.in_pos + proto::kHeaderSize, h.body_len);
     c.in_pos += proto::kHeaderSize + h.body_len;
     progressed = true;
+    c.first_request_until = kNever;
     try {
       handleRequest(id, c, static_cast<proto::Op>(h.code), r);
     } catch (const std::exception& e) {
@@ -537,15 +546,19 @@ int TcpStoreServer::Impl::dropSlowClients() {
   for (auto& [id, c] : clients) {
     if (c.dead) continue;
     const bool handshaking = c.handshake != nullptr || c.unauthenticated_request;
+    const auto frameUntil =
+        c.partial_since == kNever || c.blocked() ? kNever : c.partial_since + limits.frameTime;
+    const bool silent = !handshaking && c.first_request_until < frameUntil;
     const auto until = handshaking ? c.handshake_until
-                       : c.partial_since == kNever || c.blocked()
-                           ? kNever
-                           : c.partial_since + limits.frameTime;
+                       : silent    ? c.first_request_until
+                                   : frameUntil;
     if (until == kNever) continue;
     if (until <= now) {
       auth::logRefusal(handshaking ? "authentication failed" : "store connection dropped",
                        c.address,
                        handshaking ? "handshake timed out (CHORUS_HANDSHAKE_TIMEOUT)"
+                       : silent    ? "no request within the frame deadline after connecting "
+                                     "(CHORUS_STORE_FRAME_TIMEOUT)"
                                    : "a request took too long to arrive "
                                      "(CHORUS_STORE_FRAME_TIMEOUT)");
       c.dead = true;

@@ -139,12 +139,12 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
   std::vector<tcp::Connection> conns;
   for (int peer = 0; peer < rank; ++peer) {
     PeerRecord record = peerRecordOf(store, peer, deadline);
-    conns.push_back(tcp::dialLower(record.address, rank, size, peer, job, key,
+    conns.push_back(tcp::dialLower(record.address, rank, size, peer, job, key, auth.encrypt,
                                    options.socketBufferBytes, deadline));
     conns.back().host = record.machine;
   }
-  for (auto& c :
-       tcp::acceptHigher(listener.get(), rank, size, job, key, auth.handshakeTime, deadline)) {
+  for (auto& c : tcp::acceptHigher(listener.get(), rank, size, job, key, auth.encrypt,
+                                   auth.handshakeTime, deadline)) {
     PeerRecord record = peerRecordOf(store, c.peer, deadline);
     c.address = record.address;
     c.host = record.machine;

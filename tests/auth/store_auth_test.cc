@@ -12,6 +12,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include <thread>
 
 namespace chorus {
@@ -197,6 +199,35 @@ TEST(StoreLimits, HalfAFrameIsDroppedAtTheFrameDeadlineWithoutAKey) {
   auto store = makeTcpStore("127.0.0.1", server.port(), 5s);
   store->set("k", {1});
   EXPECT_EQ(store->get("k", 1s), Store::Bytes{1});
+}
+
+// Without a key, a connection that never sends a request is dropped at the frame deadline; a get
+// parked for longer than that is not cut, and a client whose idle pooled connection was dropped
+// opens a new one.
+TEST(StoreLimits, ASilentClientIsDroppedWithoutAKeyButLongWaitsAreNot) {
+  auth::forgetRefusals();
+  ScopedEnv env;
+  env.set("CHORUS_AUTH_KEY_FILE", nullptr);
+  env.set("CHORUS_STORE_FRAME_TIMEOUT", "1");
+  TcpStoreServer server("127.0.0.1", 0);
+  auto store = makeTcpStore("127.0.0.1", server.port(), 10s);
+  ::testing::internal::CaptureStderr();
+  int silent = authtest::connectRaw(server.port());
+  const auto start = authtest::Clock::now();
+  auto waiter = std::async(std::launch::async, [&] {
+    auto s = makeTcpStore("127.0.0.1", server.port(), 10s);
+    return s->get("late", 8s);  // parked for about 2.5 s: longer than the frame deadline
+  });
+  EXPECT_TRUE(authtest::closedWithin(silent, 8s)) << "a silent connection was kept";
+  EXPECT_GE(authtest::Clock::now() - start, 500ms);
+  ::close(silent);
+  std::this_thread::sleep_for(1500ms);  // the store's own pooled connection idles past it too
+  store->set("late", {4, 2});
+  EXPECT_EQ(waiter.get(), (Store::Bytes{4, 2}));
+  EXPECT_EQ(store->get("late", 1s), (Store::Bytes{4, 2}));
+  for (int i = 0; i < 100 && auth::refusalsLogged() < 1; ++i) std::this_thread::sleep_for(10ms);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr("no request within the frame deadline after connecting"));
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 harnesses=("$@")
 if ((${#harnesses[@]} == 0)); then
-  harnesses=(frame_decoder hello handshake store_server store_client tuning_file store_url options)
+  harnesses=(frame_decoder hello handshake store_server store_server_keyed store_client tuning_file
+    store_url options record)
 fi
 
 mkdir -p "$scratch/crashes"

@@ -2,6 +2,7 @@
 
 #include "auth/client_handshake.h"
 #include "auth/handshake_messages.h"
+#include "auth/record_cipher.h"
 #include "auth/refusal_log.h"
 #include "auth/server_handshake.h"
 #include "common/errno_text.h"
@@ -31,14 +32,33 @@ std::vector<uint8_t> rankContext(const JobId& job) {
   return c;
 }
 
+// Both sides of a connection must agree on encryption; the hello says what each does.
+std::string encryptionMismatch(const std::string& who, bool mine) {
+  return who + (mine ? " does not encrypt" : " encrypts (CHORUS_ENCRYPT=1)") +
+         " its connections and this rank " + (mine ? "does (CHORUS_ENCRYPT=1)" : "does not") +
+         ": every rank of a job needs the same CHORUS_ENCRYPT";
+}
+
+std::unique_ptr<SealedStream> sealedStream(const auth::JobKey* key, auth::Role self,
+                                           const std::vector<uint8_t>& context,
+                                           const auth::Nonce& clientNonce,
+                                           const auth::Nonce& serverNonce) {
+  return std::make_unique<SealedStream>(
+      auth::deriveStreamKeys(*key, self, context, clientNonce, serverNonce));
+}
+
 }  // namespace
 
 Connection dialLower(const std::string& address, int rank, int size, int peer, const JobId& job,
-                     const auth::JobKey* key, int bufferBytes, Deadline deadline) {
+                     const auth::JobKey* key, bool encrypt, int bufferBytes, Deadline deadline) {
+  if (encrypt && key == nullptr) {
+    throw Error(ErrorCode::kInvalidArgument, "CHORUS_ENCRYPT=1 needs a key (CHORUS_AUTH_KEY_FILE)");
+  }
   Fd fd = connectTo(parseAddress(address), bufferBytes, deadline);
   const std::string who = "rank " + std::to_string(peer) + " (" + address + ")";
+  auth::ClientResult r;
   if (key != nullptr) {
-    auth::ClientResult r = auth::authenticateToServer(fd.get(), *key, rankContext(job), deadline);
+    r = auth::authenticateToServer(fd.get(), *key, rankContext(job), deadline);
     if (r.outcome == auth::ClientOutcome::kRefused) {
       throw Error(ErrorCode::kInvalidArgument,
                   "authentication with " + who + " failed: " + r.why +
@@ -51,7 +71,8 @@ Connection dialLower(const std::string& address, int rank, int size, int peer, c
     }
   }
   uint8_t buf[kHelloBytes];
-  encodeHello(Hello{1, job, rank, peer, size}, buf);
+  const uint16_t flags = encrypt ? kHelloEncrypted : 0;
+  encodeHello(Hello{1, job, rank, peer, size, flags}, buf);
   IoResult io = sendAll(fd.get(), buf, kHelloBytes, deadline);
   if (io.ok()) io = recvAll(fd.get(), buf, kHelloBytes, deadline);
   if (!io.ok()) {
@@ -67,16 +88,28 @@ Connection dialLower(const std::string& address, int rank, int size, int peer, c
     throw Error(ErrorCode::kPeerFailure,
                 who + " refused the connection: " + (reply ? "wrong job or rank" : why));
   }
-  return Connection{peer, std::move(fd), address, ""};
+  if (reply->flags != flags) {
+    throw Error(ErrorCode::kInvalidArgument, "connecting to " + encryptionMismatch(who, encrypt));
+  }
+  Connection c{peer, std::move(fd), address, "", nullptr};
+  if (encrypt) {
+    c.sealed =
+        sealedStream(key, auth::Role::kClient, rankContext(job), r.clientNonce, r.serverNonce);
+  }
+  return c;
 }
 
 std::vector<Connection> acceptHigher(int listener, int rank, int size, const JobId& job,
-                                     const auth::JobKey* key,
+                                     const auth::JobKey* key, bool encrypt,
                                      std::chrono::milliseconds handshakeTime, Deadline deadline) {
+  if (encrypt && key == nullptr) {
+    throw Error(ErrorCode::kInvalidArgument, "CHORUS_ENCRYPT=1 needs a key (CHORUS_AUTH_KEY_FILE)");
+  }
   struct Pending {
     Fd fd;
     std::string address;
     std::unique_ptr<auth::ServerHandshake> handshake;  // until the peer has proved the key
+    std::unique_ptr<SealedStream> sealed;              // the keys, once it has (encrypting)
     uint8_t buf[kHelloBytes];
     size_t got = 0;
     Clock::time_point since;
@@ -101,6 +134,10 @@ std::vector<Connection> acceptHigher(int listener, int rank, int size, const Job
         auth::logRefusal("authentication failed", p.address, p.handshake->failure());
         return false;
       case auth::ServerHandshake::State::kAccepted: {
+        if (encrypt) {
+          p.sealed = sealedStream(key, auth::Role::kServer, context, p.handshake->clientNonce(),
+                                  p.handshake->serverNonce());
+        }
         p.handshake.reset();
         size_t rest = std::min(n - used, kHelloBytes);
         std::memcpy(p.buf, data + used, rest);
@@ -130,7 +167,7 @@ std::vector<Connection> acceptHigher(int listener, int rank, int size, const Job
       int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&from), &len,
                          SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
-        Pending p{Fd(fd), formatAddress(from), nullptr, {}, 0, Clock::now()};
+        Pending p{Fd(fd), formatAddress(from), nullptr, nullptr, {}, 0, Clock::now()};
         if (key != nullptr) p.handshake = std::make_unique<auth::ServerHandshake>(*key, context);
         pending.push_back(std::move(p));
       }
@@ -176,15 +213,23 @@ std::vector<Connection> acceptHigher(int listener, int rank, int size, const Job
         p.fd.reset();  // not ours: drop it
         continue;
       }
+      const uint16_t flags = encrypt ? kHelloEncrypted : 0;
       uint8_t reply[kHelloBytes];
-      encodeHello(Hello{2, job, rank, h->from, size}, reply);
+      encodeHello(Hello{2, job, rank, h->from, size, flags}, reply);
       if (!sendAll(p.fd.get(), reply, kHelloBytes, deadline).ok()) {
         p.fd.reset();
         continue;
       }
+      if (h->flags != flags) {
+        // The reply told the dialer, too; both fail naming the setting.
+        throw Error(ErrorCode::kInvalidArgument,
+                    "accepting " +
+                        encryptionMismatch(
+                            "rank " + std::to_string(h->from) + " (" + p.address + ")", encrypt));
+      }
       have[h->from] = true;
       // The dialer reports its listening address in the store; show that one in messages.
-      done.push_back(Connection{h->from, std::move(p.fd), p.address, ""});
+      done.push_back(Connection{h->from, std::move(p.fd), p.address, "", std::move(p.sealed)});
     }
     // Forget closed sockets and connections that take too long (silent, or a byte at a time).
     std::erase_if(pending, [&](const Pending& p) {

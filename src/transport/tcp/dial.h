@@ -8,6 +8,9 @@
 #include "common/deadline.h"
 #include "common/fd.h"
 #include "transport/job_id.h"
+#include "transport/tcp/sealed_stream.h"
+
+#include <memory>
 
 #include <string>
 #include <vector>
@@ -20,19 +23,23 @@ struct Connection {
   Fd fd;
   std::string address;
   std::string host;  // the peer's machine id: same string = same machine (filled by the caller)
+  std::unique_ptr<SealedStream> sealed;  // the connection's encryption, when on
 };
 
 // Connects to lower rank `peer`, listening at `address`, authenticates with `key` (none: no
 // handshake) and exchanges hellos. A refused key throws Error(kInvalidArgument) saying so.
+// `encrypt` (needs a key): the connection's keys are derived from the handshake and both sides
+// must encrypt; the hellos tell, and a mismatch throws Error(kInvalidArgument) naming it.
 Connection dialLower(const std::string& address, int rank, int size, int peer, const JobId& job,
-                     const auth::JobKey* key, int bufferBytes, Deadline deadline);
+                     const auth::JobKey* key, bool encrypt, int bufferBytes, Deadline deadline);
 
 // Accepts connections until every higher rank has authenticated (with `key`, when set) and said
 // hello. Strays (no key, a wrong key, garbage, another job, a duplicate rank, a connection that
 // takes longer than `handshakeTime`) are closed without disturbing the others; those that
-// fail authentication are logged once per address.
+// fail authentication are logged once per address. A peer that authenticated but disagrees on
+// `encrypt` makes it throw Error(kInvalidArgument) naming the setting (its reply tells the peer).
 std::vector<Connection> acceptHigher(int listener, int rank, int size, const JobId& job,
-                                     const auth::JobKey* key,
+                                     const auth::JobKey* key, bool encrypt,
                                      std::chrono::milliseconds handshakeTime, Deadline deadline);
 
 }  // namespace chorus::transport::tcp

@@ -9,6 +9,7 @@ void encodeHello(const Hello& h, uint8_t out[kHelloBytes]) {
   std::memcpy(out, &kHelloMagic, 4);
   out[4] = kHelloVersion;
   out[5] = h.kind;
+  std::memcpy(out + 6, &h.flags, 2);
   std::memcpy(out + 8, h.job.data(), h.job.size());
   std::memcpy(out + 24, &h.from, 4);
   std::memcpy(out + 28, &h.to, 4);
@@ -31,6 +32,11 @@ std::optional<Hello> decodeHello(const uint8_t in[kHelloBytes], std::string* why
   h.kind = in[5];
   if (h.kind != 1 && h.kind != 2) {
     *why = "bad hello kind";
+    return std::nullopt;
+  }
+  std::memcpy(&h.flags, in + 6, 2);
+  if (h.flags & ~kHelloEncrypted) {
+    *why = "unknown hello flags " + std::to_string(h.flags);
     return std::nullopt;
   }
   std::memcpy(h.job.data(), in + 8, h.job.size());

@@ -12,13 +12,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
+#include <span>
+#include <vector>
 
 namespace chorus::transport::tcp {
 
-TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd)
-    : peer_(peer), fd_(std::move(fd)), address_(std::move(address)), op_(op), epoll_(epollFd) {
+TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
+                 std::unique_ptr<SealedStream> sealed)
+    : peer_(peer),
+      fd_(std::move(fd)),
+      address_(std::move(address)),
+      op_(op),
+      epoll_(epollFd),
+      sealed_(std::move(sealed)) {
   setNonBlocking(fd_.get());
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
@@ -44,7 +53,7 @@ void TcpLink::postRecv(Request& r) {
     if (in_ == Inbound::kGone) gone();
     // What already arrived is taken now; the socket itself is left to the wait's epoll round
     // (probing it here mostly costs an EAGAIN).
-    if (parked_ || stageAt_ < stageEnd_) onReadable();  // also turns EPOLLIN back on
+    if (parked_ || buffered()) onReadable();  // also turns EPOLLIN back on
   }
 }
 
@@ -57,6 +66,7 @@ bool TcpLink::holdsSend(const Request* r) const {
 
 void TcpLink::clear() noexcept {
   sendHead_ = sendTail_ = nullptr;
+  headSealed_ = false;
   recvHead_ = recvTail_ = nullptr;
 }
 
@@ -92,6 +102,10 @@ void TcpLink::sendAbort(const uint8_t* header, const std::string& text) noexcept
   // A frame half written must be completed before the abort can follow it; its requests may
   // be gone already, so the rest is sent as zeros (the peer discards it when it reads why).
   if (frameLeft_ > 0 && !padFrame()) return;
+  if (sealed_) {
+    sendControl(header, text);
+    return;
+  }
   iovec iov[2] = {{const_cast<uint8_t*>(header), kFrameHeaderBytes},
                   {const_cast<char*>(text.data()), text.size()}};
   msghdr m{};
@@ -109,6 +123,10 @@ void TcpLink::shutDown() noexcept {
 
 void TcpLink::sayGoodbye(const uint8_t* header) noexcept {
   if (!fd_ || in_ == Inbound::kGone || sendHead_) return;
+  if (sealed_) {
+    if (sendControl(header, "")) ::shutdown(fd_.get(), SHUT_WR);
+    return;
+  }
   [[maybe_unused]] auto ignored =
       ::send(fd_.get(), header, kFrameHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
   ::shutdown(fd_.get(), SHUT_WR);
@@ -139,6 +157,10 @@ void TcpLink::updateEvents() {
 }
 
 void TcpLink::onWritable() {
+  if (sealed_) {
+    writeSealed();
+    return;
+  }
   writeBlocked_ = false;
   while (sendHead_) {
     Request& r = *sendHead_;
@@ -176,6 +198,7 @@ void TcpLink::onWritable() {
 }
 
 bool TcpLink::readSome(uint8_t* dst, size_t want, size_t& got) {
+  if (sealed_) return readSealed(dst, want, got);
   for (;;) {
     if (stageAt_ < stageEnd_) {
       size_t k = std::min(stageEnd_ - stageAt_, want - got);
@@ -234,7 +257,7 @@ void TcpLink::onReadable() {
       parked_ = false;
       muted_ = false;
       // Nothing more awaited here: leave the socket to epoll rather than probe it (EAGAIN).
-      if (!recvHead_ && stageAt_ == stageEnd_) break;
+      if (!recvHead_ && !buffered()) break;
     } else {  // Inbound::kAbortText
       auto* text = reinterpret_cast<uint8_t*>(abortText_.data());
       if (!readSome(text, abortText_.size(), abortGot_)) break;
@@ -322,6 +345,8 @@ void TcpLink::gone() {
 void TcpLink::salvageAbort() noexcept {
   // Skip whatever data is queued and look for the peer's abort message behind it; give up at
   // the first sign of trouble (this is only for a better message).
+  // A broken encrypted stream holds nothing more that can be trusted.
+  if (sealed_ && sealed_->broken()) return;
   try {
     recvHead_ = recvTail_ = nullptr;
     size_t budget = 64u << 20;
@@ -333,10 +358,17 @@ void TcpLink::salvageAbort() noexcept {
         stageAt_ += fromStage;
         left -= fromStage;
         while (left > 0 && budget > 0) {
-          ssize_t k = ::recv(fd_.get(), sink, std::min<uint64_t>(left, sizeof(sink)), MSG_DONTWAIT);
-          if (k <= 0) return;
-          left -= static_cast<uint64_t>(k);
-          budget -= std::min(budget, static_cast<size_t>(k));
+          size_t k = 0;
+          if (sealed_) {
+            if (!readSealed(sink, std::min<uint64_t>(left, sizeof(sink)), k)) return;
+          } else {
+            ssize_t n =
+                ::recv(fd_.get(), sink, std::min<uint64_t>(left, sizeof(sink)), MSG_DONTWAIT);
+            if (n <= 0) return;
+            k = static_cast<size_t>(n);
+          }
+          left -= k;
+          budget -= std::min(budget, k);
         }
         if (left > 0) return;
         parked_ = false;
@@ -344,7 +376,7 @@ void TcpLink::salvageAbort() noexcept {
       }
       if (in_ == Inbound::kPayload) return;
       ssize_t k = ::recv(fd_.get(), abortText_.data(), 0, MSG_DONTWAIT | MSG_PEEK);
-      if (k < 0 && stageAt_ == stageEnd_) return;
+      if (k < 0 && !buffered()) return;
       onReadable();  // throws the remote abort once its text is complete
       if (in_ == Inbound::kHeader && !parked_) return;
     }
@@ -373,6 +405,17 @@ void TcpLink::lost(const std::string& why) {
 
 bool TcpLink::padFrame() noexcept {
   static const uint8_t zeros[65536] = {};
+  if (sealed_) {
+    // What is left of the frame was never sealed: seal zeros in its place.
+    Deadline deadline = Deadline::after(std::chrono::milliseconds(2000));
+    if (!sealed_->flushAll(fd_.get(), deadline)) return false;
+    while (frameLeft_ > 0) {
+      const size_t n = std::min(frameLeft_, sizeof(zeros));
+      if (!sealed_->sendAll(fd_.get(), std::span<const uint8_t>(zeros, n), deadline)) return false;
+      frameLeft_ -= n;
+    }
+    return true;
+  }
   Deadline deadline = Deadline::after(std::chrono::milliseconds(2000));
   while (frameLeft_ > 0) {
     ssize_t k =
@@ -407,6 +450,10 @@ void TcpLink::wakePeer() noexcept {
   encodeFrame(h, header);
   // Control frames are never interleaved with data on this socket, so a frame is only cut short
   // by a full socket buffer; finish it (a sleeping peer drains the socket as soon as it wakes).
+  if (sealed_) {
+    sendControl(header, "");
+    return;
+  }
   sendAll(fd_.get(), header, kFrameHeaderBytes, Deadline::after(std::chrono::seconds(1)));
 }
 
@@ -421,6 +468,68 @@ void TcpLink::throwPeerAbort() {
   op_.abortFrom = peer_;
   throw Error(ErrorCode::kPeerFailure,
               "rank " + std::to_string(peer_) + " (" + address_ + ") aborted its communicator");
+}
+
+void TcpLink::writeSealed() {
+  writeBlocked_ = false;
+  for (;;) {
+    if (sealed_->hasOutput()) {
+      SealedStream::Step step = sealed_->flush(fd_.get());
+      if (step == SealedStream::Step::kWouldBlock) {
+        writeBlocked_ = true;
+        break;
+      }
+      if (step != SealedStream::Step::kMoved) lost(std::string(sealed_->why()));
+    }
+    if (headSealed_) {
+      Request& r = *sendHead_;
+      headSealed_ = false;
+      popRequest(sendHead_, sendTail_);
+      r.state = Request::State::kDone;
+      op_.sent(peer_, r.bytes);
+      if (sendHead_) encodeSendHeader();
+    }
+    if (!sendHead_) break;
+    // The next record: what is left of the head's header and as much payload as fits. A record
+    // never spans two frames, so a send is done as soon as its last record is written.
+    Request& r = *sendHead_;
+    const size_t header = kFrameHeaderBytes - headerSent_;
+    const size_t payload = std::min(r.bytes - r.moved, auth::kMaxRecordPlain - header);
+    const std::array<std::span<const uint8_t>, 2> parts = {
+        std::span<const uint8_t>(sendHeader_ + headerSent_, header),
+        std::span<const uint8_t>(r.data + r.moved, payload)};
+    sealed_->seal(parts);
+    headerSent_ = kFrameHeaderBytes;
+    r.moved += payload;
+    frameLeft_ = r.bytes - r.moved;
+    headSealed_ = frameLeft_ == 0;
+  }
+  updateEvents();
+}
+
+bool TcpLink::readSealed(uint8_t* dst, size_t want, size_t& got) {
+  switch (sealed_->read(fd_.get(), dst, want, got)) {
+    case SealedStream::Step::kMoved:
+      return true;
+    case SealedStream::Step::kWouldBlock:
+      return false;
+    case SealedStream::Step::kClosed:
+      onEof();  // throws unless the peer said goodbye
+      return false;
+    case SealedStream::Step::kFailed:
+      break;
+  }
+  lost(std::string(sealed_->why()));
+}
+
+bool TcpLink::sendControl(const uint8_t* header, const std::string& text) noexcept {
+  try {
+    std::vector<uint8_t> frame(header, header + kFrameHeaderBytes);
+    frame.insert(frame.end(), text.begin(), text.end());
+    return sealed_->sendAll(fd_.get(), frame, Deadline::after(std::chrono::seconds(1)));
+  } catch (...) {
+    return false;
+  }
 }
 
 }  // namespace chorus::transport::tcp

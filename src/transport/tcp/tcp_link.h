@@ -7,6 +7,7 @@
 #include "transport/frame.h"
 #include "transport/link.h"
 #include "transport/op_state.h"
+#include "transport/tcp/sealed_stream.h"
 
 #include <chorus/error.hpp>
 
@@ -19,7 +20,9 @@ namespace chorus::transport::tcp {
 class TcpLink final : public Link {
  public:
   // epollFd: the transport's; the socket is registered with the peer's rank as its key.
-  TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd);
+  // sealed: the connection's encryption (CHORUS_ENCRYPT=1), or null for plain frames.
+  TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
+          std::unique_ptr<SealedStream> sealed = nullptr);
 
   const char* kind() const override { return "tcp"; }
   void postSend(Request& r) override;
@@ -54,6 +57,14 @@ class TcpLink final : public Link {
 
   void onReadable();
   void onWritable();
+  // Encrypted connections: seals the head send into records and writes them; a send is done
+  // once the record holding its last byte is written.
+  void writeSealed();
+  bool readSealed(uint8_t* dst, size_t want, size_t& got);
+  // Writes a control frame (header + optional text) whole, waiting a little; false on failure.
+  bool sendControl(const uint8_t* header, const std::string& text) noexcept;
+  // Bytes read from the socket that wait in this process (epoll does not announce them).
+  bool buffered() const { return stageAt_ < stageEnd_ || (sealed_ && sealed_->buffered()); }
   void onHeader(const FrameHeader& h);
   void onAbortText();
   // Moves stream bytes into dst[got, want): staged bytes first, else one recv (through the
@@ -108,6 +119,8 @@ class TcpLink final : public Link {
   bool abortRead_ = false;     // its abort message was read whole: it said why it failed
   bool salvaging_ = false;
   std::unique_ptr<Error> salvaged_;
+  std::unique_ptr<SealedStream> sealed_;
+  bool headSealed_ = false;  // every byte of the head send is sealed; done once written
 };
 
 }  // namespace chorus::transport::tcp
