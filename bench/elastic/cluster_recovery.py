@@ -115,7 +115,7 @@ def start_rank(args, rank, size, per_host, port, logdir, extra):
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "CHORUS_RANK": str(rank),
            "CHORUS_WORLD_SIZE": str(size), "CHORUS_LOCAL_RANK": str(rank % per_host),
            "CHORUS_LOCAL_SIZE": str(local_size), "CHORUS_STORE": f"tcp://{addr(0)}:{port}",
-           "CHORUS_IFNAME": ns(host), "CHORUS_TIMEOUT": "30",
+           "CHORUS_IFNAME": ns(host), "CHORUS_TIMEOUT": "30", "CHORUS_AUTH": "off",
            "ELASTIC_KILL_RANK": str(size - 1), "ELASTIC_KILL_STEP": str(args.kill_step)}
     env.update(extra)
     tag = f"{rank}{'r' if extra else ''}"
