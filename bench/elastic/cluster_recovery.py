@@ -22,6 +22,7 @@ per layout and taken down at the end, also on failure.
 """
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -165,6 +166,27 @@ def one_run(args, size, per_host, replace, logdir):
     raise RuntimeError(f"no step on {target} ranks after the kill; logs in {logdir}")
 
 
+def bare_tcp(hosts):
+    """Context for the recovery figures: round-trip time (ping) and one plain TCP stream (iperf3,
+    5 s) from host 0 to host 1 of the cluster that is up."""
+    ping = subprocess.run(["ip", "netns", "exec", ns(0), "ping", "-q", "-c", "20", "-i", "0.05", addr(1)],
+                          capture_output=True, text=True, timeout=60).stdout
+    rtt = re.search(r"= ([0-9.]+)/([0-9.]+)/([0-9.]+)", ping)
+    server = subprocess.Popen(["ip", "netns", "exec", ns(1), "iperf3", "-s", "-1", "-p", "5201"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        out = subprocess.run(["ip", "netns", "exec", ns(0), "iperf3", "-c", addr(1), "-p", "5201", "-t", "5", "-J"],
+                             capture_output=True, text=True, timeout=60).stdout
+        gbps = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e9
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()
+    print(f"# bare TCP, {hosts} hosts, host 0 -> host 1: ping rtt min/avg/max "
+          f"{rtt.group(1)}/{rtt.group(2)}/{rtt.group(3)} ms, one iperf3 stream {gbps:.3f} Gbit/s", flush=True)
+
+
 def cluster(*words):
     subprocess.run([CLUSTER, *words], check=True, capture_output=True, text=True,
                    env=dict(os.environ, CHORUS_CLUSTER_PREFIX=PREFIX, CHORUS_BUILD_DIR=os.path.abspath(args_build)))
@@ -183,6 +205,7 @@ def main():
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--kill-step", type=int, default=20)
     parser.add_argument("--rate", default="1gbit")
+    parser.add_argument("--tcp", action="store_true", help="also measure bare TCP (ping, iperf3) per layout")
     parser.add_argument("--logs", default="/tmp/cluster-recovery-logs")
     args = parser.parse_args()
     args.build = os.path.abspath(args.build)
@@ -197,6 +220,8 @@ def main():
             hosts, per_host = (int(x) for x in layout.split("x"))
             size = hosts * per_host
             cluster("up", str(hosts), "--rate", args.rate)
+            if args.tcp:
+                bare_tcp(hosts)
             for replace in (False, True):
                 results = []
                 for run in range(args.runs):
