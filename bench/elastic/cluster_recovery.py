@@ -26,7 +26,6 @@ import json
 import os
 import re
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -79,10 +78,6 @@ class StoreClient:
         if not reply:
             raise RuntimeError(f"store request {words} failed")
         return reply.strip()
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=20)
 
 
 def ns(host):
@@ -189,14 +184,10 @@ def bare_tcp(hosts):
 
 def cluster(*words):
     subprocess.run([CLUSTER, *words], check=True, capture_output=True, text=True,
-                   env=dict(os.environ, CHORUS_CLUSTER_PREFIX=PREFIX, CHORUS_BUILD_DIR=os.path.abspath(args_build)))
-
-
-args_build = "build"
+                   env=dict(os.environ, CHORUS_CLUSTER_PREFIX=PREFIX))
 
 
 def main():
-    global args_build
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build")
     parser.add_argument("--layouts", nargs="+", default=["2x1", "2x2", "2x4", "4x2"],
@@ -209,7 +200,6 @@ def main():
     parser.add_argument("--logs", default="/tmp/cluster-recovery-logs")
     args = parser.parse_args()
     args.build = os.path.abspath(args.build)
-    args_build = args.build
     print(f"# emulated cluster ({args.rate} links), elastic_allreduce, {os.cpu_count()} CPUs, kill of the last "
           f"rank at step {args.kill_step}, {args.runs} runs; seconds from the kill to the first step on the "
           f"new membership")
