@@ -6,6 +6,7 @@
 #include "fuzz_check.h"
 #include "loopback.h"
 #include "store/tcp_store_protocol.h"
+#include "store_replies.h"
 
 #include <chorus/store.hpp>
 
@@ -17,22 +18,10 @@
 #include <vector>
 
 using namespace chorus;
-namespace proto = chorus::store::proto;
 
 namespace {
 
 constexpr int kTimeoutMs = 10000;
-
-// Every reply is a whole frame: a plausible header and its body.
-void checkReplies(const std::vector<uint8_t>& bytes) {
-  size_t pos = 0;
-  while (pos + proto::kHeaderSize <= bytes.size()) {
-    proto::Header h = proto::parseHeader(bytes.data() + pos);
-    if (!proto::plausible(h)) fuzz::finding("the store server sent a malformed reply header");
-    pos += proto::kHeaderSize + h.body_len;
-  }
-  if (pos != bytes.size()) fuzz::finding("the store server sent a partial reply");
-}
 
 }  // namespace
 
@@ -52,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fuzz::finding("the store server neither answered nor closed the connection");
     }
     ::close(fd);
-    checkReplies(replies);
+    fuzz::checkStoreReplies(replies);
   }
   return 0;
 }

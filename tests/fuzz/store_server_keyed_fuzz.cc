@@ -8,6 +8,7 @@
 #include "fuzz_check.h"
 #include "loopback.h"
 #include "store/tcp_store_protocol.h"
+#include "store_replies.h"
 
 #include <chorus/store.hpp>
 
@@ -21,7 +22,6 @@
 #include <vector>
 
 using namespace chorus;
-namespace proto = chorus::store::proto;
 
 namespace {
 
@@ -42,16 +42,6 @@ const auth::JobKey& jobKey() {
     return k;
   }();
   return key;
-}
-
-void checkReplies(const std::vector<uint8_t>& bytes) {
-  size_t pos = 0;
-  while (pos + proto::kHeaderSize <= bytes.size()) {
-    proto::Header h = proto::parseHeader(bytes.data() + pos);
-    if (!proto::plausible(h)) fuzz::finding("the store server sent a malformed reply header");
-    pos += proto::kHeaderSize + h.body_len;
-  }
-  if (pos != bytes.size()) fuzz::finding("the store server sent a partial reply");
 }
 
 }  // namespace
@@ -76,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fuzz::finding("the store server neither answered nor closed the connection");
     }
     ::close(fd);
-    if (fd == a) checkReplies(replies);
+    if (fd == a) fuzz::checkStoreReplies(replies);
   }
   return 0;
 }
