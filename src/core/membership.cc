@@ -31,16 +31,16 @@
 namespace chorus::membership {
 namespace {
 
-const std::string kRoot = "chorus/elastic/";
-const std::string kTicketsKey = kRoot + "joiners";
+const std::string kRoot = elastic_keys::kRoot;
+const std::string kTicketsKey = elastic_keys::kJoinerTicketsKey;
 const std::string kConsumedKey = kRoot + "admitted";
 
 std::string attemptKey(uint64_t generation, int attempt) {
   return kRoot + "g" + std::to_string(generation) + "/a" + std::to_string(attempt) + "/";
 }
-std::string joinerKey(int64_t t) { return kRoot + "joiner/" + std::to_string(t); }
+std::string joinerKey(int64_t t) { return elastic_keys::joinerKey(t); }
 std::string withdrawnKey(int64_t t) { return kRoot + "withdrawn/" + std::to_string(t); }
-std::string admittedKey(int64_t t) { return kRoot + "admitted/" + std::to_string(t); }
+std::string admittedKey(int64_t t) { return elastic_keys::admittedKey(t); }
 
 std::string text(const Store::Bytes& b) { return std::string(b.begin(), b.end()); }
 Store::Bytes bytes(const std::string& s) { return Store::Bytes(s.begin(), s.end()); }

@@ -5,6 +5,7 @@
 
 #include "common/deadline.h"
 #include "core/communicator_impl.h"
+#include "core/elastic_keys.h"
 
 #include <chorus/store.hpp>
 
@@ -16,11 +17,10 @@
 
 namespace chorus::membership {
 
-// Keys under the root store's "chorus/elastic/" that others read or write too.
-inline constexpr const char* kExpectedJoinersKey = "chorus/elastic/expected_joiners";
-inline constexpr const char* kLastChangeKey = "chorus/elastic/last_change";
-// Written by a launcher that restarts lost ranks (decimal text): how many restarts it has left.
-inline constexpr const char* kRestartsLeftKey = "chorus/elastic/restarts_left";
+// Keys under the root store's "chorus/elastic/" that launchers read or write too.
+using elastic_keys::kExpectedJoinersKey;
+using elastic_keys::kLastChangeKey;
+using elastic_keys::kRestartsLeftKey;
 
 // One member of the next communicator.
 struct Member {

@@ -21,10 +21,6 @@ namespace {
 constexpr std::chrono::seconds kStoreTimeout{2};
 // A replacement that fails sooner than this after its start is reported as failing again.
 constexpr int64_t kQuickFailureMs = 10000;
-// The library's queue of joiners (docs/fault-tolerance.md, "Protocol").
-const std::string kJoinerTicketsKey = "chorus/elastic/joiners";
-const std::string kJoinerKeyPrefix = "chorus/elastic/joiner/";
-const std::string kAdmittedKeyPrefix = "chorus/elastic/admitted/";
 
 void report(const std::string& message) {
   writeAll(STDERR_FILENO, "chorus-run: " + message + "\n");
@@ -180,9 +176,9 @@ int64_t ElasticJob::joinerTicket(pid_t pid) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   const std::string record = std::string(host) + " pid " + std::to_string(pid);
-  const int64_t issued = s->add(kJoinerTicketsKey, 0);
+  const int64_t issued = s->add(elastic_keys::kJoinerTicketsKey, 0);
   for (int64_t t = issued; t >= 1; --t) {  // the newest first: replacements are recent
-    const std::string key = kJoinerKeyPrefix + std::to_string(t);
+    const std::string key = elastic_keys::joinerKey(t);
     if (!s->check({key})) continue;
     const auto value = s->get(key, kStoreTimeout);
     if (std::string(value.begin(), value.end()) == record) return t;
@@ -206,7 +202,7 @@ void ElasticJob::stopUnadmittedReplacements() {
     }
     try {
       const int64_t ticket = joinerTicket(p.pid);
-      if (ticket >= 0 && store()->check({kAdmittedKeyPrefix + std::to_string(ticket)})) return;
+      if (ticket >= 0 && store()->check({elastic_keys::admittedKey(ticket)})) return;
     } catch (const std::exception&) {
       store_.reset();
       return;  // cannot tell: leave it running

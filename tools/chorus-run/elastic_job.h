@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/elastic_keys.h"
 #include "options.h"
 #include "rank_environment.h"
 #include "rank_process.h"
@@ -22,9 +23,9 @@
 
 namespace chorus::launcher {
 
-inline constexpr const char* kExpectedJoinersKey = "chorus/elastic/expected_joiners";
-inline constexpr const char* kLastChangeKey = "chorus/elastic/last_change";
-inline constexpr const char* kRestartsLeftKey = "chorus/elastic/restarts_left";
+using elastic_keys::kExpectedJoinersKey;
+using elastic_keys::kLastChangeKey;
+using elastic_keys::kRestartsLeftKey;
 
 struct ElasticSettings {
   int ranks = 0;
