@@ -145,7 +145,25 @@ void rollCall(Store& root, int64_t generation, int rank, int size, const Deadlin
                 std::to_string(first.size));
     }
   }
-  if (waitForKey(root, generation, completeKey(generation), deadline)) return;
+  if (waitForKey(root, generation, completeKey(generation), deadline)) {
+    // Rank 0 compares every claim with its own size: when it counted the last arrival itself,
+    // a rank with another world size may not have raised its conflict yet, and rank 0 would
+    // otherwise go on to wait for connections that never come.
+    if (rank == 0) {
+      for (int r = 1; r < size; ++r) {
+        const Claimant other = decode(
+            root.get(claimKey(generation, r), std::chrono::milliseconds(deadline.remainingMs())));
+        if (other.size != size) {
+          throwIfConflict(root, generation);  // rank r's own account, when it raised it first
+          raise(root, {generation},
+                "rank " + std::to_string(r) + " (" + other.who + ") says the world has " +
+                    std::to_string(other.size) + " ranks, rank 0 (" + self.who + ") says " +
+                    std::to_string(size));
+        }
+      }
+    }
+    return;
+  }
   std::vector<int> missing;
   for (int r = 0; r < size; ++r) {
     if (!root.check({claimKey(generation, r)})) missing.push_back(r);
