@@ -131,13 +131,14 @@ void int8DecodeKernel(float* dst, const float* mine, const void* wire, size_t co
     __builtin_memcpy(&scale, scales + 4 * b, 4);
     const size_t base = b * kInt8Block;
     const size_t n = count - base < kInt8Block ? count - base : kInt8Block;
-    for (size_t i = 0; i < n; ++i) {
-      const float v = static_cast<float>(q[base + i]) * scale;
-      if constexpr (kAdd) {
-        dst[base + i] = mine[base + i] + v;
-      } else {
-        dst[base + i] = v;
-      }
+    if constexpr (kAdd) {
+      // Two loops, through memory: GCC contracts a multiply and an add into one FMA (C++ builds
+      // default to -ffp-contract=fast) where the TU has FMA, which would change the bits.
+      float v[kInt8Block];
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(q[base + i]) * scale;
+      for (size_t i = 0; i < n; ++i) dst[base + i] = mine[base + i] + v[i];
+    } else {
+      for (size_t i = 0; i < n; ++i) dst[base + i] = static_cast<float>(q[base + i]) * scale;
     }
   }
 }
