@@ -102,6 +102,10 @@ void entryJson(std::string& out, const EntryCopy& e) {
   out += ", ";
   field(out, "op", reduces(e.kind) ? toString(e.op) : "");
   out += ", ";
+  if (e.wire != WireFormat::kNative) {  // only where a call chose a reduced-precision format
+    field(out, "wire", toString(e.wire));
+    out += ", ";
+  }
   number(out, "count", e.count);
   out += ", ";
   number(out, "bytes", e.bytes);

@@ -62,6 +62,7 @@ uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
   e.algo.store(static_cast<uint8_t>(AlgorithmId::kNone), r);
   e.dtype.store(static_cast<uint8_t>(d.dtype), r);
   e.op.store(static_cast<uint8_t>(d.op), r);
+  e.wire.store(static_cast<uint8_t>(d.wire), r);
   e.state.store(static_cast<uint8_t>(CallState::kQueued), r);
   e.root.store(d.root, r);
   e.waitingOn.store(-1, r);
@@ -198,6 +199,7 @@ bool Recorder::copy(const Entry& e, EntryCopy* out, const WallClock& clock) cons
     out->algo = static_cast<AlgorithmId>(e.algo.load(r));
     out->dtype = static_cast<DataType>(e.dtype.load(r));
     out->op = static_cast<ReduceOp>(e.op.load(r));
+    out->wire = static_cast<WireFormat>(e.wire.load(r));
     out->state = static_cast<CallState>(e.state.load(r));
     out->root = e.root.load(r);
     out->waitingOn = e.waitingOn.load(r);

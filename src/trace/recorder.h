@@ -48,7 +48,7 @@ struct alignas(64) Entry {
   std::atomic<uint64_t> count{0};                               // bytes: count x element size
   std::atomic<uint64_t> issuedAt{0}, startedAt{0}, endedAt{0};  // ticks (trace/clock.h)
   std::atomic<int32_t> root{-1}, waitingOn{-1};
-  std::atomic<uint8_t> kind{0}, algo{0}, dtype{0}, op{0};
+  std::atomic<uint8_t> kind{0}, algo{0}, dtype{0}, op{0}, wire{0};
   std::atomic<uint8_t> state{0};
   std::atomic<uint8_t> peerCount{0};
   PeerSlot peers[kPeerSlots];
@@ -62,6 +62,7 @@ struct EntryCopy {
   bool started = false;  // algo is meaningful
   DataType dtype = DataType::kU8;
   ReduceOp op = ReduceOp::kSum;
+  WireFormat wire = WireFormat::kNative;  // an all-reduce's wire format (CallOptions)
   CallState state = CallState::kQueued;
   int32_t root = -1, waitingOn = -1;
   uint64_t count = 0, bytes = 0, issuedUs = 0, startedUs = 0, endedUs = 0;

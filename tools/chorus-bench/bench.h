@@ -26,6 +26,7 @@ struct Config {
   std::string api = "c";  // "c": the blocking C call; "cpp": the C++ API's issue + wait
   bool bound = false;     // --bound: measure memory rates, print bound and %bound per row
   int boundReps = 5;      // samples per size and kernel (median)
+  WireFormat wire = WireFormat::kNative;  // --wire: all-reduce wire format (f32 sum/avg)
 };
 
 struct Row {

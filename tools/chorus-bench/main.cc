@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
   app.add_option("--calibrate", calibrateTo,
                  "measure the cost model's constants (alpha, beta per link kind; gamma per dtype) "
                  "on this job's ranks, write them to this file for CHORUS_TUNING_FILE, and exit");
+  std::string wire = "native";
+  app.add_option("--wire", wire, "all-reduce wire format: native bf16 fp16 int8 (f32 sum/avg)");
   app.add_flag("--no-check", noCheck, "skip the correctness check (#wrong)");
   app.add_flag("-c,--check", cfg.check, "check results (default on)");
   app.add_option("--json", cfg.jsonPath, "also write the rows as JSON to this file");
@@ -77,6 +79,10 @@ int main(int argc, char** argv) {
     if (!ops.count(redop)) throw std::invalid_argument("unknown --redop " + redop);
     cfg.dtype = dtypes.at(dtype);
     cfg.redop = ops.at(redop);
+    cfg.wire = parseWireFormat(wire);
+    if (cfg.wire != WireFormat::kNative && cfg.op != "allreduce") {
+      throw std::invalid_argument("--wire is for --op allreduce only");
+    }
     cfg.minBytes = parseBytes(minBytes);
     cfg.maxBytes = parseBytes(maxBytes);
     if (cfg.minBytes == 0 || cfg.minBytes > cfg.maxBytes) {

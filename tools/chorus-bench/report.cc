@@ -22,9 +22,11 @@ void printLaunch(const LaunchInfo& launch) {
 
 void printTable(const Config& cfg, int n, const std::string& algo, const std::vector<Row>& rows,
                 const BoundInfo& bound) {
-  std::printf("# chorus-bench op=%s ranks=%d dtype=%s redop=%s algo=%s iters=%d warmup=%d\n",
-              cfg.op.c_str(), n, std::string(toString(cfg.dtype)).c_str(),
-              std::string(toString(cfg.redop)).c_str(), algo.c_str(), cfg.iters, cfg.warmup);
+  std::printf(
+      "# chorus-bench op=%s ranks=%d dtype=%s redop=%s algo=%s iters=%d warmup=%d%s\n",
+      cfg.op.c_str(), n, std::string(toString(cfg.dtype)).c_str(),
+      std::string(toString(cfg.redop)).c_str(), algo.c_str(), cfg.iters, cfg.warmup,
+      cfg.wire == WireFormat::kNative ? "" : (" wire=" + std::string(toString(cfg.wire))).c_str());
   const bool b = bound.enabled;
   if (b) {
     std::printf(
@@ -65,7 +67,8 @@ void writeJson(const Config& cfg, int n, const std::string& algo, const std::vec
     << toString(cfg.dtype) << "\",\n  \"redop\": \"" << toString(cfg.redop)
     << "\",\n  \"world_size\": " << n << ",\n  \"algo\": \"" << algo << "\",\n  \"host\": \""
     << host << "\",\n  \"iters\": " << cfg.iters << ",\n  \"warmup\": " << cfg.warmup
-    << ",\n  \"check\": " << (cfg.check ? "true" : "false");
+    << ",\n  \"check\": " << (cfg.check ? "true" : "false") << ",\n  \"wire\": \""
+    << toString(cfg.wire) << "\"";
   if (bound.enabled) {
     // Rates in GB/s (1e9 bytes of buffer per second), per size of the sweep.
     f << ",\n  \"bound\": {\"cores\": " << bound.cores
