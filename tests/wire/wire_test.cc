@@ -8,6 +8,7 @@
 #include "harness/outcomes.h"
 #include "harness/thread_ranks.h"
 #include "reduce/reduce.h"
+#include "transport/frame.h"
 
 #include <chorus/chorus.h>
 #include <chorus/chorus.hpp>
@@ -124,6 +125,27 @@ TEST(Wire, ErrorBoundAgainstExactSum) {
       EXPECT_GT(worst, 0.0) << toString(w) << ": no rounding at all?";
     }
   });
+}
+
+// The format travels in byte 10 of every frame header; an unknown value is a corrupt header.
+TEST(Wire, FrameCarriesTheFormat) {
+  transport::FrameHeader h;
+  h.op = OpDesc::of(CollectiveKind::kAllReduce, 10, DataType::kF32, ReduceOp::kSum);
+  h.op.wire = WireFormat::kInt8Block;
+  uint8_t bytes[transport::kFrameHeaderBytes];
+  transport::encodeFrame(h, bytes);
+  EXPECT_EQ(bytes[10], 3);
+  std::string why;
+  auto back = transport::decodeFrame(bytes, &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(back->op.wire, WireFormat::kInt8Block);
+  EXPECT_TRUE(back->op.sameCall(h.op));
+  OpDesc native = h.op;
+  native.wire = WireFormat::kNative;
+  EXPECT_FALSE(native.sameCall(h.op));
+  EXPECT_NE(h.op.describe().find("wire=int8"), std::string::npos) << h.op.describe();
+  bytes[10] = 4;
+  EXPECT_FALSE(transport::decodeFrame(bytes, &why));
 }
 
 TEST(Wire, ParseAndNames) {
