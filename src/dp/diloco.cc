@@ -17,10 +17,14 @@ std::vector<std::pair<size_t, size_t>> DiLoCo::split(const std::vector<size_t>& 
     const size_t closed = out.size();
     if (closed + 1 == f) break;  // the last fragment takes the rest
     const size_t tensorsLeft = n - i - 1, fragmentsLeft = f - closed - 1;
-    // Close the fragment once it reaches its share of the elements, or when every remaining
-    // fragment needs one of the remaining tensors.
-    const bool share = sum * f >= (closed + 1) * total;
-    if ((share && tensorsLeft >= fragmentsLeft) || tensorsLeft == fragmentsLeft) {
+    // Close the fragment at the tensor boundary nearest its share of the elements, unless the
+    // remaining fragments need every remaining tensor.
+    const double target =
+        static_cast<double>(total) * static_cast<double>(closed + 1) / static_cast<double>(f);
+    const auto here = static_cast<double>(sum);
+    const double withNext = i + 1 < n ? here + static_cast<double>(counts[i + 1]) : here;
+    const bool nearest = here >= target || withNext - target > target - here;
+    if ((nearest && tensorsLeft >= fragmentsLeft) || tensorsLeft == fragmentsLeft) {
       out.emplace_back(start, i + 1);
       start = i + 1;
     }
