@@ -277,6 +277,33 @@ chorus_status chorus_dump_trace(chorus_comm* comm, const char* path);
 const char* chorus_last_error(const chorus_comm* comm);
 const char* chorus_status_string(chorus_status status);
 
+/* ---- Reduced-precision wire formats (docs/api.md) ----
+ * An f32 all-reduce (sum or avg) may travel as bfloat16, float16 or int8 blocks (256 values, one
+ * float scale each): reduction in f32, each value rounded once at each hop that sends it, the same
+ * bits on every rank. Per call; every rank must pass the same format (CHORUS_ERR_MISMATCH).
+ * Other dtypes or ops with a non-native format: CHORUS_ERR_INVALID_ARGUMENT. Same values as
+ * chorus::WireFormat. */
+typedef enum chorus_wire {
+  CHORUS_WIRE_NATIVE = 0,
+  CHORUS_WIRE_BF16 = 1,
+  CHORUS_WIRE_FP16 = 2,
+  CHORUS_WIRE_INT8 = 3
+} chorus_wire;
+typedef struct chorus_call_options {
+  chorus_wire wire;
+} chorus_call_options;
+/* chorus_all_reduce / chorus_iall_reduce with call options; options NULL: native. */
+chorus_status chorus_all_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                     size_t count, chorus_dtype dtype, chorus_op op,
+                                     const chorus_call_options* options);
+chorus_status chorus_iall_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                      size_t count, chorus_dtype dtype, chorus_op op,
+                                      const chorus_call_options* options,
+                                      chorus_request** request);
+/* Payload bytes this rank has handed to its links since the communicator was made (all
+ * collectives, all peers), as they travel (wire-format bytes). */
+chorus_status chorus_comm_bytes_sent(const chorus_comm* comm, uint64_t* out);
+
 /* Names of earlier versions, kept so that existing programs build and link unchanged. */
 /* Same as chorus_all_reduce. */
 chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,

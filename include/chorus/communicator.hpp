@@ -240,6 +240,19 @@ class Communicator {
   // Untyped forms, with the argument rules of the C API; `run` as described at Run.
   Work allReduce(const void* in, void* out, size_t count, DataType type, ReduceOp op,
                  Run run = Run::kInBackground);
+  // ---- Reduced-precision wire formats (docs/api.md) ----
+  // The all-reduce with per-call options: call.wire other than kNative (f32 with sum or avg
+  // only, else Error(kInvalidArgument)) sends bf16, fp16 or block-int8 between ranks, reduces in
+  // f32, and gives every rank the same bits. Every rank must pass the same options (kMismatch).
+  Work allReduce(const void* in, void* out, size_t count, DataType type, ReduceOp op,
+                 const CallOptions& call, Run run = Run::kInBackground);
+  template <class T>
+  Work allReduce(std::span<T> inout, ReduceOp op, const CallOptions& call) {
+    return allReduce(inout.data(), inout.data(), inout.size(), dataTypeOf<T>, op, call);
+  }
+  // Payload bytes this rank has handed to its links since creation (all collectives, all
+  // peers), as they travel: a wire format's bytes, not the data's. Callable from any thread.
+  uint64_t bytesSent() const;
   Work reduceScatter(const void* in, void* out, size_t recvCount, DataType type, ReduceOp op,
                      Run run = Run::kInBackground);
   Work allGather(const void* in, void* out, size_t sendCount, DataType type,

@@ -49,6 +49,27 @@ constexpr bool isValid(ReduceOp op) { return static_cast<unsigned>(op) < kNumRed
 std::string_view toString(DataType t);
 std::string_view toString(ReduceOp op);
 
+// ---- Reduced-precision wire formats (docs/api.md) ----
+// How an f32 all-reduce travels between ranks. Reduction stays in f32; every value is rounded to
+// the wire format once at each hop that sends it. Same values as chorus_wire in chorus.h.
+enum class WireFormat : uint8_t {
+  kNative,    // the data's own type
+  kBf16,      // bfloat16, round to nearest even
+  kFp16,      // IEEE binary16, round to nearest even
+  kInt8Block  // int8 in blocks of 256 values, one f32 scale (max |x| / 127) per block
+};
+inline constexpr int kNumWireFormats = 4;
+constexpr bool isValid(WireFormat w) { return static_cast<unsigned>(w) < kNumWireFormats; }
+// "native", "bf16", "fp16", "int8".
+std::string_view toString(WireFormat w);
+// The inverse of toString; throws Error(kInvalidArgument) naming the choices.
+WireFormat parseWireFormat(std::string_view name);
+
+// Options of one call (not of the communicator): the ranks must pass the same ones.
+struct CallOptions {
+  WireFormat wire = WireFormat::kNative;
+};
+
 template <class T>
 struct DataTypeOf;
 template <>

@@ -13,9 +13,10 @@ namespace chorus::algo {
 AlgorithmId selectAlgorithm(CollectiveKind kind, size_t bytes, int size, const Options& options,
                             bool layered = false, bool shared = false);
 
-// All-reduce with a given algorithm (kNone: a group of one).
+// All-reduce with a given algorithm (kNone: a group of one). A wire format other than kNative
+// needs the ring (or kNone, which copies: nothing travels).
 void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, size_t count,
-                   DataType dtype, ReduceOp op);
+                   DataType dtype, ReduceOp op, WireFormat wire = WireFormat::kNative);
 
 // Executes one collective (blocking, on the calling thread). Throws chorus::Error.
 void run(const Group& g, const Args& args);

@@ -2,6 +2,7 @@
 // They only have to rank the algorithms correctly, not predict absolute times: chorus-sim runs
 // the algorithms themselves for that.
 #include "algo/select.h"
+#include "reduce/wire.h"
 
 #include <algorithm>
 #include <cmath>
@@ -155,11 +156,28 @@ double hierarchical(double n, const Placement& w, double gamma, const Tuning& t,
   return localPhases + bestFlat(slice, H, gamma, net, L, segment);
 }
 
+// The ring all-reduce with a wire format: 2 (p - 1) / p of the wire bytes on each link, and
+// per hop a conversion of the segment (encode on send, decode on receive) that costs about one
+// f32 reduction pass, two for int8 (a scale per block, a division per value).
+double wireRingAllReduce(WireFormat wire, double n, int p, double gamma, Link l) {
+  const double pd = p;
+  const double wireN = n * reduce::wireRatio(wire);
+  const double convert = (wire == WireFormat::kInt8Block ? 2.0 : 1.0) * gamma;
+  return 2 * (pd - 1) * l.alpha + 2 * (pd - 1) / pd * wireN * l.beta + (pd - 1) / pd * n * gamma +
+         2 * (pd - 1) / pd * n * convert;
+}
+
 }  // namespace
 
 double predictSeconds(CollectiveKind kind, AlgorithmId algo, size_t bytes, DataType dtype, int size,
-                      const Placement& where, const Tuning& t, size_t segmentBytes) {
+                      const Placement& where, const Tuning& t, size_t segmentBytes,
+                      WireFormat wire) {
   if (size <= 1) return algo == AlgorithmId::kNone ? 0.0 : kInf;
+  if (wire != WireFormat::kNative) {
+    if (kind != CollectiveKind::kAllReduce || algo != AlgorithmId::kRing) return kInf;
+    const double gamma = t.gamma[static_cast<size_t>(dtype) % t.gamma.size()];
+    return wireRingAllReduce(wire, static_cast<double>(bytes), size, gamma, flatLink(where, t));
+  }
   const double n = static_cast<double>(bytes);
   const double p = size;
   const double gamma = t.gamma[static_cast<size_t>(dtype) % t.gamma.size()];

@@ -21,6 +21,12 @@ struct RingUnit {
   const uint8_t* mine;  // reduce: this rank's contribution to the received segment
   size_t recvBytes;
   int slot;
+  // Reduced-precision wire format (RingSpec::wire): the values each message carries, and where
+  // in the wire buffer the unit's outgoing and incoming segments are encoded.
+  size_t sendCount;
+  size_t recvCount;
+  uint8_t* wireSend;
+  uint8_t* wireRecv;
 };
 
 // Memory reused from call to call: a fresh large buffer per call costs a page fault per 4 KiB,

@@ -19,6 +19,7 @@
 
 #include "algo/ring_pattern.h"
 #include "reduce/internal_types.h"
+#include "reduce/wire.h"
 
 #include <chorus/error.hpp>
 
@@ -38,8 +39,10 @@ int positionOf(const Group& g, RingDirection direction) {
 }  // namespace
 
 RingSpec RingSpec::allReduce(const Group& g, const void* in, void* out, size_t count,
-                             DataType dtype, ReduceOp op, RingDirection direction) {
+                             DataType dtype, ReduceOp op, RingDirection direction,
+                             WireFormat wire) {
   RingSpec s;
+  s.wire = wire;
   s.in = static_cast<const uint8_t*>(in);
   s.acc = static_cast<uint8_t*>(out);
   s.own = s.acc + balancedBlock(count, g.size, positionOf(g, direction)).offset *
@@ -98,8 +101,20 @@ RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
                         : balancedBlock(s.totalCount, n, i);
   };
   size_t maxBlock = block(0).count;  // block 0 is never smaller than the others
-  size_t segElems = std::max<size_t>(1, g.segmentBytes / esize_);
+  wired_ = s.wire != WireFormat::kNative;
+  if (wired_ && (s.dtype != DataType::kF32 || !s.reduce || !s.gather)) {
+    throw Error(ErrorCode::kInternal, "ring: a wire format needs an f32 all-reduce");
+  }
+  size_t segElems = wired_ ? wireSegmentElems(s.wire, g.segmentBytes)
+                           : std::max<size_t>(1, g.segmentBytes / esize_);
   segs_ = std::max<size_t>(1, (maxBlock + segElems - 1) / segElems);
+  // With a wire format every (block, segment) has a place in one buffer of wire bytes: what is
+  // sent is encoded there, and what the all-gather receives lands there and is forwarded as is.
+  const size_t wireSeg = wired_ ? reduce::wireBytes(s.wire, segElems) : 0;
+  uint8_t* wireBuf = wired_ ? g.scratch->bytes(wireSeg * segs_ * static_cast<size_t>(n)) : nullptr;
+  auto wireAt = [&](int b, size_t k) {
+    return wireBuf + (static_cast<size_t>(b) * segs_ + k) * wireSeg;
+  };
   int rsSteps = s.reduce ? n - 1 : 0;
   int agSteps = s.gather ? n - 1 : 0;
   total_ = static_cast<size_t>(rsSteps + agSteps) * segs_;
@@ -124,8 +139,14 @@ RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
       size_t soff = (sblk.offset + k0) * esize_, roff = (rblk.offset + k0) * esize_;
       u.reducing = rs;
       u.last = rs && t == rsSteps - 1;
-      u.sendBytes = sc * esize_;
-      u.recvBytes = rc * esize_;
+      u.sendBytes = wired_ ? reduce::wireBytes(s.wire, sc) : sc * esize_;
+      u.recvBytes = wired_ ? reduce::wireBytes(s.wire, rc) : rc * esize_;
+      u.sendCount = sc;
+      u.recvCount = rc;
+      if (wired_) {
+        u.wireSend = wireAt(sb, k);
+        u.wireRecv = wireAt(rb, k);
+      }
       if (rs) {
         u.src = (t == 0 ? s.in : s.acc) + soff;
         u.dst = (u.last ? s.own + k0 * esize_ : s.acc + roff);
@@ -140,7 +161,7 @@ RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
   auto rankAt = [&](int pos) { return s.reverse ? ringMod(-pos, n) : ringMod(pos, n); };
   prev_ = rankAt(r - 1);
   next_ = rankAt(r + 1);
-  slotBytes_ = segElems * esize_;
+  slotBytes_ = wired_ ? wireSeg : segElems * esize_;
   window_ = static_cast<int>(std::clamp<size_t>((8u << 20) / slotBytes_, 2, 16));
   slots_ = s.reduce ? g.scratch->second(slotBytes_ * static_cast<size_t>(window_)) : nullptr;
   sends_ = g.scratch->sends(total_).data();
@@ -160,7 +181,7 @@ void RingTask::postRecvs() {
         g_.tx->postRecv(recvs_[nextRecv_], prev_, slots_ + slotBytes_ * static_cast<size_t>(u.slot),
                         u.recvBytes, static_cast<uint32_t>(nextRecv_));
       } else {
-        g_.tx->postRecv(recvs_[nextRecv_], prev_, u.dst, u.recvBytes,
+        g_.tx->postRecv(recvs_[nextRecv_], prev_, wired_ ? u.wireRecv : u.dst, u.recvBytes,
                         static_cast<uint32_t>(nextRecv_));
       }
     }
@@ -169,9 +190,34 @@ void RingTask::postRecvs() {
 }
 
 void RingTask::postSend(size_t i) {
-  if (units_[i].sendBytes > 0) {
-    g_.tx->postSend(sends_[i], next_, units_[i].src, units_[i].sendBytes, static_cast<uint32_t>(i));
+  Unit& u = units_[i];
+  if (u.sendBytes == 0) return;
+  if (!wired_) {
+    g_.tx->postSend(sends_[i], next_, u.src, u.sendBytes, static_cast<uint32_t>(i));
+    return;
   }
+  // A partial sum is rounded as it leaves; the all-gather forwards the owner's bytes as they are.
+  if (u.reducing) {
+    reduce::wireEncode(s_.wire, u.wireSend, reinterpret_cast<const float*>(u.src), u.sendCount);
+  }
+  g_.tx->postSend(sends_[i], next_, u.wireSend, u.sendBytes, static_cast<uint32_t>(i));
+}
+
+// A received unit with a wire format: add the partial sum to this rank's values, or (all-gather)
+// decode the owner's bytes into place. The owner rounds its reduced block once and keeps the
+// decoded value, which every other rank decodes from the same bytes.
+void RingTask::finishWireUnit(Unit& u) {
+  auto* dst = reinterpret_cast<float*>(u.dst);
+  if (!u.reducing) {
+    reduce::wireDecode(s_.wire, dst, u.wireRecv, u.recvCount);
+    return;
+  }
+  const auto* slot = slots_ + slotBytes_ * static_cast<size_t>(u.slot);
+  reduce::wireDecodeAdd(s_.wire, dst, reinterpret_cast<const float*>(u.mine), slot, u.recvCount);
+  if (!u.last) return;
+  if (s_.op == ReduceOp::kAvg) reduce::divide(dst, u.recvCount, DataType::kF32, g_.size);
+  reduce::wireEncode(s_.wire, u.wireRecv, dst, u.recvCount);
+  reduce::wireDecode(s_.wire, dst, u.wireRecv, u.recvCount);
 }
 
 bool RingTask::advance() {
@@ -187,7 +233,13 @@ bool RingTask::advance() {
     Unit& u = units_[v_];
     if (u.recvBytes > 0) {
       if (recvs_[v_].state == transport::Request::State::kPending) break;
-      if (u.reducing) {
+      if (wired_) {
+        finishWireUnit(u);
+        if (u.reducing) {
+          --slotsInUse_;
+          postRecvs();
+        }
+      } else if (u.reducing) {
         size_t count = u.recvBytes / esize_;
         fn_(u.dst, u.mine, slots_ + slotBytes_ * static_cast<size_t>(u.slot), count);
         if (u.last && s_.op == ReduceOp::kAvg) reduce::divide(u.dst, count, s_.dtype, g_.size);
@@ -225,7 +277,7 @@ void ringRun(const Group& g, const RingSpec& s) {
 }
 
 void bidirectionalRingAllReduce(const Group& g, const void* in, void* out, size_t count,
-                                DataType dtype, ReduceOp op) {
+                                DataType dtype, ReduceOp op, WireFormat wire) {
   if (g.size < 3) {
     throw Error(ErrorCode::kInternal, "bidirectional ring needs at least 3 ranks");
   }
@@ -242,7 +294,7 @@ void bidirectionalRingAllReduce(const Group& g, const void* in, void* out, size_
         d == 0 ? g : reversed,
         RingSpec::allReduce(g, static_cast<const uint8_t*>(in) + offsets[d] * esize,
                             static_cast<uint8_t*>(out) + offsets[d] * esize, counts[d], dtype, op,
-                            d == 0 ? RingDirection::kForward : RingDirection::kBackward));
+                            d == 0 ? RingDirection::kForward : RingDirection::kBackward, wire));
   }
   StallWatch stall(g);
   while (!tasks[0]->done() || !tasks[1]->done()) {

@@ -5,6 +5,7 @@
 #include "algo/group.h"
 #include "reduce/reduce.h"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -23,8 +24,10 @@ enum class RingDirection {
 struct RingSpec {
   // The whole reduced buffer on every rank, in out (in == out: in place). Blocks are balanced
   // over g.size.
+  // wire: a reduced-precision wire format (f32 with sum or avg only; see RingSpec::wire).
   static RingSpec allReduce(const Group& g, const void* in, void* out, size_t count, DataType dtype,
-                            ReduceOp op, RingDirection direction = RingDirection::kForward);
+                            ReduceOp op, RingDirection direction = RingDirection::kForward,
+                            WireFormat wire = WireFormat::kNative);
   // Balanced blocks of `count` elements; out (the size of in, in == out allowed) takes the
   // partial sums, and this rank's reduced block ends at its own place in out.
   static RingSpec reduceScatter(const Group& g, const void* in, void* out, size_t count,
@@ -51,7 +54,20 @@ struct RingSpec {
   // is rank (size - p) % size, and blocks are numbered by position, so `own` is the block of
   // position (size - rank) % size.
   bool reverse = false;
+  // All-reduce of f32 only: what travels is this format. Each rank encodes a partial sum once
+  // when it sends it and adds what it receives in f32; the owner of a block rounds its reduced
+  // value once (after avg's division), keeps the decoded value, and the all-gather forwards the
+  // owner's encoded bytes unchanged, so every rank ends with the same bits. Segments are
+  // wireSegmentElems values (int8 blocks start at each segment's first value).
+  WireFormat wire = WireFormat::kNative;
 };
+
+// Values per ring segment with a wire format: segmentBytes of wire bytes, rounded down to whole
+// int8 blocks (256 values and their 4-byte scale), at least one value or block.
+inline size_t wireSegmentElems(WireFormat w, size_t segmentBytes) {
+  if (w == WireFormat::kInt8Block) return std::max<size_t>(1, segmentBytes / 260) * 256;
+  return std::max<size_t>(1, segmentBytes / 2);
+}
 
 // Runs the ring to completion on the calling thread.
 void ringRun(const Group& g, const RingSpec& spec);
@@ -60,7 +76,7 @@ void ringRun(const Group& g, const RingSpec& spec);
 // that every rank sends to both neighbours and receives from both: two independent pipelines.
 // Needs size >= 3 (with two ranks both rings would share one peer in each direction).
 void bidirectionalRingAllReduce(const Group& g, const void* in, void* out, size_t count,
-                                DataType dtype, ReduceOp op);
+                                DataType dtype, ReduceOp op, WireFormat wire = WireFormat::kNative);
 
 // For a thread that drives several RingTasks at once: when none of them can advance it polls the
 // transport, and once g.timeout has passed without progress it lets the transport fail naming
@@ -99,6 +115,7 @@ class RingTask {
   using Unit = RingUnit;
   void postRecvs();
   void postSend(size_t i);
+  void finishWireUnit(Unit& u);
 
   Group g_;
   RingSpec s_;
@@ -119,6 +136,7 @@ class RingTask {
   size_t nextRecv_ = 0;
   int slotsInUse_ = 0, nextSlot_ = 0;
   size_t sendsChecked_ = 0;  // sends known complete, in order, once all units are through
+  bool wired_ = false;       // s_.wire is not kNative
 };
 
 }  // namespace chorus::algo

@@ -54,7 +54,7 @@ void broadcast(const Group& g, const Args& a) {
 
 void allReduce(const Group& g, const Args& a) {
   const OpDesc& d = a.desc;
-  allReduceWith(g, d.algo, a.in, a.out, d.count, d.dtype, d.op);
+  allReduceWith(g, d.algo, a.in, a.out, d.count, d.dtype, d.op, d.wire);
 }
 
 void reduceScatter(const Group& g, const Args& a) {
@@ -173,9 +173,15 @@ void pointToPoint(const Group& g, const Args& a) {
 }  // namespace
 
 void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, size_t count,
-                   DataType dtype, ReduceOp op) {
+                   DataType dtype, ReduceOp op, WireFormat wire) {
   const size_t bytes = count * reduce::elementSize(dtype);
   if (g.size == 1) algo = AlgorithmId::kNone;  // whatever was asked: nothing to exchange
+  // Only the ring carries a wire format (select.cc falls back to it and says so).
+  if (wire != WireFormat::kNative && algo != AlgorithmId::kNone && algo != AlgorithmId::kRing) {
+    throw Error(ErrorCode::kInternal, std::string("allreduce: '") + toString(algo) +
+                                          "' cannot carry wire format " +
+                                          std::string(chorus::toString(wire)));
+  }
   switch (algo) {
     case AlgorithmId::kNone:  // a group of one; avg over one rank is the identity
       copyIfApart(dtype, out, in, bytes);
@@ -194,14 +200,14 @@ void allReduceWith(const Group& g, AlgorithmId algo, const void* in, void* out, 
       return doubleTreeAllReduce(g, in, out, count, dtype, op);
     case AlgorithmId::kRing:
       if (ringRunsBothWays(bytes, g.size, g.ringBidirectionalBytes)) {
-        return bidirectionalRingAllReduce(g, in, out, count, dtype, op);
+        return bidirectionalRingAllReduce(g, in, out, count, dtype, op, wire);
       }
       break;
     default:
       throw Error(ErrorCode::kInternal,
                   std::string("allreduce has no algorithm '") + toString(algo) + "'");
   }
-  ringRun(g, RingSpec::allReduce(g, in, out, count, dtype, op));
+  ringRun(g, RingSpec::allReduce(g, in, out, count, dtype, op, RingDirection::kForward, wire));
 }
 
 void run(const Group& g, const Args& a) {

@@ -69,7 +69,7 @@ const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind) {
 namespace {
 
 Choice choose(CollectiveKind kind, size_t bytes, DataType dtype, int size, const Placement& where,
-              const Options& options) {
+              const Options& options, WireFormat wire) {
   Choice c;
   if (size <= 1) return c;  // kNone: nothing to exchange
   if (auto forced = forcedAlgorithm(kind, options.algorithm)) {
@@ -87,10 +87,14 @@ Choice choose(CollectiveKind kind, size_t bytes, DataType dtype, int size, const
     }
     c.algo = *forced;
     c.forced = true;
+    if (wire != WireFormat::kNative && c.algo != AlgorithmId::kRing) {
+      c.wireFallback = c.algo;  // only the ring carries a wire format
+      c.algo = AlgorithmId::kRing;
+    }
   }
   for (AlgorithmId a : algorithmsFor(kind)) {
-    double s =
-        predictSeconds(kind, a, bytes, dtype, size, where, options.tuning, options.segmentBytes);
+    double s = predictSeconds(kind, a, bytes, dtype, size, where, options.tuning,
+                              options.segmentBytes, wire);
     if (std::isfinite(s)) c.candidates.push_back({a, s});
   }
   std::stable_sort(c.candidates.begin(), c.candidates.end(),
@@ -118,8 +122,9 @@ Choice choose(CollectiveKind kind, size_t bytes, DataType dtype, int size, const
 }  // namespace
 
 Choice chooseAlgorithm(CollectiveKind kind, size_t bytes, DataType dtype, int size,
-                       const Placement& where, const Options& options) {
-  Choice c = choose(kind, bytes, dtype, size, where, options);
+                       const Placement& where, const Options& options, WireFormat wire) {
+  Choice c = choose(kind, bytes, dtype, size, where, options, wire);
+  c.wire = size > 1 ? wire : WireFormat::kNative;
   c.bothWays =
       kind == CollectiveKind::kAllReduce && c.algo == AlgorithmId::kRing &&
       ringRunsBothWays(bytes, size, static_cast<size_t>(options.tuning.ringBidirectionalBytes));
@@ -140,6 +145,12 @@ std::string explain(const OpDesc& desc, int size, const Placement& where, const 
   }
   s += std::string(": ") + toString(c.algo) + (c.bothWays ? " (both ways)" : "") +
        (c.forced ? " (forced by CHORUS_ALGO)" : "");
+  if (c.wire != WireFormat::kNative) {
+    const std::string wire = "wire " + std::string(chorus::toString(c.wire));
+    s += c.wireFallback != AlgorithmId::kNone
+             ? " (" + wire + ": " + toString(c.wireFallback) + " cannot carry it, ring instead)"
+             : " (" + wire + ": only the ring carries it)";
+  }
   if (!c.candidates.empty()) {
     s += " [model:";
     for (size_t i = 0; i < c.candidates.size(); ++i) {

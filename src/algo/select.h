@@ -26,8 +26,11 @@ struct Placement {
 // The cost model's estimate, in seconds, of one collective of `bytes` (all-reduce: the buffer;
 // reduce-scatter / all-gather: one rank's block; broadcast: the buffer) over `size` ranks, or
 // +infinity when the algorithm does not run that collective or layout.
+// wire: an all-reduce's wire format: fewer bytes on the links, a conversion per hop, and +infinity
+// for the algorithms that cannot carry it (all but the ring).
 double predictSeconds(CollectiveKind kind, AlgorithmId algo, size_t bytes, DataType dtype, int size,
-                      const Placement& where, const Tuning& t, size_t segmentBytes);
+                      const Placement& where, const Tuning& t, size_t segmentBytes,
+                      WireFormat wire = WireFormat::kNative);
 
 // The algorithms each collective has, in a fixed order (ties go to the earlier one).
 const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind);
@@ -51,12 +54,17 @@ struct Choice {
   bool forced = false;
   bool bothWays = false;  // an all-reduce ring that runs both ways (Tuning::ringBidirectionalBytes)
   std::vector<Candidate> candidates;  // every algorithm the model considered, fastest first
+  WireFormat wire = WireFormat::kNative;
+  // A forced algorithm that cannot carry the wire format, replaced by the ring (kNone: none).
+  AlgorithmId wireFallback = AlgorithmId::kNone;
 };
 
 // Pure: the same inputs give the same choice on every rank. A group of one needs no algorithm
 // (kNone). Throws Error when a forced choice cannot run here (hier on a flat layout).
+// bytes: the data's (f32) bytes also with a wire format.
 Choice chooseAlgorithm(CollectiveKind kind, size_t bytes, DataType dtype, int size,
-                       const Placement& where, const Options& options);
+                       const Placement& where, const Options& options,
+                       WireFormat wire = WireFormat::kNative);
 
 // One line for CHORUS_DEBUG: "allreduce #3 1048576 B f32 sum on 4 ranks (2 hosts x 2): rhd
 // [model: rhd 0.91 ms, ring 1.20 ms, ...]".

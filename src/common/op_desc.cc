@@ -133,6 +133,7 @@ std::string OpDesc::describe() const {
     case CollectiveKind::kReduceScatter:
       s += "count=" + std::to_string(count) + ", " + std::string(chorus::toString(dtype)) + ", " +
            std::string(chorus::toString(op));
+      if (wire != WireFormat::kNative) s += ", wire=" + std::string(chorus::toString(wire));
       break;
   }
   if (kind != CollectiveKind::kBarrier) s += ", ";

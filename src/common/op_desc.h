@@ -64,6 +64,7 @@ struct OpDesc {
   AlgorithmId algo = AlgorithmId::kNone;
   int32_t root = 0;
   uint64_t count = 0;  // elements, in the meaning of the collective's count argument
+  WireFormat wire = WireFormat::kNative;  // how an f32 all-reduce travels (CallOptions)
 
   // A call as the user makes it; the communicator fills in seq and algo when it issues it.
   static OpDesc of(CollectiveKind kind, uint64_t count, DataType dtype, ReduceOp op,
@@ -83,9 +84,9 @@ struct OpDesc {
   // Same call on both sides (sequence number included).
   bool sameCall(const OpDesc& o) const {
     return seq == o.seq && kind == o.kind && dtype == o.dtype && op == o.op && algo == o.algo &&
-           root == o.root && count == o.count;
+           root == o.root && count == o.count && wire == o.wire;
   }
-  // "allreduce(count=100, f32, sum, ring)".
+  // "allreduce(count=100, f32, sum, ring)"; "allreduce(count=100, f32, sum, wire=bf16, ring)".
   std::string describe() const;
   // "allreduce #12"; "send_recv before #12".
   std::string name() const;

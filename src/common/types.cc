@@ -1,4 +1,7 @@
+#include <chorus/error.hpp>
 #include <chorus/types.hpp>
+
+#include <string>
 
 namespace chorus {
 
@@ -38,6 +41,29 @@ std::string_view toString(ReduceOp op) {
       return "avg";
   }
   return "unknown-op";
+}
+
+std::string_view toString(WireFormat w) {
+  switch (w) {
+    case WireFormat::kNative:
+      return "native";
+    case WireFormat::kBf16:
+      return "bf16";
+    case WireFormat::kFp16:
+      return "fp16";
+    case WireFormat::kInt8Block:
+      return "int8";
+  }
+  return "unknown-wire";
+}
+
+WireFormat parseWireFormat(std::string_view name) {
+  for (int i = 0; i < kNumWireFormats; ++i) {
+    const auto w = static_cast<WireFormat>(i);
+    if (name == toString(w)) return w;
+  }
+  throw Error(ErrorCode::kInvalidArgument, "unknown wire format '" + std::string(name) +
+                                               "' (choices: native, bf16, fp16, int8)");
 }
 
 }  // namespace chorus

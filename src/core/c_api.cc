@@ -287,6 +287,51 @@ chorus_status chorus_comm_joiners_waiting(chorus_comm* comm, int* count) {
   });
 }
 
+// ---- Reduced-precision wire formats ----
+
+namespace {
+chorus::CallOptions callOptions(const chorus_call_options* options) {
+  chorus::CallOptions call;
+  if (options == nullptr) return call;
+  const int v = chorus::rawEnum(options->wire);
+  if (v < 0 || v >= chorus::kNumWireFormats) {
+    throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                        "allreduce: unknown wire format " + std::to_string(v) +
+                            " (choices: CHORUS_WIRE_NATIVE, _BF16, _FP16, _INT8)");
+  }
+  call.wire = static_cast<chorus::WireFormat>(v);
+  return call;
+}
+}  // namespace
+
+chorus_status chorus_all_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                     size_t count, chorus_dtype dtype, chorus_op op,
+                                     const chorus_call_options* options) {
+  return guarded(comm, [&] {
+    comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op), callOptions(options),
+                          chorus::Run::kBlocking);
+  });
+}
+
+chorus_status chorus_iall_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                      size_t count, chorus_dtype dtype, chorus_op op,
+                                      const chorus_call_options* options,
+                                      chorus_request** request) {
+  return startRequest(comm, request, [&] {
+    return comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op), callOptions(options));
+  });
+}
+
+chorus_status chorus_comm_bytes_sent(const chorus_comm* comm, uint64_t* out) {
+  return guarded(const_cast<chorus_comm*>(comm), [&] {
+    if (out == nullptr) {
+      throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                          "chorus_comm_bytes_sent: out is null");
+    }
+    *out = comm->comm->bytesSent();
+  });
+}
+
 chorus_status chorus_iall_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                  size_t count, chorus_dtype dtype, chorus_op op,
                                  chorus_request** request) {

@@ -34,6 +34,18 @@ size_t Communicator::sum(std::span<const size_t> counts) {
   return total;
 }
 
+Work Communicator::allReduce(const void* in, void* out, size_t count, DataType t, ReduceOp op,
+                             const CallOptions& call, Run run) {
+  OpDesc d = OpDesc::of(CollectiveKind::kAllReduce, count, t, op, 0);
+  d.wire = call.wire;
+  return impl_->issue(d, in, out, run);
+}
+
+uint64_t Communicator::bytesSent() const {
+  const transport::Transport* tx = impl_->transport();
+  return tx == nullptr ? 0 : tx->bytesSent();
+}
+
 Work Communicator::reduce(const void* in, void* out, size_t count, DataType t, ReduceOp op,
                           int root, Run run) {
   return impl_->issue(OpDesc::of(CollectiveKind::kReduce, count, t, op, root), in, out, run);

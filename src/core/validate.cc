@@ -30,6 +30,19 @@ void validateCall(const OpDesc& d, const void* in, const void* out, int rank, in
   if (reduces && !isValid(d.op)) {
     invalid(d, "unknown reduction op " + std::to_string(static_cast<int>(d.op)));
   }
+  if (d.wire != WireFormat::kNative) {
+    if (!isValid(d.wire)) {
+      invalid(d, "unknown wire format " + std::to_string(static_cast<int>(d.wire)));
+    }
+    const std::string wire = "wire format " + std::string(toString(d.wire));
+    if (d.kind != CollectiveKind::kAllReduce) invalid(d, wire + " is for all-reduce only");
+    if (d.dtype != DataType::kF32) {
+      invalid(d, wire + " needs dtype f32 (got " + std::string(toString(d.dtype)) + ")");
+    }
+    if (d.op != ReduceOp::kSum && d.op != ReduceOp::kAvg) {
+      invalid(d, wire + " needs op sum or avg (got " + std::string(toString(d.op)) + ")");
+    }
+  }
   if (d.kind == CollectiveKind::kBroadcast && (d.root < 0 || d.root >= size)) {
     invalid(d, "root " + std::to_string(d.root) + " is not a rank of this communicator (size " +
                    std::to_string(size) + ")");
@@ -127,6 +140,7 @@ void checkRoot(const OpDesc& d, int size) {
 void validateArgs(const algo::Args& a, int rank, int size) {
   const OpDesc& d = a.desc;
   if (d.kind <= CollectiveKind::kBarrier) return validateCall(d, a.in, a.out, rank, size);
+  if (d.wire != WireFormat::kNative) invalid(d, "wire formats are for all-reduce only");
   if (!isValid(d.dtype)) invalid(d, "unknown dtype " + std::to_string(static_cast<int>(d.dtype)));
   const bool reduces =
       d.kind == CollectiveKind::kReduce || d.kind == CollectiveKind::kReduceScatterV;

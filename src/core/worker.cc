@@ -63,7 +63,7 @@ void Communicator::Impl::prepare(algo::Args& args) {
   OpDesc& desc = args.desc;
   validateArgs(args, rank, size);
   algo::Choice choice = algo::chooseAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype),
-                                              desc.dtype, size, placement_, options);
+                                              desc.dtype, size, placement_, options, desc.wire);
   desc.algo = choice.algo;
   if (options.debug == DebugLevel::kAll || (options.debug == DebugLevel::kRank0 && rank == 0)) {
     OpDesc shown = desc;

@@ -15,6 +15,7 @@
 #include "reduce/internal_types.h"
 #include "reduce/kernel_table.h"
 #include "reduce/reduce.h"
+#include "reduce/wire.h"
 
 namespace chorus::reduce {
 namespace {
@@ -116,6 +117,24 @@ void divide(void* buf, size_t count, DataType type, int divisor) {
   }
   if (count == 0) return;
   current().table.divide[static_cast<int>(type)](buf, count, divisor);
+}
+
+const WireKernels& wireKernels(WireFormat w) {
+  if (w == WireFormat::kNative || !isValid(w)) [[unlikely]] {
+    throw Error(ErrorCode::kInternal,
+                "no wire kernels for format " + std::to_string(static_cast<int>(w)));
+  }
+  return current().table.wire[static_cast<int>(w)];
+}
+
+void wireEncode(WireFormat w, void* wire, const float* src, size_t count) {
+  if (count > 0) wireKernels(w).encode(wire, src, count);
+}
+void wireDecode(WireFormat w, float* dst, const void* wire, size_t count) {
+  if (count > 0) wireKernels(w).decode(dst, wire, count);
+}
+void wireDecodeAdd(WireFormat w, float* dst, const float* mine, const void* wire, size_t count) {
+  if (count > 0) wireKernels(w).decodeAdd(dst, mine, wire, count);
 }
 
 std::string_view isaName() { return current().name; }

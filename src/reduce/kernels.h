@@ -397,3 +397,5 @@ inline void fillKernels(KernelTable& table) {
 
 }  // namespace
 }  // namespace chorus::reduce
+
+#include "reduce/wire_kernels.h"

@@ -8,6 +8,9 @@
 
 namespace chorus::reduce {
 
-void fillAvx512Kernels(KernelTable& table) { fillKernels(table); }
+void fillAvx512Kernels(KernelTable& table) {
+  fillKernels(table);
+  fillWireKernels(table);
+}
 
 }  // namespace chorus::reduce

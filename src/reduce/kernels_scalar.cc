@@ -4,6 +4,9 @@
 
 namespace chorus::reduce {
 
-void fillScalarKernels(KernelTable& table) { fillKernels(table); }
+void fillScalarKernels(KernelTable& table) {
+  fillKernels(table);
+  fillWireKernels(table);
+}
 
 }  // namespace chorus::reduce

@@ -29,6 +29,7 @@ void encodeFrame(const FrameHeader& h, uint8_t out[kFrameHeaderBytes]) {
   put<uint8_t>(out + 7, static_cast<uint8_t>(h.op.dtype));
   put<uint8_t>(out + 8, static_cast<uint8_t>(h.op.op));
   put<uint8_t>(out + 9, static_cast<uint8_t>(h.op.algo));
+  put<uint8_t>(out + 10, static_cast<uint8_t>(h.op.wire));
   put<int32_t>(out + 12, h.op.root);
   put<uint64_t>(out + 16, h.op.seq);
   put<uint64_t>(out + 24, h.op.count);
@@ -51,13 +52,15 @@ std::optional<FrameHeader> decodeFrame(const uint8_t in[kFrameHeaderBytes], std:
   if (kind < 1 || kind > 4) return fail("unknown frame kind " + std::to_string(kind));
   h.kind = static_cast<FrameKind>(kind);
   if (in[6] > static_cast<uint8_t>(kLastCollectiveKind) || !isValid(DataType(in[7])) ||
-      !isValid(ReduceOp(in[8])) || in[9] > static_cast<uint8_t>(kLastAlgorithmId)) {
+      !isValid(ReduceOp(in[8])) || in[9] > static_cast<uint8_t>(kLastAlgorithmId) ||
+      !isValid(WireFormat(in[10]))) {
     return fail("frame header has out-of-range fields");
   }
   h.op.kind = static_cast<CollectiveKind>(in[6]);
   h.op.dtype = static_cast<DataType>(in[7]);
   h.op.op = static_cast<ReduceOp>(in[8]);
   h.op.algo = static_cast<AlgorithmId>(in[9]);
+  h.op.wire = static_cast<WireFormat>(in[10]);
   h.op.root = get<int32_t>(in + 12);
   h.op.seq = get<uint64_t>(in + 16);
   h.op.count = get<uint64_t>(in + 24);

@@ -33,8 +33,8 @@ struct FrameHeader {
 
 // Fixed-width little-endian layout:
 //   0 u32 magic | 4 u8 version | 5 u8 kind | 6 u8 collective | 7 u8 dtype | 8 u8 op | 9 u8 algo
-//  10 u16 reserved | 12 i32 root | 16 u64 seq | 24 u64 count | 32 u32 step | 36 u32 reserved
-//  40 u64 payload bytes
+//  10 u8 wire format | 11 u8 reserved | 12 i32 root | 16 u64 seq | 24 u64 count | 32 u32 step | 36
+//  u32 reserved 40 u64 payload bytes
 void encodeFrame(const FrameHeader& h, uint8_t out[kFrameHeaderBytes]);
 
 // Decodes and validates (magic, version, kind, enum ranges, length bound). On failure returns

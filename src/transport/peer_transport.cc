@@ -90,6 +90,7 @@ void PeerTransport::postSend(Request& r, int peer, const void* data, size_t byte
     if (l.peerLeft()) l.throwPeerLeft();
     r.start(peer, step, data, bytes);
     l.postSend(r);
+    bytesSent_.store(bytesSent_.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
   } catch (const Error& e) {
     notePeerError(peer, e);
     throw;

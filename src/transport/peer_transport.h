@@ -49,6 +49,7 @@ class PeerTransport final : public Transport {
   void close() noexcept override;
   void attachRecorder(trace::Recorder* recorder) override { op_.recorder = recorder; }
   uint64_t communicatorId() const override { return communicatorId_; }
+  uint64_t bytesSent() const override { return bytesSent_.load(std::memory_order_relaxed); }
   std::vector<int> failedPeers() const override;
   void setCommunicatorId(uint64_t id) { communicatorId_ = id; }
   std::string peerAddress(int peer) const override;
@@ -96,6 +97,7 @@ class PeerTransport final : public Transport {
   std::vector<Link*> data_;
   std::vector<shm::ShmLink*> shared_;  // the peers on shared memory, in rank order
   std::atomic<bool> interrupted_{false};
+  std::atomic<uint64_t> bytesSent_{0};  // written by the driving thread only
   bool abortSent_ = false;
   std::vector<std::string> hosts_;
   shm::Segment shmSelf_;

@@ -36,6 +36,8 @@ class Transport : public DataPath {
   // timed out (a peer that sent its abort message is alive and not listed). Thread-safe, never
   // blocks; still answers after abort().
   virtual std::vector<int> failedPeers() const { return {}; }
+  // Payload bytes handed to the links by postSend so far (Communicator::bytesSent). Thread-safe.
+  virtual uint64_t bytesSent() const { return 0; }
 };
 
 }  // namespace chorus::transport
