@@ -122,32 +122,44 @@ TEST(DpCompressedOptions, RejectsCombinationsThatCannotWork) {
   });
 }
 
-// A compressed bucket sends 2-byte values: about half the bytes of f32 (the consistency check and
-// the plain bias add a little).
-TEST(DpCompressedBytes, Bf16SendsAboutHalfOfNone) {
-  auto bytesOf = [](const std::string& compression) {
+// bytesSent follows Communicator::bytesSent: a compressed bucket sends 2-byte values (bf16), about
+// 1 (int8), and DiLoCo one f32 model every H steps.
+TEST(DpCompressedBytes, Bf16SendsAboutHalfOfNoneInt8AQuarterDiLoCoOneInH) {
+  constexpr int kSteps = 4;
+  auto bytesOf = [](const std::string& compression, dp::Mode mode) {
     uint64_t sent = 0;
     expectRanks(2, [&](Communicator& c) {
       Mlp m(11);
       dp::Options o = smallBuckets();
       o.checkEvery = 0;
+      o.mode = mode;
+      o.diloco.syncEvery = kSteps;
       o.compression = dp::parseCompression(compression);
       o.compression.minElements = 16;
       dp::Replica rep(c, o);
       m.registerWithShapes(rep);
-      for (int s = 0; s < 3; ++s) {
+      for (int s = 0; s < 2 * kSteps; ++s) {
         trainStep(rep, m, 0.2f, 1, [&](int) { return range((s * 2 + c.rank()) * 8, 8); });
         if (c.rank() == 0) sent += rep.lastMetrics().bytesSent;
       }
     });
-    return sent;
+    return static_cast<double>(sent);
   };
-  const uint64_t none = bytesOf("none"), bf16 = bytesOf("bf16");
-  // 320 floats per step, each rank sends about half of each all-reduce's payload at N = 2.
-  ASSERT_GE(none, 3u * 320 * 4 / 2) << "bytesSent does not count the gradients";
-  const double ratio = static_cast<double>(bf16) / static_cast<double>(none);
-  EXPECT_GT(ratio, 0.45);
-  EXPECT_LT(ratio, 0.6);
+  const double none = bytesOf("none", dp::Mode::kSync);
+  // 320 floats a step; at N = 2 each rank sends half of each all-reduce's payload.
+  ASSERT_GE(none, 2.0 * kSteps * 320 * 4 / 2) << "bytesSent does not count the gradients";
+  const double bf16 = bytesOf("bf16", dp::Mode::kSync) / none;
+  const double int8 = bytesOf("int8", dp::Mode::kSync) / none;
+  const double diloco = bytesOf("none", dp::Mode::kDiLoCo) / none;
+  RecordProperty("bf16_ratio", std::to_string(bf16));
+  RecordProperty("int8_ratio", std::to_string(int8));
+  RecordProperty("diloco_ratio", std::to_string(diloco));
+  EXPECT_GT(bf16, 0.45);
+  EXPECT_LT(bf16, 0.6);
+  EXPECT_GT(int8, 0.2);
+  EXPECT_LT(int8, 0.4);
+  EXPECT_GT(diloco, 0.8 / kSteps);
+  EXPECT_LT(diloco, 1.2 / kSteps);
 }
 
 }  // namespace
