@@ -519,8 +519,9 @@ void Replica::synchronize() {
   Impl& m = *impl_;
   if (!m.finalized) throw invalid("synchronize before finalize");
   if (m.inMicroStep || m.micro != 0) throw invalid("synchronize during a step");
-  m.guarded([&] { m.synchronizeState(); });
-  m.anchorStale = true;
+  // DiLoCo: a copy leaves every rank with the same parameters, the new anchor; without one the
+  // ranks keep their anchor (their parameters may have drifted since the last sync).
+  if (m.guarded([&] { return m.synchronizeState(); }) >= 0) m.anchorStale = true;
 }
 
 void Replica::restoreStep(int64_t step) {
