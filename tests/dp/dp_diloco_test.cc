@@ -136,6 +136,30 @@ TEST(DpDiLoCo, LearnsWithNesterovAndReportsDivergenceBeforeSyncs) {
   }
 }
 
+// A synchronize() between syncs finds every rank equally advanced and copies nothing: the
+// anchor must survive it, or the inner steps before it would be lost (and the anchors differ).
+TEST(DpDiLoCo, SynchronizeThatCopiesNothingKeepsTheAnchor) {
+  constexpr int kN = 2, kH = 4;
+  auto run = [](bool midSynchronize) {
+    std::vector<std::vector<float>> final(kN);
+    expectRanks(kN, [&](Communicator& c) {
+      Mlp m(5);
+      dp::Replica rep(c, dilocoOptions(kH, 0.7, 0.9));
+      m.registerWith(rep);
+      rep.synchronize();
+      for (int s = 0; s < kH; ++s) {
+        if (midSynchronize && s == 2) rep.synchronize();
+        trainStep(rep, m, 0.2f, 1, [&](int) { return range((s * kN + c.rank()) * 8, 8); });
+      }
+      final[static_cast<size_t>(c.rank())] = m.flat();
+    });
+    return final;
+  };
+  const auto plain = run(false), synced = run(true);
+  EXPECT_EQ(synced[0], synced[1]);
+  EXPECT_EQ(synced[0], plain[0]);
+}
+
 TEST(DpDiLoCo, DivergenceLimitIsAnErrorOnEveryRank) {
   auto errors = runRanks(2, [](Communicator& c) {
     Mlp m(5);
