@@ -9,12 +9,12 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cluster=$here/../../scripts/cluster
-export CHORUS_CLUSTER_PREFIX=chorusc
-export CHORUS_BUILD_DIR=${1:-${CHORUS_BUILD_DIR:-$here/../../build}}
+build=${1:-${CHORUS_BUILD_DIR:-$here/../../build}}
 
 # shellcheck source-path=SCRIPTDIR source=../harness/checks.sh
 source "$here/../harness/checks.sh"
 clear_launch_env
+export CHORUS_CLUSTER_PREFIX=chorusc CHORUS_BUILD_DIR=$build
 [[ $(id -u) -eq 0 ]] || skip "needs root (network namespaces)"
 for t in ip tc ethtool unshare nproc; do
   command -v "$t" >/dev/null || skip "'$t' not found"
