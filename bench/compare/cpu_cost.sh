@@ -24,14 +24,15 @@ export ROUNDS=${ROUNDS:-2} ITERS=${ITERS:-10} WARMUP=${WARMUP:-2} RATE=${RATE:-1
 # 1 MiB and 64 MiB only: a step of 64 from 1 MiB.
 export MIN_BYTES=1M MAX_BYTES=64M STEP=64
 export NS=${NS:-"2 4"} HOSTS=${HOSTS:-"2 4 8"}
+mkdir -p "$RESULTS_DIR" || exit 2
 status=0
 for setting in ${SETTINGS:-loopback host cluster}; do
   if [ "$setting" = cluster ] && [ "$(id -u)" != 0 ]; then
     echo "cpu_cost.sh: the cluster needs root; skipped" >&2
     continue
   fi
-  SETTING=$setting "$here/run.sh" "$1" >"$RESULTS_DIR.$setting.log" 2>&1 || status=1
-  mkdir -p "$RESULTS_DIR" && mv "$RESULTS_DIR.$setting.log" "$RESULTS_DIR/run-$setting.log"
+  echo "== $setting (log: $RESULTS_DIR/run-$setting.log)"
+  SETTING=$setting "$here/run.sh" "$1" >"$RESULTS_DIR/run-$setting.log" 2>&1 || status=1
 done
 /usr/bin/python3 "$here/summarize.py" "$RESULTS_DIR" "$((1 << 20))" "$((64 << 20))" |
   tee "$RESULTS_DIR/summary.md"
