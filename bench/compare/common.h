@@ -10,10 +10,13 @@
 //     steady_clock around issue+wait; the per-iteration times are reduced with MAX over the ranks
 //     (slowest rank per iteration), sorted, and the median (element iters/2) is the row's time;
 //   * algbw = bytes / time (GB/s, 1e9), busbw = algbw * 2(N-1)/N;
+//   * cpu_ns_per_byte: CPU time of the whole process (user + system, every thread: getrusage
+//     RUSAGE_SELF) over the timed calls, summed over the ranks, divided by iters * bytes;
 //   * #wrong: after timing, one more call with input[i] = (i + rank) % 3 + 1, every output
 //     element compared with the exact sum, the count of mismatches summed over the ranks.
 #pragma once
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,7 +56,16 @@ struct Row {
   double algbw = 0;
   double busbw = 0;
   long wrong = 0;
+  double cpuNsPerByte = 0;  // CPU time of the timed calls, all ranks, per byte all-reduced
 };
+
+// CPU time of the whole process (every thread, user + system) so far, in nanoseconds.
+inline int64_t processCpuNs() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto ns = [](const timeval& t) { return int64_t{t.tv_sec} * 1000000000 + t.tv_usec * 1000; };
+  return ns(u.ru_utime) + ns(u.ru_stime);
+}
 
 using chorus::tools::parseBytes;  // the same size syntax as chorus-bench
 
@@ -138,12 +150,15 @@ inline std::vector<Row> runSweep(Backend& be, const Config& cfg) {
     if (be.prepare) be.prepare(in.data(), out.data(), row.count);
     for (int i = 0; i < cfg.warmup; ++i) be.allReduce(in.data(), out.data(), row.count);
     std::vector<double> times(static_cast<size_t>(cfg.iters));
+    const int64_t cpu0 = processCpuNs();
     for (int i = 0; i < cfg.iters; ++i) {
       auto t0 = std::chrono::steady_clock::now();
       be.allReduce(in.data(), out.data(), row.count);
       times[static_cast<size_t>(i)] =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     }
+    const int64_t cpuNs = be.sumOverRanks(processCpuNs() - cpu0);
+    row.cpuNsPerByte = static_cast<double>(cpuNs) / (static_cast<double>(cfg.iters) * row.bytes);
     be.maxOverRanks(times);
     std::sort(times.begin(), times.end());
     row.timeUs = times[times.size() / 2];
@@ -180,12 +195,14 @@ inline void printTable(const Config& cfg, int n, const std::vector<Row>& rows) {
   std::printf("# %s op=allreduce ranks=%d dtype=f32 redop=sum algo=%s iters=%d warmup=%d\n",
               cfg.system.c_str(), n, cfg.algo.c_str(), cfg.iters, cfg.warmup);
   if (!cfg.notes.empty()) std::printf("# %s\n", cfg.notes.c_str());
-  std::printf("%12s %12s %6s %6s %12s %10s %10s %8s\n", "size(B)", "count", "type", "redop",
-              "time(us)", "algbw", "busbw", "#wrong");
-  std::printf("%12s %12s %6s %6s %12s %10s %10s %8s\n", "", "", "", "", "", "(GB/s)", "(GB/s)", "");
+  std::printf("%12s %12s %6s %6s %12s %10s %10s %8s %9s\n", "size(B)", "count", "type", "redop",
+              "time(us)", "algbw", "busbw", "#wrong", "cpu");
+  std::printf("%12s %12s %6s %6s %12s %10s %10s %8s %9s\n", "", "", "", "", "", "(GB/s)", "(GB/s)",
+              "", "(ns/B)");
   for (const Row& r : rows) {
-    std::printf("%12zu %12zu %6s %6s %12.1f %10.3f %10.3f %8s\n", r.bytes, r.count, "f32", "sum",
-                r.timeUs, r.algbw, r.busbw, cfg.check ? std::to_string(r.wrong).c_str() : "N/A");
+    std::printf("%12zu %12zu %6s %6s %12.1f %10.3f %10.3f %8s %9.3f\n", r.bytes, r.count, "f32",
+                "sum", r.timeUs, r.algbw, r.busbw,
+                cfg.check ? std::to_string(r.wrong).c_str() : "N/A", r.cpuNsPerByte);
   }
   std::fflush(stdout);
 }
@@ -216,7 +233,7 @@ inline void writeJson(const Config& cfg, int n, const std::vector<Row>& rows) {
     const Row& r = rows[i];
     f << (i ? "," : "") << "\n    {\"bytes\": " << r.bytes << ", \"count\": " << r.count
       << ", \"time_us\": " << r.timeUs << ", \"algbw\": " << r.algbw << ", \"busbw\": " << r.busbw
-      << ", \"wrong\": " << r.wrong << "}";
+      << ", \"wrong\": " << r.wrong << ", \"cpu_ns_per_byte\": " << r.cpuNsPerByte << "}";
   }
   f << "\n  ]\n}\n";
 }

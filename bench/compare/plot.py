@@ -7,7 +7,8 @@ busbw bound that chorus-bench --bound measured, per size, as a dashed line; with
 host (settings "hier-RATE-HxL") the link bound in busbw terms, (RATE/8) * [2(N-1)/N] / [2(H-1)/H]
 (busbw of an all-reduce that takes t_link = 2(H-1)/H * S / (RATE/8)). Failed runs and sizes with
 #wrong != 0 are left out of the lines (summarize.py lists them); systems that were not run in a
-setting are named in the legend.
+setting are named in the legend. A second panel below shows each system's CPU per byte
+(cpu_ns_per_byte, the lowest round, as summarize.py) at the same sizes, where the JSON has it.
 
   plot.py RESULTS_DIR      ->  RESULTS_DIR/busbw-<setting>-n<N>.png
 
@@ -39,7 +40,8 @@ def plot_group(d, setting, n, g):
     sizes = sorted({b for r in g.runs if r["rows"] for b in r["rows"]})
     if not sizes:
         return None
-    fig, ax = plt.subplots(figsize=(10, 6), dpi=110)
+    fig, (ax, cpu_ax) = plt.subplots(2, 1, figsize=(10, 9), dpi=110, sharex=True,
+                                     gridspec_kw={"height_ratios": [2, 1]})
     markers = "svD^<>pPX*hd"
     k = 0
     for s in g.systems:
@@ -60,6 +62,10 @@ def plot_group(d, setting, n, g):
         if s in INFO_ONLY:
             style["linestyle"] = ":"
         ax.plot(xs, ys, label=label, **style)
+        cpu = [(b, g.cpu(s, b)) for b in sizes]
+        cpu = [(b, v) for b, v in cpu if v is not None and v > 0]
+        if cpu:
+            cpu_ax.plot([b for b, _ in cpu], [v for _, v in cpu], **style)
     layout = hier_layout(setting)
     if g.rate_bps and layout and layout[0] > 1:
         h = layout[0]
@@ -77,7 +83,10 @@ def plot_group(d, setting, n, g):
     ax.set_xscale("log", base=2)
     ax.set_xlim(min(sizes) / 1.3, max(sizes) * 1.3)
     ax.xaxis.set_major_formatter(FuncFormatter(size_label))
-    ax.set_xlabel("message size (bytes, log2 scale)")
+    cpu_ax.set_xlabel("message size (bytes, log2 scale)")
+    cpu_ax.set_ylabel("CPU ns per byte (all ranks)")
+    cpu_ax.set_yscale("log")
+    cpu_ax.grid(True, which="major", alpha=0.3)
     ax.set_ylabel("busbw (GB/s) = bytes / time * 2(N-1)/N")
     hosts = sorted({r["host"] for r in g.runs if r["host"]})
     if bounds:

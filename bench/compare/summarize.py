@@ -14,6 +14,11 @@ names (chorus-bench's format; the peers write the same fields). Prints, for each
     so > 1 means Chorus is faster, < 1 slower. Peers: every system but chorus and the
     information-only openmpi-default (shared memory, not TCP).
 
+then the CPU cost: per system, at 1 MiB and 64 MiB (those measured), busbw (best round, as above)
+beside cpu_ns_per_byte (CPU time, user + system, of every thread of every rank over the timed
+calls, per byte all-reduced: getrusage inside each harness; the lowest over the rounds, i.e. the
+least disturbed), and a line "chorus / best peer" with chorus' CPU per byte over the lowest
+peer's (< 1: Chorus spends less CPU per byte) and busbw over the best peer's (> 1: faster);
 then a table with every round's busbw (r1 / r2 / ...: the noise), and the runs that failed
 (FAIL rc=..., never dropped) or had #wrong != 0.
 
@@ -43,6 +48,7 @@ SMALL = 8  # the latency column: time at 8 bytes
 INFO_ONLY = {"openmpi-default", "chorus-tcp"}
 HEADLINE = [SMALL, 1 << 20, 64 << 20]  # host setting: the sizes of the headline table
 HIER_SIZE = 64 << 20  # hier settings: the large size of the table
+CPU_SIZES = [1 << 20, 64 << 20]  # the sizes of the CPU-cost table
 FAMILIES = {  # host setting: "chorus / <family>" = best of the family's systems
     "Open MPI": lambda s: s.startswith("openmpi"),
     "MPICH": lambda s: s.startswith("mpich"),
@@ -187,6 +193,43 @@ class Group:
         t, who = min(peers)
         return f"{t / c['time_us']:.2f}x vs {who}"
 
+    def cpu(self, sys_, b):
+        """sys_'s lowest CPU ns per byte at b over its correct rounds, or None."""
+        vals = []
+        for rnd in self.rounds:
+            v, problem = self.value(sys_, rnd, b, "time_us")
+            r = self.cell.get((sys_, rnd))
+            if v is not None and problem is None and "cpu_ns_per_byte" in r["rows"][b]:
+                vals.append(r["rows"][b]["cpu_ns_per_byte"])
+        return min(vals) if vals else None
+
+    def is_peer(self, s, family=None):
+        return (not s.startswith("chorus") and s not in INFO_ONLY
+                and (family is None or family(s)))
+
+    def cpu_ratio(self, b):
+        """Chorus' CPU per byte / the lowest peer's at b, as text."""
+        c = self.cpu("chorus", b)
+        peers = [(self.cpu(s, b), s) for s in self.systems if self.is_peer(s)]
+        peers = [(v, s) for v, s in peers if v is not None]
+        if c is None or not peers:
+            return "n/a"
+        v, who = min(peers)
+        return f"{c / v:.2f}x vs {who}" if v > 0 else "n/a"
+
+    def busbw_ratio(self, b):
+        """Chorus' busbw / the best peer's at b (best rounds), as text."""
+        c, _ = self.best("chorus", b)
+        peers = []
+        for s in self.systems:
+            row, _ = self.best(s, b) if self.is_peer(s) else (None, None)
+            if row is not None and not row["wrong"]:
+                peers.append((row["busbw"], s))
+        if c is None or c["wrong"] or not peers:
+            return "n/a"
+        v, who = max(peers)
+        return f"{c['busbw'] / v:.2f}x vs {who}" if v > 0 else "n/a"
+
     def bound(self, b):
         """chorus-bench --bound's busbw bound at b (GB/s): the largest over chorus' rounds (the
         least disturbed measurement of the machine), or None."""
@@ -251,6 +294,7 @@ def print_group(setting, n, g, sizes):
         why = g.skipped(s)
         if why:
             print(f"{s}: not run here: {why}\n")
+    print_cpu(n, g)
     if setting == "host":
         print_host_headline(n, g)
     if layout:
@@ -277,6 +321,37 @@ def print_group(setting, n, g, sizes):
         print()
     loads = ", ".join(f"r{r['round']} {r['system']}: {r['load']}" for r in g.runs)
     print("load average (1 min) before each run: " + loads + "\n")
+
+
+def print_cpu(n, g):
+    """CPU per byte beside busbw, at the CPU_SIZES that were measured."""
+    measured = {b for r in g.runs if r["rows"] for b in r["rows"]}
+    sizes = [b for b in CPU_SIZES if b in measured]
+    if not sizes:
+        return
+    print(f"CPU cost, {n} ranks: busbw (GB/s, best round) and CPU per byte (ns/B: user + system, "
+          "all threads, all ranks, over the timed calls; lowest round):\n")
+    head = ["system"] + [f"{label} {human(b)}" for b in sizes for label in ("busbw", "cpu ns/B")]
+    print("| " + " | ".join(head) + " |")
+    print("|---|" + "|".join(["---:"] * (len(head) - 1)) + "|")
+    for s in g.systems:
+        if g.skipped(s):
+            continue
+        cells = [s + (" (info only)" if s in INFO_ONLY else "")]
+        for b in sizes:
+            row, why = g.best(s, b)
+            cells.append(why if row is None else f"{row['busbw']:.3f}" +
+                         (" WRONG" if row["wrong"] else ""))
+            cpu = g.cpu(s, b)
+            cells.append("n/a" if cpu is None else f"{cpu:.3f}")
+        print("| " + " | ".join(cells) + " |")
+    if "chorus" in g.systems and g.skipped("chorus") is None:
+        cells = ["chorus / best peer"]
+        for b in sizes:
+            cells += [g.busbw_ratio(b), g.cpu_ratio(b)]
+        print("| " + " | ".join(cells) + " |")
+    print("\n(busbw ratio = chorus busbw / best peer's: > 1 Chorus faster; cpu ratio = chorus CPU "
+          "per byte / lowest peer's: < 1 Chorus cheaper)\n")
 
 
 def print_host_headline(n, g):

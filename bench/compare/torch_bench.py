@@ -27,6 +27,9 @@ Definitions (copied from tools/chorus-bench, as in common.h):
     reduced with MAX over the ranks (one all_reduce MAX of the times vector after the timed
     loop), sorted, and the median (element iters // 2) is the row's time;
   * algbw = bytes / time (GB/s, 1e9), busbw = algbw * 2(N-1)/N;
+  * cpu_ns_per_byte: CPU time of the whole process (user + system, every thread, including
+    PyTorch's and Gloo's; getrusage RUSAGE_SELF) over the timed calls, summed over the ranks,
+    divided by iters * bytes;
   * #wrong: after timing, one more call with input[i] = (i + rank) % 3 + 1, every output element
     compared with the exact sum, the count of mismatches summed over the ranks.
 """
@@ -34,6 +37,7 @@ import argparse
 import datetime
 import json
 import os
+import resource
 import socket
 import sys
 import time
@@ -99,6 +103,12 @@ def parse_args():
     return a
 
 
+def cpu_ns():
+    """CPU time of the whole process (user + system, every thread) so far, in nanoseconds."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return int((u.ru_utime + u.ru_stime) * 1e9)
+
+
 def sizes(cfg):
     b = float(cfg.min_bytes)
     while b <= cfg.max_bytes * 1.0000001:
@@ -134,10 +144,13 @@ def main():
         for _ in range(cfg.warmup):
             dist.all_reduce(t)
         times = [0.0] * cfg.iters
+        cpu0 = cpu_ns()
         for i in range(cfg.iters):
             t0 = time.perf_counter()
             dist.all_reduce(t)
             times[i] = (time.perf_counter() - t0) * 1e6
+        cpu = torch.tensor([cpu_ns() - cpu0], dtype=torch.int64)
+        dist.all_reduce(cpu)
         tt = torch.tensor(times, dtype=torch.float64)
         dist.all_reduce(tt, op=dist.ReduceOp.MAX)
         times = sorted(tt.tolist())
@@ -145,7 +158,8 @@ def main():
         nbytes = count * 4
         algbw = nbytes / (time_us * 1e-6) / 1e9
         row = {"bytes": nbytes, "count": count, "time_us": time_us, "algbw": algbw,
-               "busbw": algbw * 2.0 * (n - 1) / n, "wrong": 0}
+               "busbw": algbw * 2.0 * (n - 1) / n, "wrong": 0,
+               "cpu_ns_per_byte": int(cpu[0]) / (cfg.iters * nbytes)}
         if cfg.check:
             idx = torch.arange(count, dtype=torch.int64)
             t.copy_(((idx + rank) % 3 + 1).to(torch.float32))
@@ -167,13 +181,14 @@ def main():
         print(f"# {cfg.system} op=allreduce ranks={n} dtype=f32 redop=sum algo=dist.all_reduce "
               f"iters={cfg.iters} warmup={cfg.warmup}")
         print(f"# {notes}")
-        hdr = "%12s %12s %6s %6s %12s %10s %10s %8s"
-        print(hdr % ("size(B)", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong"))
-        print(hdr % ("", "", "", "", "", "(GB/s)", "(GB/s)", ""))
+        hdr = "%12s %12s %6s %6s %12s %10s %10s %8s %9s"
+        print(hdr % ("size(B)", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong",
+                     "cpu"))
+        print(hdr % ("", "", "", "", "", "(GB/s)", "(GB/s)", "", "(ns/B)"))
         for r in rows:
-            print("%12d %12d %6s %6s %12.1f %10.3f %10.3f %8s" % (
+            print("%12d %12d %6s %6s %12.1f %10.3f %10.3f %8s %9.3f" % (
                 r["bytes"], r["count"], "f32", "sum", r["time_us"], r["algbw"], r["busbw"],
-                str(r["wrong"]) if cfg.check else "N/A"))
+                str(r["wrong"]) if cfg.check else "N/A", r["cpu_ns_per_byte"]))
         sys.stdout.flush()
         if cfg.json:
             doc = {"system": cfg.system, "op": "allreduce", "dtype": "f32", "redop": "sum",

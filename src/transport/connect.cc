@@ -2,6 +2,7 @@
 
 #include "auth/settings.h"
 #include "common/errno_text.h"
+#include "transport/core_share.h"
 #include "transport/peer_transport.h"
 #include "transport/shm/setup.h"
 #include "transport/tcp/dial.h"
@@ -36,15 +37,17 @@ JobId agreeJobId(Store& store, int rank, Deadline deadline) {
   return id;
 }
 
-// The published record of a rank: "ip:port machine-id host-id". The machine id (hostname + boot
-// id) tells which peers share this machine's cores, also when they live in different network
-// namespaces; the host id (Options::hostId) which ones share memory and count as one host.
+// The published record of a rank: "ip:port placement host-id". The placement (core_share.h:
+// boot id, CPU set, CPU quota) tells which peers compete for this rank's cores, also when they
+// live in other network namespaces or containers; the host id (Options::hostId) which ones share
+// memory and count as one host.
 struct PeerRecord {
   std::string address;
-  std::string machine;
+  std::string placement;
   std::string host;
 };
 
+// Host name + boot id: with the network namespace, the default host id.
 std::string thisMachineId() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
@@ -77,20 +80,17 @@ PeerRecord peerRecordOf(Store& store, int peer, Deadline deadline) {
   r.address = s.substr(0, a);
   if (a == std::string::npos) return r;
   auto b = s.find(' ', a + 1);
-  r.machine = s.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+  r.placement = s.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
   if (b != std::string::npos) r.host = s.substr(b + 1);
   return r;
 }
 
-// Ranks of this host that outnumber its cores must yield while they poll, or they steal the
-// core the awaited peer needs.
-PeerTransport::Spin spinFor(const Options& options, const std::string& host,
-                            const std::vector<tcp::Connection>& conns) {
-  long local = 1;
-  for (const auto& c : conns) local += c.host == host;
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+// Ranks that outnumber the cores they share must yield while they poll, or they steal the core
+// the awaited peer needs.
+PeerTransport::Spin spinFor(const Options& options, int rank, const CorePlacement& self,
+                            const std::vector<CorePlacement>& peers) {
   PeerTransport::Spin s;
-  s.yield = local > cores;
+  s.yield = ranksOutnumberCores(self, peers, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   // Measured on the emulated cluster (small all-reduces, fresh processes each run). With a core
   // per rank, a spin shorter than a sleeping peer's wake-up is bistable: once one side sleeps,
   // every reply comes late enough for the other to sleep too, and a run stayed at 160 us per
@@ -99,6 +99,13 @@ PeerTransport::Spin spinFor(const Options& options, const std::string& host,
   s.duration = std::chrono::microseconds(options.spinMicros >= 0 ? options.spinMicros
                                          : s.yield               ? 200
                                                                  : 1000);
+  if (options.debug == DebugLevel::kAll || (options.debug == DebugLevel::kRank0 && rank == 0)) {
+    std::fprintf(stderr, "chorus[%d]: waits poll for %lld us%s (placement %s)\n", rank,
+                 static_cast<long long>(s.duration.count()),
+                 s.yield ? ", yielding the core between polls: ranks outnumber the cores they share"
+                         : " without yielding: no more ranks than cores",
+                 encodePlacement(self).c_str());
+  }
   return s;
 }
 
@@ -127,12 +134,13 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
   std::string ip = tcp::chooseListenAddress(options.ifname, routeHost);
   int port = 0;
   Fd listener = tcp::listenOn(ip, options.socketBufferBytes, &port);
-  const std::string machine = thisMachineId();
-  const std::string host = thisHostId(options, machine);
+  const std::string host = thisHostId(options, thisMachineId());
+  const CorePlacement placement = thisPlacement();
+  const std::string placementWord = encodePlacement(placement);
   if (host.find(' ') != std::string::npos) {
     throw Error(ErrorCode::kInvalidArgument, "host id '" + host + "' contains a space");
   }
-  std::string self = ip + ":" + std::to_string(port) + " " + machine + " " + host;
+  std::string self = ip + ":" + std::to_string(port) + " " + placementWord + " " + host;
   store.set("addr/" + std::to_string(rank), Store::Bytes(self.begin(), self.end()));
   JobId job = agreeJobId(store, rank, deadline);
 
@@ -141,13 +149,13 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
     PeerRecord record = peerRecordOf(store, peer, deadline);
     conns.push_back(tcp::dialLower(record.address, rank, size, peer, job, key, auth.encrypt,
                                    options.socketBufferBytes, deadline));
-    conns.back().host = record.machine;
+    conns.back().host = record.placement;
   }
   for (auto& c : tcp::acceptHigher(listener.get(), rank, size, job, key, auth.encrypt,
                                    auth.handshakeTime, deadline)) {
     PeerRecord record = peerRecordOf(store, c.peer, deadline);
     c.address = record.address;
-    c.host = record.machine;
+    c.host = record.placement;
     conns.push_back(std::move(c));
   }
   std::vector<std::string> hosts(static_cast<size_t>(size));
@@ -156,7 +164,9 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
     hosts[static_cast<size_t>(c.peer)] = peerRecordOf(store, c.peer, deadline).host;
   }
   if (rank == 0 && !key && auth.mode == auth::AuthMode::kAuto) warnIfUnauthenticated(hosts);
-  auto spin = spinFor(options, machine, conns);
+  std::vector<CorePlacement> peers;
+  for (const auto& c : conns) peers.push_back(decodePlacement(c.host));
+  auto spin = spinFor(options, rank, placement, peers);
   // The shared-memory handshake runs on the connections before the transport owns them.
   std::vector<int> fds(static_cast<size_t>(size), -1);
   for (const auto& c : conns) fds[static_cast<size_t>(c.peer)] = c.fd.get();

@@ -5,6 +5,7 @@
 #include "common/socket_io.h"
 #include "transport/mismatch.h"
 #include "transport/request_queue.h"
+#include "transport/wait_policy.h"
 
 #include <chorus/error.hpp>
 
@@ -19,6 +20,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 namespace chorus::transport {
 namespace {
@@ -112,6 +114,10 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
   if (r.done()) return;
   if (op_.recorder) op_.recorder->waitingOn(r.peer);
   std::unique_ptr<Error> mine;  // set once this wait has timed out
+  // Over TCP, the rate so far tells when the request will end (wait_policy.h).
+  const bool overTcp = std::strcmp(pathTo(r.peer), "tcp") == 0;
+  const auto began = Clock::now();
+  const size_t movedBefore = r.moved;
   while (!r.done()) {
     if (deadline.expired()) {
       if (mine) {
@@ -126,7 +132,13 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
       deadline = Deadline::after(kTimeoutGrace);
     }
     if (!mine) {
+      const size_t moved = r.moved - movedBefore;
+      const auto elapsed = Clock::now() - began;
+      spinNow_ =
+          !overTcp || !endIsFar(moved, elapsed, r.bytes - r.moved, kFarSpins * spin_.duration);
+      if (!spinNow_) std::this_thread::sleep_for(napFor(moved, elapsed));
       pollStuck(r, deadline);
+      spinNow_ = true;
       continue;
     }
     try {

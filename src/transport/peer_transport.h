@@ -103,6 +103,10 @@ class PeerTransport final : public Transport {
   shm::Segment shmSelf_;
   bool onlyShared_ = false;  // every peer is on shared memory
   bool spinAllowed_ = true;
+  // Whether this progress call may poll: false while a wait's request streams in over TCP and
+  // its end is further than kFarSpins spins away (wait_policy.h).
+  bool spinNow_ = true;
+  static constexpr int kFarSpins = 1;
   uint64_t communicatorId_ = 0;
   // Per peer: set once this transport saw it fail (failedPeers; read from any thread).
   std::unique_ptr<std::atomic<bool>[]> peerFailed_;

@@ -43,7 +43,7 @@ void PeerTransport::progress(Deadline deadline) {
   if (shared && pumpShared()) return;
   epoll_event events[64];
   int n = 0;
-  if (spin_.duration.count() > 0 && spinAllowed_) {
+  if (spin_.duration.count() > 0 && spinAllowed_ && spinNow_) {
     // Poll briefly before sleeping: a wake-up costs more than a small message's round trip.
     // With more ranks than cores, each poll gives the core to a rank that has work (the peer
     // this rank waits for, often), as a sleep would, but without the wake-up latency after it.

@@ -38,6 +38,9 @@ struct Row {
   long wrong = 0;     // elements that differed from the expected result, over all ranks
   std::string algo;   // algorithm the library chose for this size
   double bound = 0;   // --bound: busbw upper bound on one host at this size (GB/s); 0: none
+  // CPU time (user + system, all threads, getrusage around the timed calls) summed over the
+  // ranks, per byte all-reduced (iterations x bytes).
+  double cpuNsPerByte = 0;
 };
 
 // --bound. Single-core rates measured on rank 0 before the sweep, per size of the sweep:

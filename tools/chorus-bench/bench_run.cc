@@ -1,5 +1,7 @@
 #include "bench.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -123,6 +125,14 @@ double expectedReduced(size_t i, int n, ReduceOp op) {
     }
   }
   return acc;
+}
+
+// CPU time of the whole process (every thread, user + system) so far, in nanoseconds.
+int64_t processCpuNs() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto ns = [](const timeval& t) { return int64_t{t.tv_sec} * 1000000000 + t.tv_usec * 1000; };
+  return ns(u.ru_utime) + ns(u.ru_stime);
 }
 
 struct SweepPoint {
@@ -302,12 +312,14 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
 
     for (int i = 0; i < cfg.warmup; ++i) issue(row.count);
     std::vector<double> times(static_cast<size_t>(cfg.iters));
+    const int64_t cpu0 = processCpuNs();
     for (int i = 0; i < cfg.iters; ++i) {
       auto t0 = std::chrono::steady_clock::now();
       issue(row.count);
       times[static_cast<size_t>(i)] =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     }
+    int64_t cpuNs = processCpuNs() - cpu0;
     row.algo = comm.lastAlgorithm();  // read before the max-over-ranks call below replaces it
     // Slowest rank per iteration, then the median iteration.
     checkStatus(
@@ -316,6 +328,8 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
     row.timeUs = times[times.size() / 2];
     row.algbw = static_cast<double>(row.bytes) / (row.timeUs * 1e-6) / 1e9;
     row.busbw = row.algbw * busFactor(cfg.op, n);
+    checkStatus(chorus_all_reduce(c, &cpuNs, &cpuNs, 1, CHORUS_I64, CHORUS_SUM), c);
+    row.cpuNsPerByte = static_cast<double>(cpuNs) / (static_cast<double>(cfg.iters) * row.bytes);
 
     if (cfg.check) {
       long wrong = 0;

@@ -37,10 +37,11 @@ void printTable(const Config& cfg, int n, const std::string& algo, const std::ve
   std::printf("%12s %12s %6s %6s %12s %10s %10s %8s", "size(B)", "count", "type", "redop",
               "time(us)", "algbw", "busbw", "#wrong");
   if (b) std::printf(" %10s %7s", "bound", "%bound");
-  std::printf("  %s\n", "algo");
+  // cpu comes after algo, so that the columns before it keep their numbers for scripts.
+  std::printf("  %-16s %9s\n", "algo", "cpu");
   std::printf("%12s %12s %6s %6s %12s %10s %10s %8s", "", "", "", "", "", "(GB/s)", "(GB/s)", "");
   if (b) std::printf(" %10s %7s", "(GB/s)", "");
-  std::printf("\n");
+  std::printf("  %-16s %9s\n", "", "(ns/B)");
   for (const Row& r : rows) {
     std::printf("%12zu %12zu %6s %6s %12.1f %10.3f %10.3f %8s", r.bytes, r.count,
                 std::string(toString(cfg.dtype)).c_str(), std::string(toString(cfg.redop)).c_str(),
@@ -52,7 +53,7 @@ void printTable(const Config& cfg, int n, const std::string& algo, const std::ve
         std::printf(" %10s %7s", "N/A", "N/A");
       }
     }
-    std::printf("  %s\n", r.algo.c_str());
+    std::printf("  %-16s %9.3f\n", r.algo.c_str(), r.cpuNsPerByte);
   }
   std::fflush(stdout);
 }
@@ -88,7 +89,8 @@ void writeJson(const Config& cfg, int n, const std::string& algo, const std::vec
     const Row& r = rows[i];
     f << (i ? "," : "") << "\n    {\"bytes\": " << r.bytes << ", \"count\": " << r.count
       << ", \"time_us\": " << r.timeUs << ", \"algbw\": " << r.algbw << ", \"busbw\": " << r.busbw
-      << ", \"wrong\": " << r.wrong << ", \"algo\": \"" << r.algo << "\"";
+      << ", \"wrong\": " << r.wrong << ", \"algo\": \"" << r.algo << "\""
+      << ", \"cpu_ns_per_byte\": " << r.cpuNsPerByte;
     if (bound.enabled) {
       f << ", \"bound\": " << r.bound
         << ", \"pct_bound\": " << (r.bound > 0 ? 100.0 * r.busbw / r.bound : 0.0);
