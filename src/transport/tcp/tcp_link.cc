@@ -89,7 +89,7 @@ void TcpLink::onEvents(uint32_t ev) {
     socklen_t len = sizeof(err);
     getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     // Zero-copy notifications wait in the error queue and raise EPOLLERR without any error.
-    if (err == 0 && !(ev & EPOLLHUP) && (zeroCopy_.on() || zeroCopy_.holding())) {
+    if (err == 0 && !(ev & EPOLLHUP) && zeroCopy_.armed()) {
       reapZeroCopy();
       return;
     }

@@ -49,6 +49,7 @@ void ZeroCopy::enable(int fd, const ZeroCopySettings& settings) {
   int one = 1;
   if (::setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof(one)) != 0) return;
   on_ = true;
+  armed_ = true;
   minBytes_ = settings.minBytes;
   keepWhenCopied_ = settings.keepWhenCopied;
 }

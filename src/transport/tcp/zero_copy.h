@@ -64,6 +64,8 @@ class ZeroCopy {
     heldAt_ = 0;
   }
   bool on() const { return on_; }
+  // SO_ZEROCOPY was turned on: notifications may come, even after on() went false.
+  bool armed() const { return armed_; }
   uint64_t copiedNotices() const { return copied_; }
   uint64_t refusals() const { return refusals_; }
 
@@ -73,6 +75,7 @@ class ZeroCopy {
   bool released(uint32_t id) const { return static_cast<int32_t>(id - doneBelow_) < 0; }
 
   bool on_ = false;
+  bool armed_ = false;
   bool keepWhenCopied_ = false;
   size_t minBytes_ = 0;
   uint32_t nextId_ = 0;     // the kernel numbers zero-copy calls 0, 1, 2, ... per socket
