@@ -146,14 +146,6 @@ RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
   sends_ = g.scratch->sends(total_).data();
   recvs_ = g.scratch->recvs(total_).data();
   fn_ = s.reduce ? reduce::reduceFn(s.dtype, s.op) : nullptr;
-  sink_ = {&RingTask::reducePiece, this, esize_};
-}
-
-void RingTask::reducePiece(void* task, const transport::Request& r, size_t offset,
-                           const uint8_t* piece, size_t bytes) {
-  auto* t = static_cast<RingTask*>(task);
-  const Unit& u = t->units_[static_cast<size_t>(&r - t->recvs_)];
-  t->fn_(u.dst + offset, u.mine + offset, piece, bytes / t->esize_);
 }
 
 void RingTask::postRecvs() {
@@ -165,11 +157,8 @@ void RingTask::postRecvs() {
         u.slot = nextSlot_;
         nextSlot_ = (nextSlot_ + 1) % window_;
         ++slotsInUse_;
-        // A link that can reduces the segment piece by piece as it arrives (the slot stays
-        // unused); others fill the slot, reduced below.
-        g_.tx->postRecvInto(recvs_[nextRecv_], prev_,
-                            slots_ + slotBytes_ * static_cast<size_t>(u.slot), u.recvBytes,
-                            static_cast<uint32_t>(nextRecv_), sink_);
+        g_.tx->postRecv(recvs_[nextRecv_], prev_, slots_ + slotBytes_ * static_cast<size_t>(u.slot),
+                        u.recvBytes, static_cast<uint32_t>(nextRecv_));
       } else {
         g_.tx->postRecv(recvs_[nextRecv_], prev_, u.dst, u.recvBytes,
                         static_cast<uint32_t>(nextRecv_));
@@ -200,9 +189,7 @@ bool RingTask::advance() {
       if (recvs_[v_].state == transport::Request::State::kPending) break;
       if (u.reducing) {
         size_t count = u.recvBytes / esize_;
-        if (!recvs_[v_].consumed) {
-          fn_(u.dst, u.mine, slots_ + slotBytes_ * static_cast<size_t>(u.slot), count);
-        }
+        fn_(u.dst, u.mine, slots_ + slotBytes_ * static_cast<size_t>(u.slot), count);
         if (u.last && s_.op == ReduceOp::kAvg) reduce::divide(u.dst, count, s_.dtype, g_.size);
         --slotsInUse_;
         postRecvs();

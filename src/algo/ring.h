@@ -88,9 +88,6 @@ class StallWatch {
 class RingTask {
  public:
   RingTask(const Group& g, const RingSpec& spec);
-  // Posted receives point at the task (the reduction sink): it stays where it was made.
-  RingTask(const RingTask&) = delete;
-  RingTask& operator=(const RingTask&) = delete;
   // Handles every receive that has arrived, in order, and posts what depends on it (the first
   // call posts the initial window). Returns true when it did anything.
   bool advance();
@@ -102,9 +99,6 @@ class RingTask {
   using Unit = RingUnit;
   void postRecvs();
   void postSend(size_t i);
-  // The sink of reducing receives: reduces a piece of unit (request) r as it arrives.
-  static void reducePiece(void* task, const transport::Request& r, size_t offset,
-                          const uint8_t* piece, size_t bytes);
 
   Group g_;
   RingSpec s_;
@@ -119,7 +113,6 @@ class RingTask {
   transport::Request* sends_ = nullptr;
   transport::Request* recvs_ = nullptr;
   reduce::ReduceFn fn_ = nullptr;
-  transport::RecvSink sink_;
   bool started_ = false;
   bool finished_ = false;
   size_t v_ = 0;  // next unit to complete

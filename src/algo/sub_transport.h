@@ -25,10 +25,6 @@ class SubTransport final : public transport::DataPath {
   void postRecv(transport::Request& r, int peer, void* data, size_t bytes, uint32_t step) override {
     parent_->postRecv(r, members_.at(static_cast<size_t>(peer)), data, bytes, step);
   }
-  void postRecvInto(transport::Request& r, int peer, void* data, size_t bytes, uint32_t step,
-                    const transport::RecvSink& sink) override {
-    parent_->postRecvInto(r, members_.at(static_cast<size_t>(peer)), data, bytes, step, sink);
-  }
   void wait(transport::Request& r, Deadline deadline) override { parent_->wait(r, deadline); }
   void poll(Deadline deadline) override { parent_->poll(deadline); }
   void pollStuckOn(const transport::Request& r, Deadline deadline) override {

@@ -11,19 +11,6 @@
 
 namespace chorus::transport {
 
-struct Request;
-
-// Where a receive's bytes may go instead of its buffer: a link that can (TCP) reads the message
-// in cache-sized pieces and hands each to consume(ctx, request, offset, piece, bytes) while it is
-// still hot (bytes a multiple of `granule`, except at the end; offsets in order), then marks the
-// request `consumed`. Other links fill the buffer as for postRecv. The sink outlives the request.
-struct RecvSink {
-  void (*consume)(void* ctx, const Request& r, size_t offset, const uint8_t* piece,
-                  size_t bytes) = nullptr;
-  void* ctx = nullptr;
-  size_t granule = 1;
-};
-
 // Completion of one posted send or receive. Owned by the caller, which keeps it alive and in
 // place until it is done or the transport is aborted (no allocation per message).
 struct Request {
@@ -33,10 +20,8 @@ struct Request {
   uint32_t step = 0;
   uint8_t* data = nullptr;
   size_t bytes = 0;
-  size_t moved = 0;                // payload bytes transferred so far
-  Request* next = nullptr;         // intrusive FIFO link, owned by the transport while pending
-  const RecvSink* sink = nullptr;  // a receive whose bytes may go to a sink (postRecvInto)
-  bool consumed = false;           // they all did: the buffer was not written
+  size_t moved = 0;         // payload bytes transferred so far
+  Request* next = nullptr;  // intrusive FIFO link, owned by the transport while pending
 
   bool done() const { return state == State::kDone; }
   // What every transport's postSend / postRecv records before queueing the request.
@@ -48,8 +33,6 @@ struct Request {
     bytes = size;
     moved = 0;
     next = nullptr;
-    sink = nullptr;
-    consumed = false;
   }
 };
 
@@ -66,12 +49,6 @@ class DataPath {
   virtual void beginOp(const OpDesc& op) = 0;
   virtual void postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) = 0;
   virtual void postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) = 0;
-  // postRecv whose bytes may go to `sink` instead of `data` (then r.consumed is set when done).
-  virtual void postRecvInto(Request& r, int peer, void* data, size_t bytes, uint32_t step,
-                            const RecvSink& sink) {
-    (void)sink;
-    postRecv(r, peer, data, bytes, step);
-  }
   // Drives I/O until r is done. Throws kTimeout if nothing completes it before the deadline.
   virtual void wait(Request& r, Deadline deadline) = 0;
   // Drives I/O once: returns after something happened or at the deadline (no error then).

@@ -97,14 +97,8 @@ void PeerTransport::postSend(Request& r, int peer, const void* data, size_t byte
 }
 
 void PeerTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) {
-  postRecvInto(r, peer, data, bytes, step, RecvSink{});
-}
-
-void PeerTransport::postRecvInto(Request& r, int peer, void* data, size_t bytes, uint32_t step,
-                                 const RecvSink& sink) {
   Link& l = link(peer);
   r.start(peer, step, data, bytes);
-  if (sink.consume) r.sink = &sink;
   try {
     l.postRecv(r);
   } catch (const Error& e) {

@@ -40,8 +40,6 @@ class PeerTransport final : public Transport {
   void beginOp(const OpDesc& op) override;
   void postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) override;
   void postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) override;
-  void postRecvInto(Request& r, int peer, void* data, size_t bytes, uint32_t step,
-                    const RecvSink& sink) override;
   void wait(Request& r, Deadline deadline) override;
   void poll(Deadline deadline) override { progress(deadline); }
   void pollStuckOn(const Request& r, Deadline deadline) override;

@@ -71,7 +71,6 @@ void TcpLink::clear() noexcept {
   headZeroCopied_ = false;
   zeroCopy_.forget();
   recvHead_ = recvTail_ = nullptr;
-  pieceHave_ = 0;
 }
 
 void TcpLink::onBeginOp() {
@@ -276,24 +275,6 @@ bool TcpLink::readSome(uint8_t* dst, size_t want, size_t& got) {
   }
 }
 
-bool TcpLink::readIntoSink(Request& r) {
-  if (!piece_) piece_ = std::make_unique<uint8_t[]>(kPieceBytes);
-  const size_t want = pieceHave_ + std::min(kPieceBytes - pieceHave_, r.bytes - r.moved);
-  size_t got = pieceHave_;
-  if (!readSome(piece_.get(), want, got)) return false;
-  r.moved += got - pieceHave_;
-  pieceHave_ = got;
-  const size_t granule = r.sink->granule;
-  const size_t ready = r.moved == r.bytes ? pieceHave_ : pieceHave_ - pieceHave_ % granule;
-  if (ready > 0) {
-    r.sink->consume(r.sink->ctx, r, r.moved - pieceHave_, piece_.get(), ready);
-    pieceHave_ -= ready;
-    // A part of an element stays for the next read.
-    if (pieceHave_ > 0) std::memmove(piece_.get(), piece_.get() + ready, pieceHave_);
-  }
-  return true;
-}
-
 void TcpLink::onReadable() {
   while (in_ != Inbound::kGone) {
     if (in_ == Inbound::kHeader) {
@@ -312,11 +293,9 @@ void TcpLink::onReadable() {
     } else if (in_ == Inbound::kPayload) {
       Request& r = *recvHead_;
       if (r.moved < r.bytes) {
-        // Nothing more now, or peer gone.
-        if (!(r.sink ? readIntoSink(r) : readSome(r.data, r.bytes, r.moved))) break;
+        if (!readSome(r.data, r.bytes, r.moved)) break;  // nothing more now, or peer gone
         if (r.moved < r.bytes) continue;
       }
-      r.consumed = r.sink != nullptr;
       popRequest(recvHead_, recvTail_);
       r.state = Request::State::kDone;
       op_.received(peer_, r.bytes);

@@ -55,9 +55,6 @@ class TcpLink final : public Link {
   enum class Inbound : uint8_t { kHeader, kPayload, kAbortText, kGone };
   // Largest frame (header + payload) read with a single recv into the stage.
   static constexpr size_t kStageBytes = 4096 + kFrameHeaderBytes;
-  // A receive with a sink is read in pieces this large: the piece stays in the core's cache, so
-  // the kernel's copy and the sink's read of it (a reduction) never go to memory.
-  static constexpr size_t kPieceBytes = 128 * 1024;
 
   void onReadable();
   void onWritable();
@@ -79,8 +76,6 @@ class TcpLink final : public Link {
   // stage, reading ahead, when fewer than kStageBytes are wanted; straight into dst otherwise).
   // False when nothing is available now or the peer is gone.
   bool readSome(uint8_t* dst, size_t want, size_t& got);
-  // A receive with a sink: reads up to a piece and hands whole granules to the sink.
-  bool readIntoSink(Request& r);
   void startPayload();
   void checkParked();
   void onEof();
@@ -121,8 +116,6 @@ class TcpLink final : public Link {
   // receive is posted (set lazily, so a small message parked whole costs no epoll_ctl).
   bool muted_ = false;
   bool parked_ = false;  // a data header was read; its payload waits for a posted receive
-  std::unique_ptr<uint8_t[]> piece_;  // kPieceBytes, allocated at the first receive with a sink
-  size_t pieceHave_ = 0;              // bytes of the head receive read but not yet consumed
   FrameHeader parkedHeader_;
   std::string abortText_;
   size_t abortGot_ = 0;
