@@ -36,6 +36,7 @@ TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
     throw Error(ErrorCode::kSystem, "epoll_ctl: " + errnoText(errno));
   }
   events_ = ev.events;
+  if (!sealed_) zeroCopy_.enable(fd_.get(), ZeroCopySettings::fromEnv());
 }
 
 void TcpLink::postSend(Request& r) {
@@ -61,12 +62,14 @@ bool TcpLink::holdsSend(const Request* r) const {
   for (const Request* q = sendHead_; q; q = q->next) {
     if (q == r) return true;
   }
-  return false;
+  return zeroCopy_.holds(r);
 }
 
 void TcpLink::clear() noexcept {
   sendHead_ = sendTail_ = nullptr;
   headSealed_ = false;
+  headZeroCopied_ = false;
+  zeroCopy_.forget();
   recvHead_ = recvTail_ = nullptr;
 }
 
@@ -84,6 +87,11 @@ void TcpLink::onEvents(uint32_t ev) {
     int err = 0;
     socklen_t len = sizeof(err);
     getsockopt(fd_.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    // Zero-copy notifications wait in the error queue and raise EPOLLERR without any error.
+    if (err == 0 && !(ev & EPOLLHUP) && zeroCopy_.armed()) {
+      reapZeroCopy();
+      return;
+    }
     if (sawBye_) {
       onEof();
     } else {
@@ -164,37 +172,75 @@ void TcpLink::onWritable() {
   writeBlocked_ = false;
   while (sendHead_) {
     Request& r = *sendHead_;
+    // A zero-copy payload goes in calls of its own: the kernel would pin the header too, and
+    // sendHeader_ is rewritten for the next send long before the kernel lets go of it.
+    const bool zeroCopy = r.moved < r.bytes && zeroCopy_.wants(r.bytes);
     iovec iov[2];
     int n = 0;
+    int flags = MSG_NOSIGNAL | MSG_DONTWAIT;
     if (headerSent_ < kFrameHeaderBytes) {
       iov[n++] = {sendHeader_ + headerSent_, kFrameHeaderBytes - headerSent_};
+      if (zeroCopy) flags |= MSG_MORE;  // the payload follows at once
     }
-    if (r.moved < r.bytes) iov[n++] = {r.data + r.moved, r.bytes - r.moved};
+    if (r.moved < r.bytes && !(zeroCopy && n > 0)) {
+      iov[n++] = {r.data + r.moved, r.bytes - r.moved};
+      if (zeroCopy) flags |= MSG_ZEROCOPY;
+    }
     msghdr m{};
     m.msg_iov = iov;
     m.msg_iovlen = static_cast<size_t>(n);
-    ssize_t k = ::sendmsg(fd_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t k = ::sendmsg(fd_.get(), &m, flags);
     if (k < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         writeBlocked_ = true;
         break;
       }
-      lost(errnoText(errno));
+      if (errno == ENOBUFS && (flags & MSG_ZEROCOPY)) {
+        // No room to pin more pages now: copy this much instead.
+        zeroCopy_.refusedOnce();
+        k = ::sendmsg(fd_.get(), &m, flags & ~MSG_ZEROCOPY);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          writeBlocked_ = true;
+          break;
+        }
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) lost(errnoText(errno));
+      } else {
+        lost(errnoText(errno));
+      }
+    } else if (flags & MSG_ZEROCOPY) {
+      headZeroCopied_ = true;
+      headLastZeroCopy_ = zeroCopy_.sent();
     }
     size_t sent = static_cast<size_t>(k);
     size_t h = std::min(sent, kFrameHeaderBytes - headerSent_);
     headerSent_ += h;
     r.moved += sent - h;
     frameLeft_ = (kFrameHeaderBytes - headerSent_) + (r.bytes - r.moved);
-    if (frameLeft_ == 0) {
-      popRequest(sendHead_, sendTail_);
-      r.state = Request::State::kDone;
-      op_.sent(peer_, r.bytes);
-      if (sendHead_) encodeSendHeader();
-    }
+    if (frameLeft_ == 0) finishSend(r);
   }
   updateEvents();
+}
+
+void TcpLink::finishSend(Request& r) {
+  popRequest(sendHead_, sendTail_);
+  if (headZeroCopied_) {
+    headZeroCopied_ = false;
+    zeroCopy_.hold(&r, headLastZeroCopy_);  // done once the kernel lets go of its pages
+  } else {
+    r.state = Request::State::kDone;
+    op_.sent(peer_, r.bytes);
+  }
+  if (sendHead_) encodeSendHeader();
+}
+
+void TcpLink::reapZeroCopy() {
+  const bool ok = zeroCopy_.reap(fd_.get(), [&](Request& r) {
+    r.state = Request::State::kDone;
+    op_.sent(peer_, r.bytes);
+  });
+  if (!ok) lost("unexpected entry in the socket's error queue");
 }
 
 bool TcpLink::readSome(uint8_t* dst, size_t want, size_t& got) {

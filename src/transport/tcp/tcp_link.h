@@ -8,6 +8,7 @@
 #include "transport/link.h"
 #include "transport/op_state.h"
 #include "transport/tcp/sealed_stream.h"
+#include "transport/tcp/zero_copy.h"
 
 #include <chorus/error.hpp>
 
@@ -57,6 +58,10 @@ class TcpLink final : public Link {
 
   void onReadable();
   void onWritable();
+  // The head send's payload is all written: done now, or held until the kernel releases it.
+  void finishSend(Request& r);
+  // Reads the zero-copy notifications and completes the held sends they release.
+  void reapZeroCopy();
   // Encrypted connections: seals the head send into records and writes them; a send is done
   // once the record holding its last byte is written.
   void writeSealed();
@@ -121,6 +126,9 @@ class TcpLink final : public Link {
   std::unique_ptr<Error> salvaged_;
   std::unique_ptr<SealedStream> sealed_;
   bool headSealed_ = false;  // every byte of the head send is sealed; done once written
+  ZeroCopy zeroCopy_;
+  bool headZeroCopied_ = false;  // part of the head send went out with MSG_ZEROCOPY
+  uint32_t headLastZeroCopy_ = 0;
 };
 
 }  // namespace chorus::transport::tcp
