@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace chorus::dp {
@@ -19,6 +20,44 @@ enum class Mode {
   kSync,      // every optimizer step applies this step's gradients averaged over all ranks
   kDelayed,   // each step applies the previous step's average while this step's is in flight
   kLocalSgd,  // no gradient traffic; parameters are averaged every localSgdPeriod steps
+  // No gradient traffic; every diloco.syncEvery steps the ranks average the change since the
+  // last sync and apply it with an outer optimizer (SGD with Nesterov momentum).
+  kDiLoCo,
+};
+
+// How gradient buckets travel in Sync and Delayed modes (docs/dp.md, "Gradient compression").
+enum class Compression {
+  kNone,      // f32
+  kBf16,      // bfloat16 on the wire, reduced in f32
+  kFp16,      // float16 on the wire, reduced in f32
+  kInt8,      // int8 with a scale per block of values
+  kPowerSgd,  // rank-R factors P and Q of each matrix-shaped gradient
+};
+
+struct CompressionOptions {
+  Compression kind = Compression::kNone;
+  int powerSgdRank = 1;  // R, PowerSGD only
+  // Add each step's compression error (per rank) to the next step's gradient.
+  bool errorFeedback = true;
+  // Smaller tensors (and, for PowerSGD, tensors that are not matrices) go uncompressed.
+  size_t minElements = 4096;
+};
+
+// "none", "bf16", "fp16", "int8" or "powersgd:R" (R >= 1); throws Error(kInvalidArgument) for
+// anything else.
+CompressionOptions parseCompression(std::string_view text);
+// The same form ("powersgd:2").
+std::string toString(const CompressionOptions& c);
+
+// Mode::kDiLoCo (docs/dp.md, "DiLoCo").
+struct DiLoCoOptions {
+  int syncEvery = 32;  // H: inner (local optimizer) steps between outer steps
+  double outerLr = 0.7;
+  double outerMomentum = 0.9;
+  bool nesterov = true;  // Nesterov momentum for the outer SGD
+  // F: the parameters are cut into F contiguous groups of about equal size; group f syncs at
+  // the steps where step % H == f * H / F, so no step sends the whole model (1: all at once).
+  int fragments = 1;
 };
 
 // What a membership change did (elastic mode; docs/dp.md, "Elastic training").
@@ -75,11 +114,13 @@ struct Options {
   // the K-th micro-step communicates. The layer divides the accumulated sum by K.
   int accumulationSteps = 1;
   Mode mode = Mode::kSync;
-  int localSgdPeriod = 8;  // H, LocalSgd only
+  int localSgdPeriod = 8;          // H, LocalSgd only
+  CompressionOptions compression;  // Sync and Delayed modes
+  DiLoCoOptions diloco;            // DiLoCo mode
   // Consistency check every N optimizer steps (0: never): a parameter hash in Sync and Delayed
   // (replicas must be bit-identical), the divergence in LocalSgd.
   int checkEvery = 100;
-  // LocalSgd: a measured divergence above this is an Error on every rank.
+  // LocalSgd and DiLoCo: a measured divergence above this is an Error on every rank.
   std::optional<double> divergenceLimit;
   // Receives one line per divergence measurement; unset: std::cerr on rank 0.
   std::function<void(const std::string&)> log;
@@ -88,14 +129,19 @@ struct Options {
 
 // One optimizer step; times in seconds. See docs/dp.md for the exact definitions.
 struct StepMetrics {
-  int64_t step = 0;                  // optimizer steps completed, this one included
-  double computeSeconds = 0;         // first beginStep to the synchronising waitGradients
-  double commSeconds = 0;            // sum over buckets of launch to observed completion
-  double exposedCommSeconds = 0;     // time blocked inside waitGradients
-  uint64_t bytesReduced = 0;         // payload of the all-reduces launched this step
-  int buckets = 0;                   // all-reduces launched this step
-  int bucketsLaunchedEarly = 0;      // of those, launched from gradientReady (overlapping backward)
-  std::optional<double> divergence;  // max |p_i - p_j| over ranks, LocalSgd check steps only
+  int64_t step = 0;               // optimizer steps completed, this one included
+  double computeSeconds = 0;      // first beginStep to the synchronising waitGradients
+  double commSeconds = 0;         // sum over buckets of launch to observed completion
+  double exposedCommSeconds = 0;  // time blocked inside waitGradients
+  uint64_t bytesReduced = 0;      // payload of the all-reduces launched this step
+  // Bytes this rank sent this step in all of the Replica's collectives (wire bytes, after
+  // compression).
+  uint64_t bytesSent = 0;
+  int buckets = 0;               // all-reduces launched this step
+  int bucketsLaunchedEarly = 0;  // of those, launched from gradientReady (overlapping backward)
+  // max |p_i - p_j| over ranks: LocalSgd check steps, and DiLoCo syncs on check steps (measured
+  // before the sync)
+  std::optional<double> divergence;
 
   // The bucket all-reduces completed this step, split as the flight recorder saw them on this
   // rank: from each call's start to the first message of the peer that came last (waiting for
@@ -131,6 +177,9 @@ class Replica {
   // Registers a tensor in model (forward) order; returns its index for gradientReady. The
   // buffers must outlive the Replica.
   size_t addParameter(std::string name, float* param, float* grad, size_t count);
+  // The same with the tensor's shape (count = the product): PowerSGD compresses a tensor of two
+  // or more dimensions as a matrix of shape[0] rows and (product of the rest) columns.
+  size_t addParameter(std::string name, float* param, float* grad, std::vector<size_t> shape);
   // Builds the buckets (reverse registration order, up to bucketBytes each). Call once.
   void finalize();
   // Copies root's parameters to every rank; returns when all ranks have them.

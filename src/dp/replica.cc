@@ -236,9 +236,17 @@ Replica::~Replica() {
 }
 
 size_t Replica::addParameter(std::string name, float* param, float* grad, size_t count) {
+  return addParameter(std::move(name), param, grad, std::vector<size_t>{count});
+}
+
+size_t Replica::addParameter(std::string name, float* param, float* grad,
+                             std::vector<size_t> shape) {
   if (impl_->finalized) throw invalid("addParameter after finalize");
+  if (shape.empty()) shape.push_back(1);  // a scalar
+  size_t count = 1;
+  for (size_t d : shape) count *= d;
   if ((param == nullptr || grad == nullptr) && count > 0) throw invalid("null buffer for " + name);
-  impl_->params.push_back({std::move(name), param, grad, count});
+  impl_->params.push_back({std::move(name), param, grad, count, std::move(shape)});
   return impl_->params.size() - 1;
 }
 

@@ -37,6 +37,7 @@ struct Param {
   float* value;
   float* grad;
   size_t count;
+  std::vector<size_t> shape;  // {count} when registered without one
   size_t bucket = 0;
   size_t offset = 0;  // elements into the bucket
   bool ready = false;
