@@ -25,7 +25,7 @@ void Replica::Impl::discardStep() {
     for (Flight& f : k.flight) {
       if (!f.active) continue;
       try {
-        f.work.wait();
+        f.wait();
       } catch (const Error&) {  // the failure being handled, or one more of its kind
       }
       f.active = false;
@@ -68,6 +68,9 @@ void Replica::Impl::changeMembership(const std::string& cause) {
     }
     try {
       c.stateSource = synchronizeState();
+      // Error feedback and PowerSGD's factors belong to the step that was dropped and to the
+      // old membership: every rank starts them over (newcomers have none).
+      resetCompression();
       break;
     } catch (const Error& e) {
       if (!recoverable(e)) throw;

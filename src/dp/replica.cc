@@ -1,8 +1,10 @@
 // Replica: bucketed, overlapped gradient averaging and the step protocol of docs/dp.md.
 #include "dp/bucket_plan.h"
 #include "dp/replica_impl.h"
+#include "dp/wire_call.h"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <iostream>
 #include <sstream>
@@ -25,12 +27,36 @@ std::string Replica::Impl::bucketContext(size_t b, int64_t step) const {
   return s.str();
 }
 
+bool Flight::isCompleted() const {
+  for (const Work& w : works) {
+    if (!w.isCompleted()) return false;
+  }
+  return true;
+}
+
+void Flight::wait() const {
+  std::exception_ptr first;
+  for (const Work& w : works) {
+    try {
+      w.wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+float* Replica::Impl::gradientsOf(size_t b, int s) {
+  Bucket& k = buckets[b];
+  return k.flat ? k.buffer[s].data() : params[infos[b].params[0]].grad;
+}
+
 void Replica::Impl::launch(size_t b, bool early) {
   // After a failure the communicator is aborted: launching more would only fail again.
   if (deferredFailure) return;
   Bucket& k = buckets[b];
   const int s = slot();
-  float* target = k.flat ? k.buffer[s].data() : params[infos[b].params[0]].grad;
+  float* target = gradientsOf(b, s);
   if (k.flat) {
     for (size_t i : infos[b].params) {
       const Param& p = params[i];
@@ -38,24 +64,57 @@ void Replica::Impl::launch(size_t b, bool early) {
     }
   }
   Flight& f = k.flight[s];
+  f.works.clear();
+  uint64_t payload = k.elements * sizeof(float);
   try {
-    f.work = withContext(bucketContext(b, steps + 1), [&] {
-      return comm->allReduce(target, target, k.elements, DataType::kF32, ReduceOp::kAvg);
+    withContext(bucketContext(b, steps + 1), [&] {
+      if (k.codec) {
+        payload = k.codec->launch(*comm, target, f.works);
+      } else {
+        f.works.push_back(
+            comm->allReduce(target, target, k.elements, DataType::kF32, ReduceOp::kAvg));
+      }
     });
   } catch (const Error& e) {
+    // Those issued write into our buffers: they are waited for with the others.
+    f.active = !f.works.empty();
+    f.observed = false;
     // Launches run inside backward (autograd hooks), where an exception would lose its type:
     // waitGradients raises it.
     if (!recoverable(e)) throw;
     deferredFailure = e;
     return;
   }
-  timing.launched(*comm, b, s, k.elements * sizeof(float));
+  timing.launched(*comm, b, s, payload);
   f.launchedAt = Clock::now();
   f.active = true;
   f.observed = false;
-  current.buckets += 1;
-  current.bytesReduced += k.elements * sizeof(float);
-  if (early) current.bucketsLaunchedEarly += 1;
+  current.buckets += static_cast<int>(f.works.size());
+  current.bytesReduced += payload;
+  if (early) current.bucketsLaunchedEarly += static_cast<int>(f.works.size());
+}
+
+// PowerSGD's second all-reduce of bucket b (Sync): needs the first one's result, so it is issued
+// from waitGradients, after every bucket's first one (the same order on every rank).
+void Replica::Impl::secondPhase(size_t b) {
+  Bucket& k = buckets[b];
+  Flight& f = k.flight[0];
+  if (!k.codec || !k.codec->twoPhases() || !f.active) return;
+  const auto t0 = Clock::now();
+  withContext(bucketContext(b, steps + 1), [&] { f.wait(); });
+  if (!f.observed) current.exposedCommSeconds += secondsBetween(t0, Clock::now());
+  const size_t before = f.works.size();
+  const uint64_t payload = withContext(bucketContext(b, steps + 1) + ", second phase",
+                                       [&] { return k.codec->launchSecond(*comm, f.works); });
+  f.observed = false;  // complete once the second phase is
+  current.buckets += static_cast<int>(f.works.size() - before);
+  current.bytesReduced += payload;
+}
+
+void Replica::Impl::resetCompression() {
+  for (Bucket& k : buckets) {
+    if (k.codec) k.codec->reset();
+  }
 }
 
 // Buckets go out in bucket order on every rank (collectives must be issued in the same order),
@@ -77,7 +136,7 @@ void Replica::Impl::poll() {
   const auto now = Clock::now();
   for (Bucket& k : buckets) {
     for (Flight& f : k.flight) {
-      if (f.active && !f.observed && f.work.isCompleted()) observe(f, now);
+      if (f.active && !f.observed && f.isCompleted()) observe(f, now);
     }
   }
 }
@@ -87,7 +146,7 @@ void Replica::Impl::finish(size_t b, int s, int64_t launchStep) {
   if (!f.active) return;
   const auto t0 = Clock::now();
   try {
-    withContext(bucketContext(b, launchStep), [&] { f.work.wait(); });
+    withContext(bucketContext(b, launchStep), [&] { f.wait(); });
   } catch (...) {
     f.active = false;
     throw;
@@ -102,6 +161,7 @@ void Replica::Impl::finish(size_t b, int s, int64_t launchStep) {
 
 void Replica::Impl::copyOut(size_t b, int s, float scale) {
   Bucket& k = buckets[b];
+  if (k.codec) k.codec->finish(gradientsOf(b, s));
   for (size_t i : infos[b].params) {
     Param& p = params[i];
     if (k.flat) {
@@ -157,19 +217,7 @@ void Replica::Impl::check() {
   const std::string context = "dp step " + std::to_string(steps) + ", consistency check";
   if (opt.mode == Mode::kLocalSgd) {
     const double d = withContext(context, [&] { return measureDivergence(*comm, values()); });
-    current.divergence = d;
-    std::ostringstream line;
-    line << "chorus dp: step " << steps << " divergence " << d;
-    if (opt.log) {
-      opt.log(line.str());
-    } else if (comm->rank() == 0) {
-      std::cerr << line.str() << "\n";
-    }
-    if (opt.divergenceLimit && d > *opt.divergenceLimit) {
-      std::ostringstream m;
-      m << context << ": divergence " << d << " exceeds divergenceLimit " << *opt.divergenceLimit;
-      throw Error(ErrorCode::kMismatch, m.str());
-    }
+    reportDivergence(d, context);
     return;
   }
   const auto differ = withContext(
@@ -184,13 +232,40 @@ void Replica::Impl::check() {
 
 namespace {
 
+void validateCompression(const Options& o) {
+  const CompressionOptions& c = o.compression;
+  if (c.kind == Compression::kNone) return;
+  const std::string name = toString(c);
+  if (o.mode == Mode::kLocalSgd || o.mode == Mode::kDiLoCo) {
+    throw invalid("compression " + name +
+                  " applies to gradients: Mode::kSync or kDelayed only (LocalSgd and DiLoCo send "
+                  "no gradients)");
+  }
+  if (c.kind == Compression::kPowerSgd) {
+    if (c.powerSgdRank < 1) throw invalid("compression.powerSgdRank must be >= 1");
+    if (o.mode != Mode::kSync) throw invalid("compression " + name + " needs Mode::kSync");
+  }
+}
+
+void validateDiLoCo(const DiLoCoOptions& d) {
+  if (d.syncEvery < 1) throw invalid("diloco.syncEvery must be >= 1");
+  if (d.fragments < 1) throw invalid("diloco.fragments must be >= 1");
+  if (!(d.outerLr > 0) || !std::isfinite(d.outerLr)) throw invalid("diloco.outerLr must be > 0");
+  if (!(d.outerMomentum >= 0 && d.outerMomentum < 1))
+    throw invalid("diloco.outerMomentum must be in [0, 1)");
+}
+
 void validate(const Options& o, bool owned) {
   if (o.accumulationSteps < 1) throw invalid("accumulationSteps must be >= 1");
+  validateCompression(o);
+  if (o.mode == Mode::kDiLoCo) validateDiLoCo(o.diloco);
   if (o.localSgdPeriod < 1) throw invalid("localSgdPeriod must be >= 1");
   if (o.minBuckets < 0) throw invalid("minBuckets must be >= 0");
   if (o.checkEvery < 0) throw invalid("checkEvery must be >= 0");
   if (!o.elastic.enabled) return;
   if (!owned) throw invalid("elastic mode needs a Replica that owns its communicator");
+  // Delayed keeps a step in flight across steps; LocalSgd and DiLoCo have no identical replicas
+  // to copy from between syncs.
   if (o.mode != Mode::kSync) throw invalid("elastic mode supports Mode::kSync only");
   if (o.elastic.admitJoinersEvery < 0) throw invalid("elastic.admitJoinersEvery must be >= 0");
   if (o.elastic.minRanks < 1) throw invalid("elastic.minRanks must be >= 1");
@@ -228,7 +303,7 @@ Replica::~Replica() {
     for (Flight& f : k.flight) {
       if (!f.active) continue;
       try {
-        f.work.wait();
+        f.wait();
       } catch (...) {  // the failure, if any, was or will be reported by the communicator
       }
     }
@@ -261,12 +336,21 @@ void Replica::finalize() {
   if (m.opt.minBuckets > 0) {
     cap = std::min(cap, std::max<size_t>(1, total / static_cast<size_t>(m.opt.minBuckets)));
   }
+  const CompressionOptions& c = m.opt.compression;
+  auto canCompress = [&](size_t i) {
+    return compressible(c, m.params[i].shape, m.params[i].count);
+  };
   for (auto& members : planBuckets(bytes, cap)) {
     Bucket k;
     BucketInfo info;
+    // The compressed tensors first: a rounding codec sends them as one run in the wire format.
+    if (c.kind != Compression::kNone)
+      std::stable_partition(members.begin(), members.end(), canCompress);
+    std::vector<CodecTensor> tensors;
     for (size_t i : members) {
       m.params[i].bucket = m.buckets.size();
       m.params[i].offset = k.elements;
+      tensors.push_back({k.elements, m.params[i].count, m.params[i].shape});
       k.elements += m.params[i].count;
     }
     info.params = std::move(members);
@@ -277,14 +361,18 @@ void Replica::finalize() {
       const int copies = m.opt.mode == Mode::kDelayed ? 2 : 1;
       for (int s = 0; s < copies; ++s) k.buffer[s].resize(k.elements);
     }
+    // Sync and Delayed send gradients (validate() rejects compression in the other modes).
+    k.codec = BucketCodec::make(c, std::move(tensors), m.buckets.size() + 1);
     m.buckets.push_back(std::move(k));
     m.infos.push_back(std::move(info));
   }
+  if (m.opt.mode == Mode::kDiLoCo) m.diloco = std::make_unique<DiLoCo>(m.opt.diloco, m.values());
   m.finalized = true;
 }
 
 void Replica::broadcastParameters(int root) {
   Impl& m = *impl_;
+  m.anchorStale = true;
   std::vector<Work> works;
   for (const Param& p : m.params) {
     works.push_back(withContext("dp broadcastParameters (param " + p.name + ")", [&] {
@@ -306,6 +394,10 @@ void Replica::beginStep() {
     m.stepStart = Clock::now();
     m.current = StepMetrics{};
     m.timing.stepBegan();
+    m.sentAtStepStart = bytesSentBy(*m.comm);
+    // The parameters every rank starts from (after synchronize) are the first anchor.
+    if (m.diloco && m.anchorStale) m.diloco->resetAnchor();
+    m.anchorStale = false;
   }
   for (Param& p : m.params) p.ready = false;
   for (size_t b = 0; b < m.buckets.size(); ++b) m.buckets[b].pending = m.infos[b].params.size();
@@ -321,8 +413,8 @@ void Replica::gradientReady(size_t index) {
   Param& p = m.params[index];
   if (p.ready) throw invalid("gradientReady(" + p.name + ") twice in one micro-step");
   p.ready = true;
-  // Accumulation micro-steps and LocalSgd never send gradients.
-  if (!m.lastMicroStep() || m.opt.mode == Mode::kLocalSgd) return;
+  // Accumulation micro-steps, LocalSgd and DiLoCo never send gradients.
+  if (!m.lastMicroStep() || m.sendsNoGradients()) return;
   m.buckets[p.bucket].pending -= 1;
   m.launchReady(true);
   m.poll();
@@ -336,7 +428,7 @@ bool Replica::waitGradients() {
   m.current.computeSeconds = secondsBetween(m.stepStart, Clock::now());
   m.timing.computeEnded(*m.comm, m.steps + 1);
   const float scale = 1.0f / static_cast<float>(m.opt.accumulationSteps);
-  if (m.opt.mode == Mode::kLocalSgd) {
+  if (m.sendsNoGradients()) {
     m.scaleLocal(scale);
     return true;
   }
@@ -353,6 +445,7 @@ bool Replica::waitGradients() {
     // Elastic: a failure in any bucket discards the whole step (the buckets that completed are
     // overwritten by zeros), so no partial average is ever applied.
     m.guarded([&] {
+      for (size_t b = 0; b < m.buckets.size(); ++b) m.secondPhase(b);
       for (size_t b = 0; b < m.buckets.size(); ++b) {
         m.finish(b, 0, m.steps + 1);
         m.copyOut(b, 0, scale);
@@ -384,7 +477,11 @@ void Replica::afterOptimizerStep() {
   m.current.step = m.steps;
   m.last = m.current;
   if (m.opt.mode == Mode::kLocalSgd && m.steps % m.opt.localSgdPeriod == 0) m.averageParameters();
-  if (m.opt.checkEvery > 0 && m.steps % m.opt.checkEvery == 0) m.guarded([&] { m.check(); });
+  if (m.diloco) m.dilocoStep();  // measures the divergence itself, before syncing
+  if (m.opt.checkEvery > 0 && m.steps % m.opt.checkEvery == 0 && !m.diloco) {
+    m.guarded([&] { m.check(); });
+  }
+  m.current.bytesSent = bytesSentBy(*m.comm) - m.sentAtStepStart;
   m.last = m.current;
   m.maybeAdmitJoiners();
 }
@@ -424,6 +521,7 @@ void Replica::synchronize() {
   if (!m.finalized) throw invalid("synchronize before finalize");
   if (m.inMicroStep || m.micro != 0) throw invalid("synchronize during a step");
   m.guarded([&] { m.synchronizeState(); });
+  m.anchorStale = true;
 }
 
 void Replica::restoreStep(int64_t step) {

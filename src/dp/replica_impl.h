@@ -4,7 +4,9 @@
 
 #include <chorus/dp.hpp>
 
+#include "dp/bucket_codec.h"
 #include "dp/consistency.h"
+#include "dp/diloco.h"
 #include "dp/step_timing.h"
 
 #include <chrono>
@@ -51,13 +53,19 @@ struct ExtraState {
   DataType type;  // kF32 or kI64
 };
 
-// One all-reduce of a bucket. Delayed mode keeps two per bucket: the previous step's, still
-// to be applied, and the current one.
+// The all-reduces of a bucket (one, or two with compression: wire-format and plain tensors, or
+// PowerSGD's P and Q). Delayed mode keeps two flights per bucket: the previous step's, still to
+// be applied, and the current one.
 struct Flight {
-  Work work;
+  std::vector<Work> works;
   Clock::time_point launchedAt;
   bool active = false;
   bool observed = false;  // completion already counted in commSeconds
+
+  bool isCompleted() const;
+  // Waits for every Work (also after one failed: they write into our buffers), then throws the
+  // first failure.
+  void wait() const;
 };
 
 struct Bucket {
@@ -65,7 +73,8 @@ struct Bucket {
   bool flat = false;  // reduce a copy (fused, or Delayed); otherwise the gradient in place
   std::vector<float> buffer[2];
   Flight flight[2];
-  size_t pending = 0;  // gradients not yet ready in this micro-step
+  size_t pending = 0;                  // gradients not yet ready in this micro-step
+  std::unique_ptr<BucketCodec> codec;  // null: sent as f32
 };
 
 struct Replica::Impl {
@@ -89,7 +98,10 @@ struct Replica::Impl {
   std::optional<Error> deferredFailure;
   Clock::time_point stepStart;
   StepMetrics current, last;
-  StepTiming timing;  // wait vs transfer, spans for the timeline
+  StepTiming timing;               // wait vs transfer, spans for the timeline
+  uint64_t sentAtStepStart = 0;    // Communicator::bytesSent at the step's first beginStep
+  std::unique_ptr<DiLoCo> diloco;  // DiLoCo mode
+  bool anchorStale = true;         // DiLoCo: take the parameters as anchor at the next step
 
   Impl(Communicator& c, Options o) : comm(&c), opt(std::move(o)) {}
   Impl(std::unique_ptr<Communicator> c, Options o)
@@ -97,11 +109,14 @@ struct Replica::Impl {
 
   bool elastic() const { return opt.elastic.enabled; }
   bool lastMicroStep() const { return micro == opt.accumulationSteps; }
+  bool sendsNoGradients() const { return opt.mode == Mode::kLocalSgd || opt.mode == Mode::kDiLoCo; }
   // Delayed alternates buffers so that one step's all-reduce can fly during the next step.
   int slot() const { return opt.mode == Mode::kDelayed ? static_cast<int>(steps % 2) : 0; }
 
   std::string bucketContext(size_t b, int64_t step) const;
+  float* gradientsOf(size_t b, int s);  // the buffer a bucket is reduced in
   void launch(size_t b, bool early);
+  void secondPhase(size_t b);
   void launchReady(bool early);
   void observe(Flight& f, Clock::time_point now);
   void poll();
@@ -109,6 +124,9 @@ struct Replica::Impl {
   void copyOut(size_t b, int s, float scale);
   void scaleLocal(float scale);
   void averageParameters();
+  void dilocoStep();
+  void reportDivergence(double d, const std::string& context);
+  void resetCompression();
   std::vector<Tensor> values() const;
   void check();
 

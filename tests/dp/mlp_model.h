@@ -60,6 +60,15 @@ struct Mlp {
     }
     r.finalize();
   }
+  // The same with the tensors' shapes (w1 21 x 9, w2 5 x 21): PowerSGD sees two matrices.
+  void registerWithShapes(dp::Replica& r) {
+    const char* names[] = {"w1", "b1", "w2", "b2"};
+    const std::vector<size_t> shapes[] = {{kHidden, kIn}, {kHidden}, {kOut, kHidden}, {kOut}};
+    for (size_t i = 0; i < 4; ++i) {
+      r.addParameter(names[i], values()[i]->data(), grads()[i]->data(), shapes[i]);
+    }
+    r.finalize();
+  }
 
   // Adds the gradient of the batch's mean loss to the grads; returns the mean loss.
   double backward(const std::vector<int64_t>& batch) {

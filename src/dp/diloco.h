@@ -1,0 +1,48 @@
+// DiLoCo's outer loop (docs/dp.md, "DiLoCo"): every H steps, per fragment of the model, the
+// ranks average the pseudo-gradient (anchor - parameters), take an outer SGD step with Nesterov
+// momentum on the anchor and continue from it. The anchor and momentum are the same on every rank.
+#pragma once
+
+#include <chorus/communicator.hpp>
+#include <chorus/dp.hpp>
+
+#include "dp/consistency.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace chorus::dp {
+
+class DiLoCo {
+ public:
+  // `tensors`: the parameters, in registration order. Throws Error(kInvalidArgument) when there
+  // are fewer tensors than fragments.
+  DiLoCo(const DiLoCoOptions& o, std::vector<Tensor> tensors);
+
+  // Cuts tensors into `fragments` contiguous groups of about equal element counts (each at
+  // least one tensor); returns [first, last) tensor index ranges.
+  static std::vector<std::pair<size_t, size_t>> split(const std::vector<size_t>& counts,
+                                                      int fragments);
+
+  // anchor = parameters, momentum = 0: at the start and after synchronize().
+  void resetAnchor();
+  // Fragments that sync once `step` optimizer steps have completed: fragment f when
+  // step % H == f * H / F.
+  std::vector<int> dueAt(int64_t step) const;
+  std::vector<Tensor> tensorsOf(int fragment) const;
+  // All-reduces fragment f's pseudo-gradient (avg, blocking) and applies the outer step; the
+  // parameters become the new anchor. Returns the f32 payload bytes.
+  uint64_t sync(Communicator& comm, int fragment);
+
+  const std::vector<std::pair<size_t, size_t>>& fragments() const { return fragments_; }
+
+ private:
+  DiLoCoOptions opt_;
+  std::vector<Tensor> tensors_;
+  std::vector<std::pair<size_t, size_t>> fragments_;
+  std::vector<size_t> offsets_;  // per tensor, into anchor_ / momentum_
+  std::vector<float> anchor_, momentum_, delta_;
+};
+
+}  // namespace chorus::dp
