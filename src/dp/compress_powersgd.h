@@ -19,13 +19,14 @@ class PowerSgdCompressor {
   size_t rows() const { return rows_; }
   size_t cols() const { return cols_; }
   int rank() const { return rank_; }
-  size_t pCount() const { return rows_ * static_cast<size_t>(rank_); }  // P: rows x rank
-  size_t qCount() const { return cols_ * static_cast<size_t>(rank_); }  // Q: cols x rank
+  // P (rows x rank) and Q (cols x rank) are stored column after column.
+  size_t pCount() const { return rows_ * static_cast<size_t>(rank_); }
+  size_t qCount() const { return cols_ * static_cast<size_t>(rank_); }
 
   // M = grad + error (kept until decompress); p = M Q.
   void project(const float* grad, float* p);
-  // Orthonormal columns (modified Gram-Schmidt); a column that vanishes stays zero. The same
-  // input gives the same bits everywhere.
+  // Orthonormal columns (modified Gram-Schmidt; column c at p + c * rows); a column that
+  // vanishes stays zero. The same input gives the same bits everywhere.
   static void orthonormalize(float* p, size_t rows, int rank);
   // q = M^T p.
   void projectBack(const float* p, float* q) const;
@@ -44,7 +45,7 @@ class PowerSgdCompressor {
   int rank_;
   bool errorFeedback_;
   uint64_t seed_, draws_ = 0;
-  std::vector<float> q_;         // cols x rank
+  std::vector<float> q_;         // cols x rank, column after column
   std::vector<float> residual_;  // error between steps, M during a step
 };
 

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
-#include <iostream>
 #include <sstream>
 
 namespace chorus::dp {

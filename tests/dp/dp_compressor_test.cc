@@ -148,13 +148,13 @@ TEST(DpPowerSgd, SentSumsToTheTrueGradientsUpToTheLastError) {
 
 TEST(DpPowerSgd, OrthonormalizeGivesOrthonormalColumnsAndKeepsZeroColumns) {
   constexpr size_t kRows = 9;
-  auto p = gaussian(kRows * 3, 9);
-  for (size_t i = 0; i < kRows; ++i) p[i * 3 + 2] = 0;
+  auto p = gaussian(kRows * 3, 9);  // column c at p[c * kRows]
+  for (size_t i = 0; i < kRows; ++i) p[2 * kRows + i] = 0;
   dp::PowerSgdCompressor::orthonormalize(p.data(), kRows, 3);
   for (size_t a = 0; a < 3; ++a) {
     for (size_t b = 0; b < 3; ++b) {
       double dot = 0;
-      for (size_t i = 0; i < kRows; ++i) dot += double(p[i * 3 + a]) * p[i * 3 + b];
+      for (size_t i = 0; i < kRows; ++i) dot += double(p[a * kRows + i]) * p[b * kRows + i];
       const double want = a == b && a < 2 ? 1.0 : 0.0;
       EXPECT_NEAR(dot, want, 1e-6) << a << "," << b;
     }

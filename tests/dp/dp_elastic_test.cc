@@ -61,6 +61,7 @@ struct Plan {
   int steps = 8;
   int dieAtStep = 0;  // this rank dies during this step, after its first bucket went out
   int admitEvery = 0;
+  std::string compression = "none";
 };
 
 struct Outcome {
@@ -129,8 +130,10 @@ class ThreadJob {
     o.elastic.enabled = true;
     o.elastic.admitJoinersEvery = plan.admitEvery;
     o.elastic.onChange = [&](const dp::MembershipChange& c) { out.changes.push_back(c); };
+    o.compression = dp::parseCompression(plan.compression);
+    o.compression.minElements = 16;
     auto rep = std::make_unique<dp::Replica>(std::move(comm), o);
-    m.registerWith(*rep);
+    m.registerWithShapes(*rep);
     for (size_t t = 0; t < 4; ++t)
       rep->addState("velocity" + std::to_string(t), vel.v[t].data(), vel.v[t].size());
     rep->addState("position", &pos, 1);
@@ -225,6 +228,24 @@ TEST(DpElastic, LostRankMidStepIsDroppedAndTheSurvivorsRedoTheStep) {
   expectSameBits(job.rank(0).params, job.rank(2).params, "ranks 0 and 2");
   // Step 4's partial average (bucket 0 completed on every rank) was never applied.
   expectClose(job.rank(0).params, reference({3, 3, 3, 2, 2, 2, 2}));
+}
+
+// Compressed buckets (PowerSGD's two phases, error feedback) through the same failure: the
+// survivors reset their compression state and stay bit-identical.
+TEST(DpElastic, LostRankWithCompressionLeavesTheSurvivorsIdentical) {
+  for (const char* compression : {"bf16", "powersgd:2"}) {
+    ThreadJob job(testOptions());
+    job.startRanks(3, [&](int r) {
+      return Plan{.steps = 6, .dieAtStep = r == 1 ? 3 : 0, .compression = compression};
+    });
+    expectNoErrors(job.waitAll());
+    for (int r : {0, 2}) {
+      EXPECT_EQ(job.rank(r).steps, 6) << compression;
+      EXPECT_EQ(job.rank(r).changes.size(), 1u) << compression;
+      EXPECT_TRUE(job.rank(r).differing.empty()) << compression;
+    }
+    expectSameBits(job.rank(0).params, job.rank(2).params, compression);
+  }
 }
 
 TEST(DpElastic, ReplacementReceivesTheStateAndTheJobGoesOnAtFullSize) {
