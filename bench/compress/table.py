@@ -11,7 +11,9 @@ time, one line per setting, OUT/<folder>.png (trainer/plot_metrics.py --time).
 * time to target: training seconds (evaluations left out) at the first evaluation whose test
   accuracy reached the target; "-" when none did.
 * bytes/step, dp: chorus-train's own count (StepMetrics::bytesSent, mean over the steps, rank 0);
-  DDP: empty.
+  DDP: empty. "payload": chorus-train's `bytes` column (StepMetrics::bytesReduced: what the
+  step's all-reduces carried, after compression), mean over the steps: the steady state, without
+  the start-up copy of the state, the final averaging and the checks.
 * bytes/step, wire: what rank 0's host interface sent during the run (tx_wrap.sh: headers,
   evaluations and start-up included) over the steps of the run; the same measure for both.
 * vs sync: the ratio to the uncompressed chorus-train run ("none") of the same folder: time to
@@ -49,6 +51,8 @@ def read_run(csv_path, log_path, target):
     sent = [float(x["bytes_sent"]) for x in rows if x.get("bytes_sent") not in (None, "")]
     if sent and "compute_s" in rows[0]:  # chorus-train's own count per step
         r["dp_bytes"] = sum(sent) / len(rows)
+    if "compute_s" in rows[0]:
+        r["payload"] = sum(float(x["bytes"]) for x in rows) / len(rows)
     for x in rows:
         if x.get("test_accuracy") and float(x["test_accuracy"]) >= target:
             r["reach"] = float(x["train_s"])
@@ -91,8 +95,8 @@ def table(folder, target, plot_script):
                         target) for n in names}
     base = runs.get("none")
     lines = [f"| setting | time to {100 * target:.0f}% (s) | vs sync | steps | training (s) | "
-             "bytes/step, dp | bytes/step, wire | wire vs sync | final acc (%) | load |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "payload/step | payload vs sync | bytes/step, wire | wire vs sync | final acc (%) | load |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for n in names:
         r = runs[n]
         reach = f"{r['reach']:.1f} (step {r['reach_step']})" if r["reach"] is not None else "-"
@@ -103,9 +107,13 @@ def table(folder, target, plot_script):
         if base and base["wire"] and r["wire"]:
             wire_ratio = f"{base['wire'] / r['wire']:.1f}x"
         final = f"{r['final']:.2f}" if r["final"] is not None else "-"
+        payload = r.get("payload")
+        payload_ratio = ""
+        if base and base.get("payload") and payload:
+            payload_ratio = f"{base['payload'] / payload:.1f}x"
         status = "" if r["ok"] else " (failed)"
         lines.append(f"| {label(n)}{status} | {reach} | {speed} | {r['steps']} | "
-                     f"{r['train_s'] or 0:.1f} | {fmt_bytes(r['dp_bytes'])} | "
+                     f"{r['train_s'] or 0:.1f} | {fmt_bytes(payload)} | {payload_ratio} | "
                      f"{fmt_bytes(r['wire'])} | {wire_ratio} | {final} | {r['uptime']} |")
     text = "\n".join(lines) + "\n"
     with open(folder + ".md", "w") as f:
