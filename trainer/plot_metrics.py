@@ -56,12 +56,15 @@ def plot_one(csv_path, out):
 
 def plot_runs(out, specs, title="test accuracy against training time"):
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    for spec in specs:
+    colors = plt.get_cmap("tab20").colors
+    for i, spec in enumerate(specs):
         label, _, path = spec.rpartition("=")
         label = label or os.path.splitext(os.path.basename(path))[0]
         _, _, _, acc, acc_time = read(path)
         if acc and len(acc_time) == len(acc):
-            ax.plot(acc_time, acc, "o-", markersize=2.5, linewidth=1, label=label)
+            style = "--" if label.startswith("DDP") else "-"  # PyTorch's runs dashed
+            ax.plot(acc_time, acc, marker="o", linestyle=style, markersize=2.5, linewidth=1,
+                    color=colors[i % len(colors)], label=label)
     ax.set_xlabel("training time (s, evaluations left out)")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)
