@@ -102,14 +102,16 @@ struct Row {
   int epoch;
   double loss;
   chorus::dp::StepMetrics m;
-  double accuracy = -1;  // set on the last step of an epoch
+  double wallSeconds = 0;   // since training started, at the end of this step
+  double trainSeconds = 0;  // the same without the time spent evaluating
+  double accuracy = -1;     // set on the steps after which the test set was evaluated
 };
 
 void writeCsv(const std::string& path, const std::vector<Row>& rows) {
   std::ofstream f(path);
   if (!f) throw std::runtime_error("cannot write " + path);
   f << "step,epoch,loss,compute_s,comm_s,exposed_comm_s,bytes,buckets,buckets_early,divergence,"
-       "test_accuracy\n";
+       "test_accuracy,bytes_sent,wall_s,train_s\n";
   for (const auto& r : rows) {
     f << r.step << ',' << r.epoch << ',' << r.loss << ',' << r.m.computeSeconds << ','
       << r.m.commSeconds << ',' << r.m.exposedCommSeconds << ',' << r.m.bytesReduced << ','
@@ -117,7 +119,7 @@ void writeCsv(const std::string& path, const std::vector<Row>& rows) {
     if (r.m.divergence) f << *r.m.divergence;
     f << ',';
     if (r.accuracy >= 0) f << r.accuracy;
-    f << '\n';
+    f << ',' << r.m.bytesSent << ',' << r.wallSeconds << ',' << r.trainSeconds << '\n';
   }
 }
 
@@ -233,8 +235,17 @@ int run(const TrainOptions& o) {
   dpo.accumulationSteps = o.accumulation;
   dpo.mode = o.mode == "delayed"     ? chorus::dp::Mode::kDelayed
              : o.mode == "local-sgd" ? chorus::dp::Mode::kLocalSgd
+             : o.mode == "diloco"    ? chorus::dp::Mode::kDiLoCo
                                      : chorus::dp::Mode::kSync;
   dpo.localSgdPeriod = o.localSgdPeriod;
+  dpo.compression = chorus::dp::parseCompression(o.compress);
+  dpo.diloco.syncEvery = o.syncEvery;
+  dpo.diloco.outerLr = o.outerLr;
+  dpo.diloco.outerMomentum = o.outerMomentum;
+  dpo.diloco.fragments = o.fragments;
+  // Local-sgd and diloco replicas drift apart between syncs; sync and delayed must not.
+  const bool replicasDrift =
+      dpo.mode == chorus::dp::Mode::kLocalSgd || dpo.mode == chorus::dp::Mode::kDiLoCo;
   dpo.checkEvery = o.checkEvery;
   // Elastic policy: every rank keeps its batch, so the global batch follows the world size, and
   // the learning rate follows it too (linear scaling from the size the job started with).
@@ -284,13 +295,24 @@ int run(const TrainOptions& o) {
 
   if (replica.communicator().rank() == 0) {
     const int ranks = replica.communicator().size();
+    std::string mode = o.mode;
+    if (o.mode == "diloco") {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    " (sync every %d steps, outer lr %g, outer momentum %g, %d fragment(s))",
+                    o.syncEvery, o.outerLr, o.outerMomentum, o.fragments);
+      mode += buf;
+    } else if (o.mode == "local-sgd") {
+      mode += " (average every " + std::to_string(o.localSgdPeriod) + " steps)";
+    }
+    if (o.compress != "none") mode += ", compression " + o.compress;
     std::printf(
         "chorus-train: %d ranks, %s (%zu tensors, %zu parameters, %zu buckets), %s lr %g, batch "
         "%d per rank x %d ranks x %d accumulation, mode %s, %zu training samples, %d thread(s) "
         "per rank%s\n",
         ranks, o.model.c_str(), replica.parameterCount(), replica.parameterElements(),
         replica.replica().buckets().size(), o.optimizer.c_str(), optim.learningRate(), o.batch,
-        ranks, o.accumulation, o.mode.c_str(), train.count, threads,
+        ranks, o.accumulation, mode.c_str(), train.count, threads,
         newcomer    ? " (joined a running job)"
         : o.elastic ? ", elastic"
                     : "");
@@ -300,6 +322,16 @@ int run(const TrainOptions& o) {
   std::vector<Row> rows;
   size_t hookReports = 0, expectedReports = 0;
   const auto start = Clock::now();
+  double evalSeconds = 0;  // spent evaluating: left out of the training time
+  auto sinceStart = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  // Evaluates the test set (a collective), keeping its time out of the training time.
+  auto evaluateTimed = [&](chorus::Communicator& c) {
+    const auto t0 = Clock::now();
+    const double acc = evaluate(model, test, c);
+    evalSeconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    return acc;
+  };
+  std::optional<double> targetReachedAt;  // training seconds when --target-accuracy was reached
   std::vector<size_t> order;
   int64_t orderEpoch = -1;
   // This rank's statistics of the current epoch (rank 0 prints them).
@@ -316,14 +348,16 @@ int run(const TrainOptions& o) {
       chorus::Communicator& comm = replica.communicator();
       const int rank = comm.rank(), ranks = comm.size();
       const bool root = rank == 0;
-      const bool stepLimit = o.maxSteps > 0 && rep.step() >= o.maxSteps;
+      const bool stepLimit =
+          (o.maxSteps > 0 && rep.step() >= o.maxSteps) || targetReachedAt.has_value();
       if (position[kEpoch] > o.epochs || stepLimit) {
         // Stopped within an epoch: evaluate once more, so the run ends with an accuracy.
         if (stepLimit && position[kPos] != 0 && position[kEvaluatedAt] != rep.step()) {
           double acc = 0;
-          rep.collective([&](chorus::Communicator& c) { acc = evaluate(model, test, c); });
+          rep.collective([&](chorus::Communicator& c) { acc = evaluateTimed(c); });
           accuracy[0] = static_cast<float>(acc);
           position[kEvaluatedAt] = rep.step();
+          if (!rows.empty()) rows.back().accuracy = acc;
         }
         break;
       }
@@ -338,9 +372,14 @@ int run(const TrainOptions& o) {
       const size_t n = train.count;
       if (static_cast<size_t>(position[kPos]) >= n) {
         double acc = 0;
-        rep.collective([&](chorus::Communicator& c) { acc = evaluate(model, test, c); });
-        accuracy[0] = static_cast<float>(acc);
         const double secs = std::chrono::duration<double>(Clock::now() - epochStart).count();
+        if (position[kEvaluatedAt] == rep.step() && !rows.empty() && rows.back().accuracy >= 0) {
+          acc = rows.back().accuracy;  // --eval-every evaluated after this very step
+        } else {
+          rep.collective([&](chorus::Communicator& c) { acc = evaluateTimed(c); });
+          position[kEvaluatedAt] = rep.step();
+        }
+        accuracy[0] = static_cast<float>(acc);
         if (!rows.empty() && rows.back().epoch == position[kEpoch]) rows.back().accuracy = acc;
         if (root) {
           std::printf("epoch %" PRId64
@@ -381,8 +420,32 @@ int run(const TrainOptions& o) {
       replica.zeroGradients();
       epochLoss += stepLoss;
       epochBatches += static_cast<size_t>(o.accumulation);
+      const double wall = sinceStart();
       rows.push_back({rep.step(), static_cast<int>(position[kEpoch]), stepLoss / o.accumulation,
-                      replica.lastMetrics(), -1});
+                      replica.lastMetrics(), wall, wall - evalSeconds, -1});
+      if (o.evalEvery > 0 && rep.step() % o.evalEvery == 0) {
+        double acc = 0;
+        rep.collective([&](chorus::Communicator& c) { acc = evaluateTimed(c); });
+        position[kEvaluatedAt] = rep.step();
+        accuracy[0] = static_cast<float>(acc);
+        rows.back().accuracy = acc;
+        if (root && !o.progress) {
+          std::printf("step %" PRId64 ": test accuracy %.2f%% after %.1f s of training\n",
+                      rep.step(), 100.0 * acc, rows.back().trainSeconds);
+          std::fflush(stdout);
+        }
+        // The accuracy is the same on every rank (summed counts): all stop at the same step.
+        if (o.targetAccuracy > 0 && acc >= o.targetAccuracy && !targetReachedAt) {
+          targetReachedAt = rows.back().trainSeconds;
+          if (root) {
+            std::printf("target accuracy %.2f%% reached at step %" PRId64
+                        " after %.2f s of training (%.2f s with evaluations): test accuracy "
+                        "%.2f%%\n",
+                        100.0 * o.targetAccuracy, rep.step(), *targetReachedAt, wall, 100.0 * acc);
+            std::fflush(stdout);
+          }
+        }
+      }
       if (pendingChange) {
         if (root) {
           std::printf("chorus-train: first step of the new membership completed (step %" PRId64
@@ -423,11 +486,18 @@ int run(const TrainOptions& o) {
   }
   const double total = std::chrono::duration<double>(Clock::now() - start).count();
 
-  if (dpo.mode == chorus::dp::Mode::kLocalSgd) {
-    replica.averageParameters();  // the replicas drift between averagings; end on the average
+  if (replicasDrift) {
+    // The replicas drift between syncs; end on their average, and evaluate that model.
+    replica.averageParameters();
+    double acc = 0;
+    rep.collective([&](chorus::Communicator& c) { acc = evaluate(model, test, c); });
     if (replica.communicator().rank() == 0) {
-      std::printf("local-sgd: parameters averaged once more at the end\n");
+      std::printf(
+          "%s: parameters averaged once more at the end (test accuracy %.2f%% before, "
+          "%.2f%% after)\n",
+          o.mode.c_str(), 100.0 * accuracy[0], 100.0 * acc);
     }
+    accuracy[0] = static_cast<float>(acc);
   }
   if (replica.communicator().rank() == 0 && !o.checkpointDir.empty() && stepOnDisk != rep.step()) {
     stepOnDisk = rep.step();
@@ -446,7 +516,20 @@ int run(const TrainOptions& o) {
   if (finalComm.rank() == 0) {
     std::printf("gradients reported by autograd hooks: %zu of %zu (rest taken as final at wait)\n",
                 hookReports, expectedReports);
-    std::printf("final test accuracy %.2f%%, %.1f s in total\n", 100.0 * accuracy[0], total);
+    std::printf(
+        "final test accuracy %.2f%%, %.1f s in total (%.1f s training, %.1f s evaluating)\n",
+        100.0 * accuracy[0], total, total - evalSeconds, evalSeconds);
+    uint64_t sent = 0, reduced = 0;
+    for (const auto& r : rows) sent += r.m.bytesSent, reduced += r.m.bytesReduced;
+    const double stepsDone = static_cast<double>(std::max<size_t>(rows.size(), 1));
+    std::printf(
+        "bytes sent per rank per step: %.0f (rank 0, mean over %zu steps; %.0f bytes of "
+        "gradients and parameters reduced), %.1f MB in all\n",
+        static_cast<double>(sent) / stepsDone, rows.size(),
+        static_cast<double>(reduced) / stepsDone, static_cast<double>(sent) / 1e6);
+    if (o.targetAccuracy > 0 && !targetReachedAt) {
+      std::printf("target accuracy %.2f%% not reached\n", 100.0 * o.targetAccuracy);
+    }
     if (differ.empty()) {
       std::printf("parameters identical on all %d ranks (hash %016" PRIx64 ")\n", ranks,
                   replica.parameterHash());

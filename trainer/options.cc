@@ -1,6 +1,7 @@
 #include "options.h"
 
 #include <CLI/CLI.hpp>
+#include <chorus/dp.hpp>
 
 #include <cstdio>
 
@@ -21,8 +22,41 @@ int parseOptions(int argc, char** argv, TrainOptions& o) {
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
   app.add_option("--accumulation", o.accumulation, "Micro-batches per optimizer step (K)")
       ->check(CLI::Range(1, 1024));
-  app.add_option("--mode", o.mode, "sync, delayed (one step stale) or local-sgd")
-      ->check(CLI::IsMember({"sync", "delayed", "local-sgd"}));
+  app.add_option("--mode", o.mode,
+                 "sync, delayed (one step stale), local-sgd or diloco (local steps with the "
+                 "--optimizer, an outer Nesterov SGD step on the averaged change every "
+                 "--sync-every steps)")
+      ->check(CLI::IsMember({"sync", "delayed", "local-sgd", "diloco"}));
+  app.add_option("--compress", o.compress,
+                 "Gradient compression in sync and delayed modes, with error feedback: none, bf16, "
+                 "fp16, int8 (a scale per block) or powersgd:R (rank-R factors)")
+      ->check([](const std::string& text) {
+        try {
+          chorus::dp::parseCompression(text);
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
+  app.add_option("--sync-every", o.syncEvery, "diloco: inner steps between outer steps (H)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--outer-lr", o.outerLr, "diloco: outer SGD learning rate")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--outer-momentum", o.outerMomentum, "diloco: outer Nesterov momentum")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--fragments", o.fragments,
+                 "diloco: sync the parameters in F fragments at staggered steps")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--eval-every", o.evalEvery,
+                 "Test accuracy every K optimizer steps, with the training time, into the metrics "
+                 "and the plot (0: at the end of each epoch only). local-sgd and diloco evaluate "
+                 "each rank's replica on its share of the test set: choose K a multiple of "
+                 "--sync-every to see the synced model")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--target-accuracy", o.targetAccuracy,
+                 "Stop once the test accuracy (fraction, e.g. 0.85) reaches this, and print the "
+                 "training time it took (needs --eval-every)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--local-sgd-period", o.localSgdPeriod, "local-sgd: average every H steps")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--min-buckets", o.minBuckets,
@@ -75,6 +109,15 @@ int parseOptions(int argc, char** argv, TrainOptions& o) {
     return app.exit(e);
   }
   o.progress = !noProgress;
+  if (o.targetAccuracy > 0 && o.evalEvery == 0) {
+    std::fprintf(stderr, "chorus-train: --target-accuracy needs --eval-every K\n");
+    return 2;
+  }
+  if (o.compress != "none" && o.mode != "sync" && o.mode != "delayed") {
+    std::fprintf(stderr, "chorus-train: --compress applies to --mode sync or delayed, not %s\n",
+                 o.mode.c_str());
+    return 2;
+  }
   if (o.resume && o.checkpointDir.empty()) {
     std::fprintf(stderr, "chorus-train: --resume needs --checkpoint DIR\n");
     return 2;

@@ -15,8 +15,17 @@ struct TrainOptions {
   std::string optimizer = "adam";  // sgd (momentum) | adam
   double momentum = 0.9;
   int accumulation = 1;
-  std::string mode = "sync";  // sync | delayed | local-sgd
+  std::string mode = "sync";  // sync | delayed | local-sgd | diloco
   int localSgdPeriod = 8;
+  std::string compress = "none";  // none | bf16 | fp16 | int8 | powersgd:R (sync, delayed)
+  // diloco: inner steps between syncs (H), the outer SGD's learning rate and Nesterov momentum,
+  // and the fragments synced at staggered steps (F).
+  int syncEvery = 32;
+  double outerLr = 0.7;
+  double outerMomentum = 0.9;
+  int fragments = 1;
+  int evalEvery = 0;          // test accuracy every K optimizer steps (0: at epoch ends only)
+  double targetAccuracy = 0;  // stop once the test accuracy reaches this (0: never)
   double bucketMb = 25;
   int minBuckets = 4;
   size_t limit = 0;  // first N training samples (0: all)

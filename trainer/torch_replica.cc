@@ -40,9 +40,11 @@ void TorchReplica::registerModule() {
     // The gradient buffer exists before the first backward, so AccumulateGrad adds into this
     // storage in place (it only allocates when grad is undefined or under create_graph).
     p.mutable_grad() = torch::zeros_like(p);
-    size_t index =
-        replica_->addParameter(item.key(), p.data_ptr<float>(), p.mutable_grad().data_ptr<float>(),
-                               static_cast<size_t>(p.numel()));
+    // The shape lets PowerSGD see matrices (a conv weight: out x (in * k * k)).
+    std::vector<size_t> shape(p.sizes().begin(), p.sizes().end());
+    if (shape.empty()) shape.push_back(1);  // a scalar parameter
+    size_t index = replica_->addParameter(item.key(), p.data_ptr<float>(),
+                                          p.mutable_grad().data_ptr<float>(), std::move(shape));
     params_.push_back(p);
     named_.emplace_back(item.key(), p);
     // The AccumulateGrad node of a leaf is held weakly by the tensor: keep it alive so the hook

@@ -20,6 +20,15 @@ CLUSTER_RANK/CLUSTER_SIZE (scripts/cluster run-each). Rendezvous: init_method fi
 DIR = --store-dir or $DDP_STORE_DIR (a fresh directory on a filesystem all ranks share). Network:
 $GLOO_SOCKET_IFNAME, set here to $CLUSTER_IFNAME (run-each) or "lo" when unset.
 
+Compression (bench/compress/): --hook none | fp16 | bf16 | powersgd:R (torch's own DDP comm
+hooks: default_hooks.fp16/bf16_compress_hook, powerSGD_hook with error feedback and warm start
+from step 2) | chorus:KIND (chorus.hooks.compress_hook, KIND = bf16, fp16, int8 or powersgd:R;
+needs the chorus package on PYTHONPATH). --eval-every K evaluates the test set every K steps and
+--metrics writes chorus-train's CSV columns (step, epoch, loss, test_accuracy, bytes_sent, wall_s,
+train_s; train_s leaves the evaluations out), so bench/compress reads both the same way.
+bytes_sent per step is the interface's transmitted bytes (/sys/class/net/IF/statistics/tx_bytes,
+headers included) over the steps, when $CLUSTER_IFNAME names the interface; else empty.
+
 Timing (what train_compare.sh compares with chorus-train's metrics CSV):
   * step_ms: per optimizer step, forward + backward of the DDP model, which in DDP includes
     waiting for the gradient all-reduces (the reducer waits for its buckets at the end of
@@ -68,6 +77,13 @@ def parse_args():
     p.add_argument("--local-steps", type=int, default=0,
                    help="steps of the no-DDP baseline (0: as many as training)")
     p.add_argument("--json", default="")
+    p.add_argument("--hook", default="none",
+                   help="none, fp16, bf16, powersgd:R (torch's hooks) or chorus:KIND")
+    p.add_argument("--eval-every", type=int, default=0, help="test accuracy every K steps")
+    p.add_argument("--target-accuracy", type=float, default=0.0,
+                   help="stop once the test accuracy reaches this (needs --eval-every)")
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps")
+    p.add_argument("--metrics", default="", help="per-step CSV (rank 0)")
     p.add_argument("--store-dir", default="")
     p.add_argument("--rank", type=int, default=-1)
     p.add_argument("--size", type=int, default=-1)
@@ -114,6 +130,40 @@ def shard(n, rank, ranks, seed, epoch):
     return order[np.arange(rank, total, ranks) % n]
 
 
+def tx_bytes():
+    """Bytes this host's cluster interface sent so far (None outside scripts/cluster)."""
+    ifname = os.environ.get("CLUSTER_IFNAME")
+    try:
+        with open(f"/sys/class/net/{ifname}/statistics/tx_bytes") as f:
+            return int(f.read())
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def register_hook(ddp, spec):
+    """Registers the --hook on the DDP model; returns the hook's state (None: no hook)."""
+    if spec == "none":
+        return None
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+    if spec.startswith("chorus:"):
+        from chorus import hooks
+        state = hooks.CompressionState(spec.split(":", 1)[1])
+        ddp.register_comm_hook(state, hooks.compress_hook)
+        return state
+    if spec in ("fp16", "bf16"):
+        ddp.register_comm_hook(None, getattr(default_hooks, f"{spec}_compress_hook"))
+        return None
+    if spec.startswith("powersgd:"):
+        state = powersgd.PowerSGDState(process_group=None,
+                                       matrix_approximation_rank=int(spec.split(":")[1]),
+                                       start_powerSGD_iter=2, use_error_feedback=True,
+                                       warm_start=True)
+        ddp.register_comm_hook(state, powersgd.powerSGD_hook)
+        return state
+    raise SystemExit(f"--hook {spec}: expected none, fp16, bf16, powersgd:R or chorus:KIND")
+
+
 def make_model(nn, name):
     if name == "cnn":
         return nn.Sequential(nn.Conv2d(1, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
@@ -152,6 +202,7 @@ def main():
 
     model = make_model(nn, cfg.model)
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_mb)  # broadcasts rank 0's parameters
+    hook_state = register_hook(ddp, cfg.hook)
     if cfg.optimizer == "sgd":
         opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr, momentum=cfg.momentum)
     else:
@@ -187,8 +238,15 @@ def main():
     step_times, opt_times, losses = [], [], []
     acc = 0.0
     train_s = 0.0
+    rows = []  # (step, epoch, loss, test_accuracy or None, wall_s, train_s)
+    eval_s = 0.0
+    reached = None
+    tx0 = tx_bytes()
+    t_start = time.perf_counter()
+    stop = False
     for epoch in range(1, cfg.epochs + 1):
         t_ep = time.perf_counter()
+        ep_eval = 0.0
         for x, y in batches(epoch):
             t0 = time.perf_counter()
             loss = F.cross_entropy(ddp(x), y)
@@ -199,13 +257,51 @@ def main():
             opt.step()
             opt.zero_grad(set_to_none=False)
             opt_times.append(time.perf_counter() - t1)
-        ep_s = time.perf_counter() - t_ep  # as chorus-train: the evaluation is not counted
+            step = len(step_times)
+            wall = time.perf_counter() - t_start
+            rows.append([step, epoch, losses[-1], None, wall, wall - eval_s])
+            if cfg.eval_every and step % cfg.eval_every == 0:
+                t_e = time.perf_counter()
+                acc = evaluate(model)
+                took = time.perf_counter() - t_e
+                eval_s += took
+                ep_eval += took
+                rows[-1][3] = acc
+                if rank == 0:
+                    print(f"step {step}: test accuracy {100 * acc:.2f}% after {rows[-1][5]:.1f} s "
+                          "of training", flush=True)
+                if cfg.target_accuracy and acc >= cfg.target_accuracy and reached is None:
+                    reached = rows[-1][5]
+                    if rank == 0:
+                        print(f"target accuracy {100 * cfg.target_accuracy:.2f}% reached at step "
+                              f"{step} after {reached:.2f} s of training", flush=True)
+                    stop = True
+            if cfg.max_steps and step >= cfg.max_steps:
+                stop = True
+            if stop:
+                break
+        ep_s = time.perf_counter() - t_ep - ep_eval  # as chorus-train: evaluations not counted
         train_s += ep_s
-        acc = evaluate(model)
+        if rows and rows[-1][3] is not None:
+            acc = rows[-1][3]
+        else:
+            acc = evaluate(model)
+            if rows:
+                rows[-1][3] = acc
         if rank == 0:
             print(f"epoch {epoch}: train loss {np.mean(losses[-len(step_times):]):.4f} (rank 0), "
                   f"{ep_s:.1f} s, test accuracy {100 * acc:.2f}%", flush=True)
+        if stop:
+            break
     steps = len(step_times)
+    tx1 = tx_bytes()
+    sent_per_step = (tx1 - tx0) / max(steps, 1) if tx0 is not None and tx1 is not None else None
+    if rank == 0 and cfg.metrics:
+        with open(cfg.metrics, "w") as f:
+            f.write("step,epoch,loss,test_accuracy,bytes_sent,wall_s,train_s\n")
+            for st, ep, lo, ac, wall, tr in rows:
+                sent = "" if sent_per_step is None else f"{sent_per_step:.0f}"
+                f.write(f"{st},{ep},{lo},{'' if ac is None else ac},{sent},{wall},{tr}\n")
 
     # Baseline without DDP: a plain copy of the module on the same shard's batches, all ranks
     # at once (same CPU load). Its parameters are updated too, so the work per step is the same.
@@ -243,7 +339,10 @@ def main():
            "step_ms": step_ms, "local_step_ms": local_ms,
            "exposed_comm_ms": step_ms - local_ms,
            "epoch_ms_per_step": 1e3 * train_s / max(steps, 1),
-           "test_accuracy": acc,
+           "test_accuracy": acc, "hook": cfg.hook,
+           "bytes_sent_per_step": sent_per_step, "target_reached_s": reached,
+           "hook_bytes_per_step": (hook_state.bytes_sent / max(steps, 1)
+                                   if hasattr(hook_state, "bytes_sent") else None),
            "opt_ms": 1e3 * float(np.mean(opt_times[skip:])),
            "step_times_ms": [round(1e3 * t, 3) for t in step_times],
            "local_times_ms": [round(1e3 * t, 3) for t in local_times], "identical": identical, "host": socket.gethostname(),
@@ -252,7 +351,10 @@ def main():
                          "no optimizer step), mean after `skip` steps, rank 0; exposed = step - "
                          "same step without DDP on a local copy"}
     if rank == 0:
-        print(f"final test accuracy {100 * acc:.2f}%, {train_s:.1f} s training")
+        print(f"final test accuracy {100 * acc:.2f}%, {train_s:.1f} s training, hook {cfg.hook}")
+        if sent_per_step is not None:
+            print(f"bytes sent per rank per step: {sent_per_step:.0f} (interface "
+                  f"{os.environ.get('CLUSTER_IFNAME')}, rank 0)")
         print(f"step {step_ms:.2f} ms (fwd+bwd+allreduce, mean of steps {skip + 1}..{steps}), "
               f"without DDP {local_ms:.2f} ms, exposed comm {step_ms - local_ms:.2f} ms/step")
         print("parameters identical on all %d ranks" % n if identical else
