@@ -39,39 +39,19 @@ Segment::~Segment() {
   if (base_) ::munmap(base_, bytes_);
 }
 
-size_t Segment::ringStride(size_t ringBytes) { return sizeof(RingControl) + ringBytes; }
-
-size_t Segment::layoutBytes(uint32_t rings, size_t ringBytes) {
-  return kHeaderBytes + rings * ringStride(ringBytes);
-}
-
-RingControl& Segment::control(uint32_t ring) const {
-  auto* p = static_cast<uint8_t*>(base_) + kHeaderBytes + ring * ringStride(header().ringBytes);
-  return *reinterpret_cast<RingControl*>(p);
-}
-
-uint8_t* Segment::data(uint32_t ring) const {
-  return reinterpret_cast<uint8_t*>(&control(ring)) + sizeof(RingControl);
-}
-
-void Segment::touchPages(bool write) {
-  // MAP_POPULATE fills this process's page tables, but under some hypervisors the first access
-  // to each page still traps (tens of microseconds); pay that now rather than in the first
-  // collectives.
+size_t Segment::layoutBytes(uint32_t ranks) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  auto* bytes = static_cast<volatile uint8_t*>(base_);
-  for (size_t at = kHeaderBytes; at < bytes_; at += page) {
-    if (write) {
-      bytes[at] = 0;
-    } else {
-      (void)bytes[at];
-    }
-  }
+  size_t bytes = kHeaderBytes + ranks * sizeof(RingEntry);
+  return (bytes + page - 1) / page * page;
 }
 
-Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t ringBytes) {
+RingEntry& Segment::entry(int reader) const {
+  auto* p = static_cast<uint8_t*>(base_) + kHeaderBytes;
+  return reinterpret_cast<RingEntry*>(p)[reader];
+}
+
+Segment Segment::create(const uint8_t job[16], int rank, uint32_t ranks) {
   static_assert(sizeof(SegmentHeader) <= kHeaderBytes);
-  static_assert(sizeof(RingControl) % kCacheLine == 0);
   Segment s;
   s.fd_.reset(::memfd_create("chorus-shm", MFD_CLOEXEC));
   if (!s.fd_) throw Error(ErrorCode::kSystem, "memfd_create: " + errnoText(errno));
@@ -79,14 +59,12 @@ Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t 
   if (::fchmod(s.fd_.get(), 0600) < 0) {
     throw Error(ErrorCode::kSystem, "fchmod of a shared-memory segment: " + errnoText(errno));
   }
-  s.bytes_ = layoutBytes(rings, ringBytes);
+  s.bytes_ = layoutBytes(ranks);
   if (::ftruncate(s.fd_.get(), static_cast<off_t>(s.bytes_)) < 0) {
     throw Error(ErrorCode::kSystem, "ftruncate of a shared-memory segment of " +
                                         std::to_string(s.bytes_) + " bytes: " + errnoText(errno));
   }
-  // Allocate and map every page now: a page fault costs tens of microseconds on some virtual
-  // machines, far more than the copy of a small message through that page.
-  [[maybe_unused]] int ignored = ::fallocate(s.fd_.get(), 0, 0, static_cast<off_t>(s.bytes_));
+  // A few pages, all read by every peer: map them now.
   void* p =
       ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_.get(), 0);
   if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + errnoText(errno));
@@ -96,10 +74,8 @@ Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t 
   std::memcpy(h->job, job, 16);
   h->rank = rank;
   h->pid = static_cast<int32_t>(::getpid());
-  h->rings = rings;
-  h->ringBytes = ringBytes;
-  for (uint32_t i = 0; i < rings; ++i) new (&s.control(i)) RingControl();
-  s.touchPages(true);
+  h->entries = ranks;
+  for (uint32_t i = 0; i < ranks; ++i) new (&s.entry(static_cast<int>(i))) RingEntry();
   return s;
 }
 
@@ -122,13 +98,12 @@ Segment Segment::open(int pid, int fd, const uint8_t job[16], int rank) {
   s.base_ = p;
   const SegmentHeader& h = s.header();
   if (h.magic != kSegmentMagic || std::memcmp(h.job, job, 16) != 0 || h.rank != rank ||
-      h.pid != pid || layoutBytes(h.rings, h.ringBytes) != s.bytes_) {
+      h.pid != pid || layoutBytes(h.entries) != s.bytes_) {
     throw Error(ErrorCode::kSystem,
                 path + " is not rank " + std::to_string(rank) + "'s segment of this job");
   }
   // The descriptor is only needed to map; the mapping keeps the memory alive.
   s.fd_.reset();
-  s.touchPages(false);
   return s;
 }
 

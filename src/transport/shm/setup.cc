@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace chorus::transport::shm {
@@ -40,7 +41,7 @@ SharedSetup setUp(Store& store, int rank, const std::vector<std::string>& hosts,
   std::vector<int> peers = sharedPeersOf(rank, hosts, options);
   if (peers.empty()) return out;
   const size_t ringBytes = (options.shmRingBytes + kCacheLine - 1) / kCacheLine * kCacheLine;
-  out.self = Segment::create(job.data(), rank, static_cast<uint32_t>(peers.size()), ringBytes);
+  out.self = Segment::create(job.data(), rank, static_cast<uint32_t>(hosts.size()));
   std::string where = std::to_string(::getpid()) + " " + std::to_string(out.self.fd()) + " " +
                       std::to_string(out.self.address()) + " " + std::to_string(ringBytes);
   store.set("shm/" + std::to_string(rank), Store::Bytes(where.begin(), where.end()));
@@ -62,6 +63,10 @@ SharedSetup setUp(Store& store, int rank, const std::vector<std::string>& hosts,
       try {
         link.peerSegment =
             Segment::open(static_cast<int>(pid), static_cast<int>(fd), job.data(), p);
+        if (link.peerSegment.header().entries != hosts.size()) {
+          throw Error(ErrorCode::kSystem, "rank " + std::to_string(p) +
+                                              "'s shared memory is laid out for another size");
+        }
         mine |= 1;
         // Single copy needs the kernel to let this process read the peer's memory.
         uint64_t magic = 0;
@@ -95,27 +100,13 @@ SharedSetup setUp(Store& store, int rank, const std::vector<std::string>& hosts,
       }
       continue;  // this pair stays on TCP
     }
-    // Ring index of peer p in this rank's segment and of this rank in p's: both number the
-    // ranks of their host in rank order.
-    auto slotOf = [&](int reader, int writer) {
-      uint32_t k = 0;
-      for (int q = 0; q < reader; ++q) {
-        if (q != writer && hosts[static_cast<size_t>(q)] == hosts[static_cast<size_t>(writer)]) ++k;
-      }
-      return k;
-    };
     ChannelConfig& c = link.config;
+    c.rank = rank;
     c.peer = p;
     c.peerPid = static_cast<int>(pid);
-    uint32_t outSlot =
-        options.transport == TransportKind::kShm ? static_cast<uint32_t>(i) : slotOf(p, rank);
-    uint32_t inSlot = options.transport == TransportKind::kShm
-                          ? static_cast<uint32_t>(rank < p ? rank : rank - 1)
-                          : slotOf(rank, p);
-    c.out = &out.self.control(outSlot);
-    c.outData = out.self.data(outSlot);
-    c.in = &link.peerSegment.control(inSlot);
-    c.inData = link.peerSegment.data(inSlot);
+    std::copy(job.begin(), job.end(), c.job.begin());
+    c.outEntry = &out.self.entry(p);
+    c.inEntry = &link.peerSegment.entry(rank);
     c.ringBytes = ringBytes;
     c.peerHeader = &link.peerSegment.header();
     c.singleCopyBytes = (theirs & 2) ? options.shmSingleCopyBytes : 0;

@@ -27,10 +27,11 @@ struct SharedSetup {
   std::vector<PeerLink> links;
 };
 
-// Every rank creates a segment with one outgoing ring per peer on its host and publishes where
-// it is ("shm/<rank>": pid, descriptor, address); each peer maps it, checks whether it can also
-// read the creator's memory directly (single copy), and both sides confirm over their TCP
-// connection, so a pair uses shared memory only when both ends could map it.
+// Every rank creates a small segment (its control words and the directory of the rings it will
+// make) and publishes where it is ("shm/<rank>": pid, descriptor, address, ring size); each peer
+// maps it, checks whether it can also read the creator's memory directly (single copy), and both
+// sides confirm over their TCP connection, so a pair uses shared memory only when both ends could
+// map it. The rings themselves are made on first use (channel.h), none here.
 // fds[p]: a connected socket to peer p (any link kind), used for the confirmation.
 SharedSetup setUp(Store& store, int rank, const std::vector<std::string>& hosts,
                   const std::vector<int>& fds, const JobId& job, const Options& options,
