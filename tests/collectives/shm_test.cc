@@ -8,8 +8,11 @@
 
 #include <dirent.h>
 
+#include <barrier>
 #include <fstream>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 
 namespace chorus::testing {
@@ -263,6 +266,78 @@ TEST(SharedMemory, NoGrowthOverTenThousandCollectives) {
         << "KiB resident before " << rssBefore << ", after " << rssAfter;
 #endif
   }
+}
+
+// Shared-memory rings mapped in this process: one memfd each, mapped by its writer and its
+// reader (threads of this process here), counted once by inode.
+size_t ringsMapped() {
+  std::ifstream maps("/proc/self/maps");
+  std::set<std::string> inodes;
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find("/memfd:chorus-ring") == std::string::npos) continue;
+    std::istringstream in(line);
+    std::string range, perms, offset, dev, inode;
+    in >> range >> perms >> offset >> dev >> inode;
+    inodes.insert(inode);
+  }
+  return inodes.size();
+}
+
+// Sends `count` i32 of value rank to rank + distance and checks what rank - distance sent.
+void shiftBy(Communicator& c, int distance, size_t count) {
+  const int n = c.size(), r = c.rank();
+  std::vector<int32_t> out(count, r), in(count, -1);
+  Work sent = c.send(std::span<const int32_t>(out), (r + distance) % n);
+  c.recv(std::span<int32_t>(in), (r + n - distance) % n).wait();
+  sent.wait();
+  for (int32_t v : in) {
+    if (v != (r + n - distance) % n) {
+      throw std::runtime_error("rank " + std::to_string(r) + " got " + std::to_string(v) +
+                               " from " + std::to_string((r + n - distance) % n));
+    }
+  }
+}
+
+// A ring is made when a rank first sends to a peer: 8 ranks that only pass messages to their
+// successor make 8 rings, not 56.
+TEST(SharedMemory, RingsAreMadeOnlyForPairsThatTalk) {
+  std::barrier sync(8);
+  size_t rings = 0;
+  expectRanks(8, [&](Communicator& c) {
+    for (size_t count : {size_t{1}, size_t{1000}, size_t{300007}}) shiftBy(c, 1, count);
+    sync.arrive_and_wait();
+    if (c.rank() == 0) rings = ringsMapped();
+    sync.arrive_and_wait();
+  });
+  EXPECT_EQ(rings, 8u);
+}
+
+// Rings made late, while large ring all-reduces keep the neighbours' rings full: the new pairs'
+// messages and the all-reduces stay correct, and every ordered pair ends with one ring.
+TEST(SharedMemory, RingMadeLateUnderLoadWorks) {
+  Options o = testOptions();
+  o.algorithm = parseAlgorithmSetting("ring");
+  std::barrier sync(6);
+  size_t rings = 0;
+  expectRanks(
+      6,
+      [&](Communicator& c) {
+        checkedAllReduce(c, 500009, 1);
+        for (int distance = 2; distance < c.size(); ++distance) {
+          std::vector<float> ones(1 << 18, 1.0f);
+          Work big = c.allReduce(std::span<float>(ones));
+          shiftBy(c, distance, 70001);
+          big.wait();
+          if (ones.front() != 6.0f || ones.back() != 6.0f) throw std::runtime_error("all-reduce");
+          checkedAllReduce(c, 300007, static_cast<uint32_t>(distance));
+        }
+        sync.arrive_and_wait();
+        if (c.rank() == 0) rings = ringsMapped();
+        sync.arrive_and_wait();
+      },
+      o);
+  EXPECT_EQ(rings, 30u);
 }
 
 }  // namespace
