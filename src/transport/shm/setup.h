@@ -8,7 +8,6 @@
 #include "transport/shm/segment.h"
 
 #include <chorus/options.hpp>
-#include <chorus/store.hpp>
 
 #include <string>
 #include <vector>
@@ -28,13 +27,12 @@ struct SharedSetup {
 };
 
 // Every rank creates a small segment (its control words and the directory of the rings it will
-// make) and publishes where it is ("shm/<rank>": pid, descriptor, address, ring size); each peer
-// maps it, checks whether it can also read the creator's memory directly (single copy), and both
-// sides confirm over their TCP connection, so a pair uses shared memory only when both ends could
-// map it. The rings themselves are made on first use (channel.h), none here.
-// fds[p]: a connected socket to peer p (any link kind), used for the confirmation.
-SharedSetup setUp(Store& store, int rank, const std::vector<std::string>& hosts,
-                  const std::vector<int>& fds, const JobId& job, const Options& options,
-                  Deadline deadline);
+// make) and sends where it is (pid, descriptor, address, ring size) to every peer on this host
+// over their connection; each peer maps it, checks whether it can also read the creator's memory
+// directly (single copy), and both sides confirm over their TCP connection, so a pair uses shared
+// memory only when both ends could map it. The rings themselves are made on first use (channel.h),
+// none here. fds[p]: a connected socket to peer p (any link kind), used for the exchange.
+SharedSetup setUp(int rank, const std::vector<std::string>& hosts, const std::vector<int>& fds,
+                  const JobId& job, const Options& options, Deadline deadline);
 
 }  // namespace chorus::transport::shm
