@@ -10,7 +10,7 @@ namespace {
 
 TEST(SharedMemorySegment, IsReadableAndWritableByItsOwnerOnly) {
   const uint8_t job[16] = {1, 2, 3};
-  auto segment = transport::shm::Segment::create(job, 0, 2);
+  auto segment = transport::shm::Segment::create(job, 0, 1, 4096);
   struct stat st {};
   ASSERT_EQ(::fstat(segment.fd(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);

@@ -36,34 +36,7 @@ void Channel::postSend(Request& r) { pushRequest(sendHead_, sendTail_, &r); }
 void Channel::postRecv(Request& r) { pushRequest(recvHead_, recvTail_, &r); }
 
 bool Channel::inboundPending() const {
-  if (!in_) return c_.inEntry->state.load(std::memory_order_acquire) != RingEntry::kAbsent;
-  return in_->head.load(std::memory_order_acquire) != tail_;
-}
-
-void Channel::makeOutRing() {
-  outRing_ = RingMemory::create(c_.job.data(), c_.rank, c_.peer, c_.ringBytes);
-  out_ = &outRing_.control();
-  outData_ = outRing_.data();
-  c_.outEntry->fd = outRing_.fd();
-  c_.outEntry->ringBytes = c_.ringBytes;
-  c_.outEntry->state.store(RingEntry::kReady, std::memory_order_release);
-}
-
-bool Channel::mapInRing() {
-  if (c_.inEntry->state.load(std::memory_order_acquire) == RingEntry::kAbsent) return false;
-  if (c_.inEntry->ringBytes != c_.ringBytes) {
-    throw Error(ErrorCode::kPeerFailure,
-                "rank " + std::to_string(c_.peer) + " made a shared-memory ring of " +
-                    std::to_string(c_.inEntry->ringBytes) + " bytes, this rank expects " +
-                    std::to_string(c_.ringBytes));
-  }
-  inRing_ =
-      RingMemory::open(c_.peerPid, c_.inEntry->fd, c_.job.data(), c_.peer, c_.rank, c_.ringBytes);
-  in_ = &inRing_.control();
-  inData_ = inRing_.data();
-  // The writer may close its descriptor now.
-  c_.inEntry->state.store(RingEntry::kMapped, std::memory_order_release);
-  return true;
+  return c_.in->head.load(std::memory_order_acquire) != tail_;
 }
 
 bool Channel::holdsSend(const Request* r) const {
@@ -99,16 +72,13 @@ bool Channel::pump(const OpDesc& current, bool& wakePeer) {
 
 bool Channel::pumpSends(const OpDesc& current) {
   bool moved = false;
-  if (!out_) {
-    makeOutRing();
-    moved = true;
-  } else if (outRing_.fd() >= 0 &&
-             c_.outEntry->state.load(std::memory_order_acquire) == RingEntry::kMapped) {
-    outRing_.closeFd();
-  }
   const size_t cap = c_.ringBytes;
   auto space = [&] { return cap - static_cast<size_t>(head_ - tailSeen_); };
-  auto refresh = [&] { tailSeen_ = out_->tail.load(std::memory_order_acquire); };
+  auto refresh = [&] { tailSeen_ = c_.out->tail.load(std::memory_order_acquire); };
+  if (!outWarm_) {
+    warmRing(*c_.out, cap);
+    outWarm_ = true;
+  }
   while (sendHead_) {
     Request& r = *sendHead_;
     if (!slotWritten_) {
@@ -118,13 +88,13 @@ bool Channel::pumpSends(const OpDesc& current) {
         // The reader has taken everything: start again at the ring's beginning, so that a
         // stream of small messages keeps reusing the same few warm pages instead of walking
         // the whole ring (here a page left untouched for a while costs a fault again).
-        uint8_t* mark = outData_ + head_ % cap;
+        uint8_t* mark = c_.outData + head_ % cap;
         std::memcpy(mark + kMarkAt, &kRewind, sizeof(kRewind));
         head_ = nextLap(head_, cap);
         moved = true;
       }
       const bool single = c_.singleCopyBytes > 0 && r.bytes >= c_.singleCopyBytes;
-      uint8_t* slot = outData_ + head_ % cap;
+      uint8_t* slot = c_.outData + head_ % cap;
       FrameHeader h;
       h.kind = FrameKind::kData;
       h.op = current;
@@ -152,11 +122,11 @@ bool Channel::pumpSends(const OpDesc& current) {
       if (room == 0) break;
       size_t at = head_ % cap;
       size_t n = std::min({room, r.bytes - r.moved, cap - at, kPublishBytes});
-      std::memcpy(outData_ + at, r.data + r.moved, n);
+      std::memcpy(c_.outData + at, r.data + r.moved, n);
       r.moved += n;
       head_ += n;
       moved = true;
-      out_->head.store(head_, std::memory_order_release);
+      c_.out->head.store(head_, std::memory_order_release);
     }
     if (r.moved < r.bytes) break;
     if (padLeft_ > 0) {
@@ -171,13 +141,12 @@ bool Channel::pumpSends(const OpDesc& current) {
     op_.sent(c_.peer, r.bytes);
     moved = true;
   }
-  if (moved) out_->head.store(head_, std::memory_order_release);
+  if (moved) c_.out->head.store(head_, std::memory_order_release);
   return moved;
 }
 
 bool Channel::pumpAcks() {
-  if (!out_) return false;
-  uint64_t acked = out_->acked.load(std::memory_order_acquire);
+  uint64_t acked = c_.out->acked.load(std::memory_order_acquire);
   bool moved = false;
   while (ackHead_ && ackHead_->moved <= acked) {
     Request* r = popRequest(ackHead_, ackTail_);
@@ -221,12 +190,12 @@ void Channel::readSingleCopy(Request& r, uint64_t source) {
     iovec local{r.combine ? bounce_.get() : r.data + r.moved, want};
     iovec remote{reinterpret_cast<void*>(source + r.moved), want};
     ssize_t k = ::process_vm_readv(c_.peerPid, &local, 1, &remote, 1, 0);
-    if (k == static_cast<ssize_t>(want) || (k > 0 && !r.combine)) {
-      if (r.combine) {
-        deliver(r, bounce_.get(), want);
-      } else {
-        r.moved += static_cast<size_t>(k);
-      }
+    if (k > 0 && !r.combine) {
+      r.moved += static_cast<size_t>(k);
+      continue;
+    }
+    if (k == static_cast<ssize_t>(want)) {
+      deliver(r, bounce_.get(), want);
       continue;
     }
     if (k < 0 && errno == EINTR) continue;
@@ -239,32 +208,31 @@ void Channel::readSingleCopy(Request& r, uint64_t source) {
 
 bool Channel::pumpRecvs(const OpDesc& current) {
   bool moved = false;
-  if (!in_ && !mapInRing()) return false;
   const size_t cap = c_.ringBytes;
   auto avail = [&] { return static_cast<size_t>(headSeen_ - tail_); };
-  auto refresh = [&] { headSeen_ = in_->head.load(std::memory_order_acquire); };
+  auto refresh = [&] { headSeen_ = c_.in->head.load(std::memory_order_acquire); };
   while (recvHead_) {
     Request& r = *recvHead_;
     if (!slotRead_) {
       if (avail() < kSlotBytes) refresh();
       if (avail() < kSlotBytes) break;
       uint64_t mark;
-      std::memcpy(&mark, inData_ + tail_ % cap + kMarkAt, sizeof(mark));
+      std::memcpy(&mark, c_.inData + tail_ % cap + kMarkAt, sizeof(mark));
       if (mark == kRewind) {
-        std::memset(inData_ + tail_ % cap + kMarkAt, 0, sizeof(mark));
+        std::memset(c_.inData + tail_ % cap + kMarkAt, 0, sizeof(mark));
         tail_ = nextLap(tail_, cap);
         moved = true;
         continue;
       }
       uint64_t source = 0;
-      checkFrame(inData_ + tail_ % cap, r, current, &source);
+      checkFrame(c_.inData + tail_ % cap, r, current, &source);
       op_.arrived(c_.peer);
       tail_ += kSlotBytes;
       moved = true;
       if (source != 0) {
         readSingleCopy(r, source);
-        in_->tail.store(tail_, std::memory_order_release);
-        in_->acked.store(++acksGiven_, std::memory_order_release);
+        c_.in->tail.store(tail_, std::memory_order_release);
+        c_.in->acked.store(++acksGiven_, std::memory_order_release);
         popRequest(recvHead_, recvTail_);
         r.state = Request::State::kDone;
         op_.received(c_.peer, r.bytes);
@@ -283,10 +251,10 @@ bool Channel::pumpRecvs(const OpDesc& current) {
       // Whole elements only: the writer publishes whole elements, so the rest comes next.
       if (r.combine) n -= n % r.elementBytes;
       if (n == 0) break;
-      deliver(r, inData_ + at, n);
+      deliver(r, c_.inData + at, n);
       tail_ += n;
       moved = true;
-      in_->tail.store(tail_, std::memory_order_release);
+      c_.in->tail.store(tail_, std::memory_order_release);
     }
     if (r.moved < r.bytes) break;
     if (inPad_ > 0) {
@@ -301,7 +269,7 @@ bool Channel::pumpRecvs(const OpDesc& current) {
     op_.received(c_.peer, r.bytes);
     moved = true;
   }
-  if (moved) in_->tail.store(tail_, std::memory_order_release);
+  if (moved) c_.in->tail.store(tail_, std::memory_order_release);
   return moved;
 }
 

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 
@@ -39,19 +41,42 @@ Segment::~Segment() {
   if (base_) ::munmap(base_, bytes_);
 }
 
-size_t Segment::layoutBytes(uint32_t ranks) {
+size_t Segment::ringStride(size_t ringBytes) { return sizeof(RingControl) + ringBytes; }
+
+size_t Segment::layoutBytes(uint32_t rings, size_t ringBytes) {
+  return kHeaderBytes + rings * ringStride(ringBytes);
+}
+
+size_t Segment::dataOffset(uint32_t ring, size_t ringBytes) {
+  return kHeaderBytes + ring * ringStride(ringBytes) + sizeof(RingControl);
+}
+
+RingControl& Segment::control(uint32_t ring) const {
+  auto* p = static_cast<uint8_t*>(base_) + kHeaderBytes + ring * ringStride(header().ringBytes);
+  return *reinterpret_cast<RingControl*>(p);
+}
+
+uint8_t* Segment::data(uint32_t ring) const {
+  return reinterpret_cast<uint8_t*>(&control(ring)) + sizeof(RingControl);
+}
+
+void warmRing(RingControl& control, size_t ringBytes) {
+  constexpr size_t kWarmBytes = 64 * 1024;
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  size_t bytes = kHeaderBytes + ranks * sizeof(RingEntry);
-  return (bytes + page - 1) / page * page;
+  auto* first = reinterpret_cast<uint8_t*>(&control);
+  const size_t bytes = sizeof(RingControl) + std::min(ringBytes, kWarmBytes);
+  const size_t start = reinterpret_cast<uintptr_t>(first) / page * page;
+  const size_t end = reinterpret_cast<uintptr_t>(first) + bytes;
+  // Adding zero to an atomic word allocates its page without changing what a peer may have
+  // written there already (the reader's tail lives in the first page).
+  for (size_t at = start; at < end; at += page) {
+    reinterpret_cast<std::atomic<uint64_t>*>(at)->fetch_add(0, std::memory_order_relaxed);
+  }
 }
 
-RingEntry& Segment::entry(int reader) const {
-  auto* p = static_cast<uint8_t*>(base_) + kHeaderBytes;
-  return reinterpret_cast<RingEntry*>(p)[reader];
-}
-
-Segment Segment::create(const uint8_t job[16], int rank, uint32_t ranks) {
+Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t ringBytes) {
   static_assert(sizeof(SegmentHeader) <= kHeaderBytes);
+  static_assert(sizeof(RingControl) % kCacheLine == 0);
   Segment s;
   s.fd_.reset(::memfd_create("chorus-shm", MFD_CLOEXEC));
   if (!s.fd_) throw Error(ErrorCode::kSystem, "memfd_create: " + errnoText(errno));
@@ -59,14 +84,14 @@ Segment Segment::create(const uint8_t job[16], int rank, uint32_t ranks) {
   if (::fchmod(s.fd_.get(), 0600) < 0) {
     throw Error(ErrorCode::kSystem, "fchmod of a shared-memory segment: " + errnoText(errno));
   }
-  s.bytes_ = layoutBytes(ranks);
+  s.bytes_ = layoutBytes(rings, ringBytes);
   if (::ftruncate(s.fd_.get(), static_cast<off_t>(s.bytes_)) < 0) {
     throw Error(ErrorCode::kSystem, "ftruncate of a shared-memory segment of " +
                                         std::to_string(s.bytes_) + " bytes: " + errnoText(errno));
   }
-  // A few pages, all read by every peer: map them now.
-  void* p =
-      ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_.get(), 0);
+  // Map the header only up front (MAP_POPULATE would allocate every ring): rings are warmed by
+  // their writer on first use (warm) and otherwise allocated as written.
+  void* p = ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd_.get(), 0);
   if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + errnoText(errno));
   s.base_ = p;
   auto* h = new (p) SegmentHeader();
@@ -74,8 +99,10 @@ Segment Segment::create(const uint8_t job[16], int rank, uint32_t ranks) {
   std::memcpy(h->job, job, 16);
   h->rank = rank;
   h->pid = static_cast<int32_t>(::getpid());
-  h->entries = ranks;
-  for (uint32_t i = 0; i < ranks; ++i) new (&s.entry(static_cast<int>(i))) RingEntry();
+  h->rings = rings;
+  h->ringBytes = ringBytes;
+  // The rings' control words start at zero, as the file does: nothing to write (writing would
+  // allocate a page per ring).
   return s;
 }
 
@@ -92,13 +119,14 @@ Segment Segment::open(int pid, int fd, const uint8_t job[16], int rank) {
     throw Error(ErrorCode::kSystem, path + " is not a shared-memory segment");
   }
   s.bytes_ = static_cast<size_t>(st.st_size);
-  void* p =
-      ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_.get(), 0);
+  // Address space only: a page is mapped when this rank first reads it, after its writer wrote
+  // it (reading a page nobody wrote would allocate it).
+  void* p = ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd_.get(), 0);
   if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + errnoText(errno));
   s.base_ = p;
   const SegmentHeader& h = s.header();
   if (h.magic != kSegmentMagic || std::memcmp(h.job, job, 16) != 0 || h.rank != rank ||
-      h.pid != pid || layoutBytes(h.entries) != s.bytes_) {
+      h.pid != pid || layoutBytes(h.rings, h.ringBytes) != s.bytes_) {
     throw Error(ErrorCode::kSystem,
                 path + " is not rank " + std::to_string(rank) + "'s segment of this job");
   }

@@ -1,8 +1,11 @@
-// Shared-memory segments between ranks of one host: each rank creates one small segment (a memfd,
-// so nothing is ever left in /dev/shm, not even after kill -9) with its control words and a
-// directory of its outgoing rings; peers map it through /proc/<pid>/fd/<fd>. The rings
-// themselves (ring_memory.h) are made only when a rank first sends to a peer, so memory grows
-// with the pairs that talk, not with the square of the ranks on a host.
+// Shared-memory segments between ranks of one host: each rank creates one (a memfd, so nothing
+// is ever left in /dev/shm, not even after kill -9) holding its outgoing rings, one per local
+// peer; peers map it through /proc/<pid>/fd/<fd>. The segment is sparse: a page is allocated when
+// it is first written, so a ring costs memory only once its writer sends to that peer (the first
+// send warms its first pages), a ring that only carries small messages stays a few pages (the
+// writer goes back to the ring's start whenever the reader has caught up), and one that is never
+// used costs nothing but address space. Mapping every peer's segment at setup keeps what a
+// writer left in a ring readable after the writer's process is gone, as a socket's buffer is.
 #pragma once
 
 #include "common/fd.h"
@@ -24,24 +27,14 @@ struct RingControl {
   alignas(kCacheLine) std::atomic<uint64_t> acked{0};  // single-copy messages the reader took
 };
 
-// Where the reader finds the ring its writer made for it: the writer's descriptor, published
-// once (state kReady) after the ring is initialised; the reader sets kMapped once it has its own
-// mapping, so the writer may close the descriptor.
-struct RingEntry {
-  static constexpr uint32_t kAbsent = 0, kReady = 1, kMapped = 2;
-  std::atomic<uint32_t> state{kAbsent};
-  int32_t fd = -1;
-  uint64_t ringBytes = 0;
-};
-
 struct SegmentHeader {
   uint64_t magic;
   uint8_t job[16];
   int32_t rank;
   int32_t pid;
-  uint32_t entries;  // RingEntry slots, one per rank of the communicator
+  uint32_t rings;
   uint32_t reserved;
-  uint64_t ringBytes;  // unused; kept for the layout
+  uint64_t ringBytes;
   // Set while the owner sleeps in epoll_wait; whoever changes a ring it waits on clears it and
   // sends a wake-up frame over the TCP control connection.
   alignas(kCacheLine) std::atomic<uint32_t> sleeping{0};
@@ -51,7 +44,12 @@ struct SegmentHeader {
   alignas(kCacheLine) std::atomic<uint64_t> abortedAt{0};
 };
 
-inline constexpr uint64_t kSegmentMagic = 0x32484d5353524843;  // "CHRSSMH2"
+inline constexpr uint64_t kSegmentMagic = 0x31484d5353524843;  // "CHRSSMH1"
+
+// Allocates and maps the first pages of a ring (its control words and up to 64 KiB of data),
+// which small messages use: on some virtual machines a page fault costs tens of microseconds,
+// more than the copy of a small message. Called by the writer before its first send.
+void warmRing(RingControl& control, size_t ringBytes);
 
 // One mapped segment: this rank's own (create) or a peer's (open).
 class Segment {
@@ -62,23 +60,25 @@ class Segment {
   Segment(const Segment&) = delete;
   ~Segment();
 
-  // A new segment with one ring entry per rank (ranks: the communicator's size).
-  static Segment create(const uint8_t job[16], int rank, uint32_t ranks);
+  // A new segment with `rings` rings of ringBytes (a multiple of kCacheLine), none allocated.
+  static Segment create(const uint8_t job[16], int rank, uint32_t rings, size_t ringBytes);
   // Maps the segment that rank `rank` (process pid) created as file descriptor fd. Throws
   // Error(kSystem) when the kernel refuses (another pid namespace, no /proc) or the content does
   // not match.
   static Segment open(int pid, int fd, const uint8_t job[16], int rank);
 
   SegmentHeader& header() const { return *static_cast<SegmentHeader*>(base_); }
-  // The entry of the ring from this segment's owner to `reader`.
-  RingEntry& entry(int reader) const;
+  RingControl& control(uint32_t ring) const;
+  uint8_t* data(uint32_t ring) const;
   int fd() const { return fd_.get(); }
+  // Where ring `ring`'s data starts in a segment of rings of ringBytes (for measurements).
+  static size_t dataOffset(uint32_t ring, size_t ringBytes);
   uintptr_t address() const { return reinterpret_cast<uintptr_t>(base_); }
-  size_t bytes() const { return bytes_; }
   explicit operator bool() const { return base_ != nullptr; }
 
  private:
-  static size_t layoutBytes(uint32_t ranks);
+  static size_t layoutBytes(uint32_t rings, size_t ringBytes);
+  static size_t ringStride(size_t ringBytes);
   Fd fd_;
   void* base_ = nullptr;
   size_t bytes_ = 0;

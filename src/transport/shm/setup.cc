@@ -7,8 +7,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <algorithm>
-
 namespace chorus::transport::shm {
 namespace {
 
@@ -64,7 +62,7 @@ SharedSetup setUp(int rank, const std::vector<std::string>& hosts, const std::ve
   std::vector<int> peers = sharedPeersOf(rank, hosts, options);
   if (peers.empty()) return out;
   const size_t ringBytes = (options.shmRingBytes + kCacheLine - 1) / kCacheLine * kCacheLine;
-  out.self = Segment::create(job.data(), rank, static_cast<uint32_t>(hosts.size()));
+  out.self = Segment::create(job.data(), rank, static_cast<uint32_t>(peers.size()), ringBytes);
   // Where this rank's segment is, sent to every peer over its connection: through the store it
   // would take a round trip to one server per pair, N (N - 1) of them on a host of N ranks.
   const Where self{static_cast<int64_t>(::getpid()), out.self.fd(), out.self.address(),
@@ -93,10 +91,6 @@ SharedSetup setUp(int rank, const std::vector<std::string>& hosts, const std::ve
       try {
         pe.link.peerSegment =
             Segment::open(static_cast<int>(w.pid), static_cast<int>(w.fd), job.data(), p);
-        if (pe.link.peerSegment.header().entries != hosts.size()) {
-          throw Error(ErrorCode::kSystem, "rank " + std::to_string(p) +
-                                              "'s shared memory is laid out for another size");
-        }
         pe.mine |= 1;
         // Single copy needs the kernel to let this process read the peer's memory.
         uint64_t magic = 0;
@@ -130,13 +124,28 @@ SharedSetup setUp(int rank, const std::vector<std::string>& hosts, const std::ve
       }
       continue;  // this pair stays on TCP
     }
+    // Ring index of peer p in this rank's segment and of this rank in p's: both number the
+    // ranks of their host in rank order.
+    auto slotOf = [&](int reader, int writer) {
+      uint32_t k = 0;
+      for (int q = 0; q < reader; ++q) {
+        if (q != writer && hosts[static_cast<size_t>(q)] == hosts[static_cast<size_t>(writer)]) ++k;
+      }
+      return k;
+    };
+    const size_t i = static_cast<size_t>(&pe - pending.data());
+    uint32_t outSlot =
+        options.transport == TransportKind::kShm ? static_cast<uint32_t>(i) : slotOf(p, rank);
+    uint32_t inSlot = options.transport == TransportKind::kShm
+                          ? static_cast<uint32_t>(rank < p ? rank : rank - 1)
+                          : slotOf(rank, p);
     ChannelConfig& c = pe.link.config;
-    c.rank = rank;
     c.peer = p;
     c.peerPid = pe.pid;
-    std::copy(job.begin(), job.end(), c.job.begin());
-    c.outEntry = &out.self.entry(p);
-    c.inEntry = &pe.link.peerSegment.entry(rank);
+    c.out = &out.self.control(outSlot);
+    c.outData = out.self.data(outSlot);
+    c.in = &pe.link.peerSegment.control(inSlot);
+    c.inData = pe.link.peerSegment.data(inSlot);
     c.ringBytes = ringBytes;
     c.peerHeader = &pe.link.peerSegment.header();
     c.singleCopyBytes = (theirs & 2) ? options.shmSingleCopyBytes : 0;
