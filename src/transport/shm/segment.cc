@@ -90,7 +90,7 @@ Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t 
                                         std::to_string(s.bytes_) + " bytes: " + errnoText(errno));
   }
   // Map the header only up front (MAP_POPULATE would allocate every ring): rings are warmed by
-  // their writer on first use (warm) and otherwise allocated as written.
+  // their writer on first use (warmRing) and otherwise allocated as written.
   void* p = ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd_.get(), 0);
   if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + errnoText(errno));
   s.base_ = p;

@@ -26,12 +26,12 @@ struct SharedSetup {
   std::vector<PeerLink> links;
 };
 
-// Every rank creates a small segment (its control words and the directory of the rings it will
-// make) and sends where it is (pid, descriptor, address, ring size) to every peer on this host
-// over their connection; each peer maps it, checks whether it can also read the creator's memory
-// directly (single copy), and both sides confirm over their TCP connection, so a pair uses shared
-// memory only when both ends could map it. The rings themselves are made on first use (channel.h),
-// none here. fds[p]: a connected socket to peer p (any link kind), used for the exchange.
+// Every rank creates a segment with one outgoing ring per peer on its host (sparse: nothing is
+// allocated but its header until a ring is used) and sends where it is (pid, descriptor, address,
+// ring size) to every such peer over their connection; each peer maps it, checks whether it can
+// also read the creator's memory directly (single copy), and both sides confirm over the same
+// connection, so a pair uses shared memory only when both ends could map it. Every record and
+// verdict is sent before any is awaited. fds[p]: a connected socket to peer p (any link kind).
 SharedSetup setUp(int rank, const std::vector<std::string>& hosts, const std::vector<int>& fds,
                   const JobId& job, const Options& options, Deadline deadline);
 

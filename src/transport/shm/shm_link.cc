@@ -1,7 +1,5 @@
 #include "transport/shm/shm_link.h"
 
-#include <chorus/error.hpp>
-
 namespace chorus::transport::shm {
 
 void ShmLink::postSend(Request& r) {
@@ -13,14 +11,7 @@ bool ShmLink::pump() {
   uint64_t abortedAt = channel_.peerAbortedAt();
   if (abortedAt != 0 && op_.inOp && abortedAt - 1 <= op_.current.seq) control_.throwPeerAbort();
   bool wake = false;
-  bool moved = false;
-  try {
-    moved = channel_.pump(op_.current, wake);
-  } catch (const Error& e) {
-    // A ring the peer published but this rank could not map in time: its process ended.
-    if (e.code() == ErrorCode::kPeerFailure && control_.peerLeft()) control_.throwPeerLeft();
-    throw;
-  }
+  bool moved = channel_.pump(op_.current, wake);
   if (wake) control_.wakePeer();
   return moved;
 }

@@ -29,7 +29,6 @@ class ShmLink final : public Link {
   void throwPeerAbort() override { control_.throwPeerAbort(); }
 
   bool busy() const { return channel_.sending() || channel_.receiving(); }
-  const Channel& channel() const { return channel_; }
   // Moves what it can without blocking; true when bytes moved or a request finished. Throws when
   // the peer aborted, or left while this rank still exchanges data with it.
   bool progress();
