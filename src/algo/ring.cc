@@ -163,17 +163,23 @@ RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
   next_ = rankAt(r + 1);
   slotBytes_ = wired_ ? wireSeg : segElems * esize_;
   window_ = static_cast<int>(std::clamp<size_t>((8u << 20) / slotBytes_, 2, 16));
-  slots_ = s.reduce ? g.scratch->second(slotBytes_ * static_cast<size_t>(window_)) : nullptr;
+  fn_ = s.reduce ? reduce::reduceFn(s.dtype, s.op) : nullptr;
+  reduceOnReceive_ = fn_ && g.tx->reducesOnReceive(prev_);
+  slots_ = s.reduce && !reduceOnReceive_
+               ? g.scratch->second(slotBytes_ * static_cast<size_t>(window_))
+               : nullptr;
   sends_ = g.scratch->sends(total_).data();
   recvs_ = g.scratch->recvs(total_).data();
-  fn_ = s.reduce ? reduce::reduceFn(s.dtype, s.op) : nullptr;
 }
 
 void RingTask::postRecvs() {
   while (nextRecv_ < total_) {
     Unit& u = units_[nextRecv_];
     if (u.recvBytes > 0) {
-      if (u.reducing) {
+      if (u.reducing && reduceOnReceive_) {
+        g_.tx->postRecvReduce(recvs_[nextRecv_], prev_, u.dst, u.mine, u.recvBytes,
+                              static_cast<uint32_t>(nextRecv_), fn_, esize_);
+      } else if (u.reducing) {
         if (slotsInUse_ == window_) return;
         u.slot = nextSlot_;
         nextSlot_ = (nextSlot_ + 1) % window_;
@@ -241,10 +247,14 @@ bool RingTask::advance() {
         }
       } else if (u.reducing) {
         size_t count = u.recvBytes / esize_;
-        fn_(u.dst, u.mine, slots_ + slotBytes_ * static_cast<size_t>(u.slot), count);
+        if (!reduceOnReceive_) {
+          fn_(u.dst, u.mine, slots_ + slotBytes_ * static_cast<size_t>(u.slot), count);
+        }
         if (u.last && s_.op == ReduceOp::kAvg) reduce::divide(u.dst, count, s_.dtype, g_.size);
-        --slotsInUse_;
-        postRecvs();
+        if (!reduceOnReceive_) {
+          --slotsInUse_;
+          postRecvs();
+        }
       }
     }
     // The same segment one step later depends on what this unit just produced.

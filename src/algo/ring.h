@@ -135,6 +135,8 @@ class RingTask {
   size_t v_ = 0;  // next unit to complete
   size_t nextRecv_ = 0;
   int slotsInUse_ = 0, nextSlot_ = 0;
+  // The transport reduces each received piece straight into place (no slots).
+  bool reduceOnReceive_ = false;
   size_t sendsChecked_ = 0;  // sends known complete, in order, once all units are through
   bool wired_ = false;       // s_.wire is not kNative
 };

@@ -25,6 +25,14 @@ class SubTransport final : public transport::DataPath {
   void postRecv(transport::Request& r, int peer, void* data, size_t bytes, uint32_t step) override {
     parent_->postRecv(r, members_.at(static_cast<size_t>(peer)), data, bytes, step);
   }
+  bool reducesOnReceive(int peer) const override {
+    return parent_->reducesOnReceive(members_.at(static_cast<size_t>(peer)));
+  }
+  void postRecvReduce(transport::Request& r, int peer, void* dst, const void* mine, size_t bytes,
+                      uint32_t step, transport::CombineFn fn, size_t elementBytes) override {
+    parent_->postRecvReduce(r, members_.at(static_cast<size_t>(peer)), dst, mine, bytes, step, fn,
+                            elementBytes);
+  }
   void wait(transport::Request& r, Deadline deadline) override { parent_->wait(r, deadline); }
   void poll(Deadline deadline) override { parent_->poll(deadline); }
   void pollStuckOn(const transport::Request& r, Deadline deadline) override {

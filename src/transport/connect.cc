@@ -170,7 +170,7 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
   // The shared-memory handshake runs on the connections before the transport owns them.
   std::vector<int> fds(static_cast<size_t>(size), -1);
   for (const auto& c : conns) fds[static_cast<size_t>(c.peer)] = c.fd.get();
-  shm::SharedSetup shared = shm::setUp(store, rank, hosts, fds, job, options, deadline);
+  shm::SharedSetup shared = shm::setUp(rank, hosts, fds, job, options, deadline);
   auto tx =
       std::make_unique<PeerTransport>(rank, size, std::move(listener), std::move(conns), spin);
   tx->setHosts(std::move(hosts));

@@ -4,12 +4,17 @@
 #include "common/deadline.h"
 #include "common/op_desc.h"
 
+#include <chorus/error.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace chorus::transport {
+
+// Combines `count` elements: dst = a op b (the signature of the reduction kernels). dst may be a.
+using CombineFn = void (*)(void* dst, const void* a, const void* b, size_t count);
 
 // Completion of one posted send or receive. Owned by the caller, which keeps it alive and in
 // place until it is done or the transport is aborted (no allocation per message).
@@ -22,6 +27,10 @@ struct Request {
   size_t bytes = 0;
   size_t moved = 0;         // payload bytes transferred so far
   Request* next = nullptr;  // intrusive FIFO link, owned by the transport while pending
+  // A receive posted by postRecvReduce: the payload is combined with `mine` into data.
+  CombineFn combine = nullptr;
+  const uint8_t* mine = nullptr;
+  uint32_t elementBytes = 0;
 
   bool done() const { return state == State::kDone; }
   // What every transport's postSend / postRecv records before queueing the request.
@@ -33,6 +42,7 @@ struct Request {
     bytes = size;
     moved = 0;
     next = nullptr;
+    combine = nullptr;
   }
 };
 
@@ -49,6 +59,16 @@ class DataPath {
   virtual void beginOp(const OpDesc& op) = 0;
   virtual void postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) = 0;
   virtual void postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) = 0;
+  // Receive-with-reduce: when the message of `bytes` arrives, dst = fn(mine, payload), combined
+  // straight from where the transport holds the payload, with no copy into a buffer first.
+  // Offered only where reducesOnReceive(peer) says so; elementBytes must divide 64 (the payload
+  // is combined in pieces of whole elements). dst may equal mine.
+  virtual bool reducesOnReceive(int peer) const {
+    (void)peer;
+    return false;
+  }
+  virtual void postRecvReduce(Request& r, int peer, void* dst, const void* mine, size_t bytes,
+                              uint32_t step, CombineFn fn, size_t elementBytes);
   // Drives I/O until r is done. Throws kTimeout if nothing completes it before the deadline.
   virtual void wait(Request& r, Deadline deadline) = 0;
   // Drives I/O once: returns after something happened or at the deadline (no error then).
@@ -71,5 +91,13 @@ class DataPath {
   // Host id of every rank (Options::hostId): equal strings share a machine.
   virtual const std::vector<std::string>& hosts() const = 0;
 };
+
+inline void DataPath::postRecvReduce(Request& r, int peer, void* dst, const void* mine,
+                                     size_t bytes, uint32_t step, CombineFn fn,
+                                     size_t elementBytes) {
+  (void)r, (void)peer, (void)dst, (void)mine, (void)bytes, (void)step, (void)fn;
+  (void)elementBytes;
+  throw Error(ErrorCode::kInternal, "receive-with-reduce is not offered on this data path");
+}
 
 }  // namespace chorus::transport

@@ -40,6 +40,9 @@ class PeerTransport final : public Transport {
   void beginOp(const OpDesc& op) override;
   void postSend(Request& r, int peer, const void* data, size_t bytes, uint32_t step) override;
   void postRecv(Request& r, int peer, void* data, size_t bytes, uint32_t step) override;
+  bool reducesOnReceive(int peer) const override;
+  void postRecvReduce(Request& r, int peer, void* dst, const void* mine, size_t bytes,
+                      uint32_t step, CombineFn fn, size_t elementBytes) override;
   void wait(Request& r, Deadline deadline) override;
   void poll(Deadline deadline) override { progress(deadline); }
   void pollStuckOn(const Request& r, Deadline deadline) override;

@@ -34,6 +34,24 @@ void PeerTransport::attachSharedMemory(shm::Segment self, std::vector<shm::PeerL
   onlyShared_ = static_cast<int>(shared_.size()) == size_ - 1;
 }
 
+bool PeerTransport::reducesOnReceive(int peer) const {
+  return peer >= 0 && peer < size_ && rings_[static_cast<size_t>(peer)] != nullptr;
+}
+
+void PeerTransport::postRecvReduce(Request& r, int peer, void* dst, const void* mine, size_t bytes,
+                                   uint32_t step, CombineFn fn, size_t elementBytes) {
+  if (!reducesOnReceive(peer) || elementBytes == 0 || shm::kCacheLine % elementBytes != 0) {
+    throw Error(ErrorCode::kInternal,
+                "receive-with-reduce from rank " + std::to_string(peer) + " over " + pathTo(peer));
+  }
+  Link& l = link(peer);
+  r.start(peer, step, dst, bytes);
+  r.combine = fn;
+  r.mine = static_cast<const uint8_t*>(mine);
+  r.elementBytes = static_cast<uint32_t>(elementBytes);
+  l.postRecv(r);  // queued only: taken by the next pump
+}
+
 bool PeerTransport::sharedBusy() const {
   for (const shm::ShmLink* l : shared_) {
     if (l->busy()) return true;

@@ -3,11 +3,14 @@
 // descriptors or memory over many collectives.
 #include "collectives/reference.h"
 #include "harness/thread_ranks.h"
+#include "transport/shm/segment.h"
 
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <unistd.h>
 
+#include <barrier>
 #include <fstream>
 #include <mutex>
 #include <stdexcept>
@@ -263,6 +266,87 @@ TEST(SharedMemory, NoGrowthOverTenThousandCollectives) {
         << "KiB resident before " << rssBefore << ", after " << rssAfter;
 #endif
   }
+}
+
+// Rings made (written to at least once) in the shared-memory segments of this process's ranks:
+// a segment is sparse, and a ring's writer allocates its first pages before its first send, so a
+// ring whose second data page is allocated has been used.
+size_t ringsMade() {
+  size_t made = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return 0;
+  while (dirent* e = readdir(d)) {
+    std::string path = std::string("/proc/self/fd/") + e->d_name;
+    char target[256] = {};
+    if (readlink(path.c_str(), target, sizeof(target) - 1) <= 0) continue;
+    if (std::string(target).find("memfd:chorus-shm") == std::string::npos) continue;
+    const int fd = std::atoi(e->d_name);
+    transport::shm::SegmentHeader h;
+    if (pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) continue;
+    for (uint32_t ring = 0; ring < h.rings; ++ring) {
+      off_t page = static_cast<off_t>(
+          transport::shm::Segment::dataOffset(ring, h.ringBytes) / 4096 * 4096 + 4096);
+      if (lseek(fd, page, SEEK_DATA) == page) ++made;
+    }
+  }
+  closedir(d);
+  return made;
+}
+
+// Sends `count` i32 of value rank to rank + distance and checks what rank - distance sent.
+void shiftBy(Communicator& c, int distance, size_t count) {
+  const int n = c.size(), r = c.rank();
+  std::vector<int32_t> out(count, r), in(count, -1);
+  Work sent = c.send(std::span<const int32_t>(out), (r + distance) % n);
+  c.recv(std::span<int32_t>(in), (r + n - distance) % n).wait();
+  sent.wait();
+  for (int32_t v : in) {
+    if (v != (r + n - distance) % n) {
+      throw std::runtime_error("rank " + std::to_string(r) + " got " + std::to_string(v) +
+                               " from " + std::to_string((r + n - distance) % n));
+    }
+  }
+}
+
+// A ring's memory is allocated when its writer first sends: 8 ranks that only pass messages to
+// their successor make 8 rings, not 56.
+TEST(SharedMemory, RingsAreMadeOnlyForPairsThatTalk) {
+  std::barrier sync(8);
+  size_t rings = 0;
+  expectRanks(8, [&](Communicator& c) {
+    for (size_t count : {size_t{1}, size_t{1000}, size_t{300007}}) shiftBy(c, 1, count);
+    sync.arrive_and_wait();
+    if (c.rank() == 0) rings = ringsMade();
+    sync.arrive_and_wait();
+  });
+  EXPECT_EQ(rings, 8u);
+}
+
+// Rings made late, while large ring all-reduces keep the neighbours' rings full: the new pairs'
+// messages and the all-reduces stay correct, and every ordered pair ends with a ring.
+TEST(SharedMemory, RingMadeLateUnderLoadWorks) {
+  Options o = testOptions();
+  o.algorithm = parseAlgorithmSetting("ring");
+  std::barrier sync(6);
+  size_t rings = 0;
+  expectRanks(
+      6,
+      [&](Communicator& c) {
+        checkedAllReduce(c, 500009, 1);
+        for (int distance = 2; distance < c.size(); ++distance) {
+          std::vector<float> ones(1 << 18, 1.0f);
+          Work big = c.allReduce(std::span<float>(ones));
+          shiftBy(c, distance, 70001);
+          big.wait();
+          if (ones.front() != 6.0f || ones.back() != 6.0f) throw std::runtime_error("all-reduce");
+          checkedAllReduce(c, 300007, static_cast<uint32_t>(distance));
+        }
+        sync.arrive_and_wait();
+        if (c.rank() == 0) rings = ringsMade();
+        sync.arrive_and_wait();
+      },
+      o);
+  EXPECT_EQ(rings, 30u);
 }
 
 }  // namespace

@@ -75,6 +75,10 @@ bool Channel::pumpSends(const OpDesc& current) {
   const size_t cap = c_.ringBytes;
   auto space = [&] { return cap - static_cast<size_t>(head_ - tailSeen_); };
   auto refresh = [&] { tailSeen_ = c_.out->tail.load(std::memory_order_acquire); };
+  if (!outWarm_) {
+    warmRing(*c_.out, cap);
+    outWarm_ = true;
+  }
   while (sendHead_) {
     Request& r = *sendHead_;
     if (!slotWritten_) {
@@ -167,6 +171,41 @@ void Channel::checkFrame(const uint8_t* slot, const Request& r, const OpDesc& cu
   std::memcpy(source, slot + kFrameHeaderBytes, sizeof(*source));
 }
 
+void Channel::deliver(Request& r, const uint8_t* from, size_t n) {
+  if (r.combine) {
+    r.combine(r.data + r.moved, r.mine + r.moved, from, n / r.elementBytes);
+  } else {
+    std::memcpy(r.data + r.moved, from, n);
+  }
+  r.moved += n;
+}
+
+void Channel::readSingleCopy(Request& r, uint64_t source) {
+  // A payload to combine goes through a small buffer, in pieces that stay in the cache.
+  constexpr size_t kBounceBytes = 64 * 1024;
+  if (r.combine && !bounce_) bounce_ = std::make_unique<uint8_t[]>(kBounceBytes);
+  while (r.moved < r.bytes) {
+    size_t want = r.bytes - r.moved;
+    if (r.combine) want = std::min(want, kBounceBytes);
+    iovec local{r.combine ? bounce_.get() : r.data + r.moved, want};
+    iovec remote{reinterpret_cast<void*>(source + r.moved), want};
+    ssize_t k = ::process_vm_readv(c_.peerPid, &local, 1, &remote, 1, 0);
+    if (k > 0 && !r.combine) {
+      r.moved += static_cast<size_t>(k);
+      continue;
+    }
+    if (k == static_cast<ssize_t>(want)) {
+      deliver(r, bounce_.get(), want);
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    throw Error(ErrorCode::kPeerFailure,
+                "single-copy read of " + std::to_string(r.bytes) + " bytes from rank " +
+                    std::to_string(c_.peer) + " (pid " + std::to_string(c_.peerPid) +
+                    ") failed: " + (k < 0 ? errnoText(errno) : "short read"));
+  }
+}
+
 bool Channel::pumpRecvs(const OpDesc& current) {
   bool moved = false;
   const size_t cap = c_.ringBytes;
@@ -191,20 +230,7 @@ bool Channel::pumpRecvs(const OpDesc& current) {
       tail_ += kSlotBytes;
       moved = true;
       if (source != 0) {
-        while (r.moved < r.bytes) {
-          iovec local{r.data + r.moved, r.bytes - r.moved};
-          iovec remote{reinterpret_cast<void*>(source + r.moved), r.bytes - r.moved};
-          ssize_t k = ::process_vm_readv(c_.peerPid, &local, 1, &remote, 1, 0);
-          if (k > 0) {
-            r.moved += static_cast<size_t>(k);
-            continue;
-          }
-          if (k < 0 && errno == EINTR) continue;
-          throw Error(ErrorCode::kPeerFailure,
-                      "single-copy read of " + std::to_string(r.bytes) + " bytes from rank " +
-                          std::to_string(c_.peer) + " (pid " + std::to_string(c_.peerPid) +
-                          ") failed: " + (k < 0 ? errnoText(errno) : "short read"));
-        }
+        readSingleCopy(r, source);
         c_.in->tail.store(tail_, std::memory_order_release);
         c_.in->acked.store(++acksGiven_, std::memory_order_release);
         popRequest(recvHead_, recvTail_);
@@ -215,14 +241,17 @@ bool Channel::pumpRecvs(const OpDesc& current) {
       slotRead_ = true;
       inPad_ = padding(r.bytes);
     }
+    const size_t unit = r.combine ? r.elementBytes : 1;
     while (r.moved < r.bytes) {
-      if (avail() == 0) refresh();
+      if (avail() < unit) refresh();
       size_t have = avail();
-      if (have == 0) break;
+      if (have < unit) break;
       size_t at = tail_ % cap;
       size_t n = std::min({have, r.bytes - r.moved, cap - at, kPublishBytes});
-      std::memcpy(r.data + r.moved, c_.inData + at, n);
-      r.moved += n;
+      // Whole elements only: the writer publishes whole elements, so the rest comes next.
+      if (r.combine) n -= n % r.elementBytes;
+      if (n == 0) break;
+      deliver(r, c_.inData + at, n);
       tail_ += n;
       moved = true;
       c_.in->tail.store(tail_, std::memory_order_release);

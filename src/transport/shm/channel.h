@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace chorus::transport::shm {
 
@@ -43,7 +44,9 @@ class Channel {
 
   // Moves what it can without blocking. Returns true when bytes moved or a request finished;
   // sets wakePeer when the peer sleeps and should look again. Throws Error(kMismatch) for a
-  // frame that is not the one awaited and Error(kSystem) when a single-copy read fails.
+  // frame that is not the one awaited and Error(kPeerFailure) when a single-copy read fails.
+  // A receive posted with Request::combine set is combined with its `mine` into its buffer
+  // straight from the ring (or, single-copy, through a small buffer) instead of copied.
   bool pump(const OpDesc& current, bool& wakePeer);
 
   bool sending() const { return sendHead_ != nullptr || ackHead_ != nullptr; }
@@ -61,10 +64,16 @@ class Channel {
   bool pumpSends(const OpDesc& current);
   bool pumpAcks();
   bool pumpRecvs(const OpDesc& current);
+  // Moves n payload bytes of r from `from` into its buffer: copied, or combined.
+  void deliver(Request& r, const uint8_t* from, size_t n);
+  void readSingleCopy(Request& r, uint64_t source);
   void checkFrame(const uint8_t* slot, const Request& r, const OpDesc& current, uint64_t* source);
 
   ChannelConfig c_;
   OpState& op_;
+  bool outWarm_ = false;  // the outgoing ring's first pages are allocated (warmRing)
+  // Single-copy payloads to combine are read into this first (allocated on first use).
+  std::unique_ptr<uint8_t[]> bounce_;
   // Outbound: the head request's slot is written once, then its payload and padding.
   Request* sendHead_ = nullptr;
   Request* sendTail_ = nullptr;

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 
@@ -45,6 +47,10 @@ size_t Segment::layoutBytes(uint32_t rings, size_t ringBytes) {
   return kHeaderBytes + rings * ringStride(ringBytes);
 }
 
+size_t Segment::dataOffset(uint32_t ring, size_t ringBytes) {
+  return kHeaderBytes + ring * ringStride(ringBytes) + sizeof(RingControl);
+}
+
 RingControl& Segment::control(uint32_t ring) const {
   auto* p = static_cast<uint8_t*>(base_) + kHeaderBytes + ring * ringStride(header().ringBytes);
   return *reinterpret_cast<RingControl*>(p);
@@ -54,18 +60,17 @@ uint8_t* Segment::data(uint32_t ring) const {
   return reinterpret_cast<uint8_t*>(&control(ring)) + sizeof(RingControl);
 }
 
-void Segment::touchPages(bool write) {
-  // MAP_POPULATE fills this process's page tables, but under some hypervisors the first access
-  // to each page still traps (tens of microseconds); pay that now rather than in the first
-  // collectives.
+void warmRing(RingControl& control, size_t ringBytes) {
+  constexpr size_t kWarmBytes = 64 * 1024;
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  auto* bytes = static_cast<volatile uint8_t*>(base_);
-  for (size_t at = kHeaderBytes; at < bytes_; at += page) {
-    if (write) {
-      bytes[at] = 0;
-    } else {
-      (void)bytes[at];
-    }
+  auto* first = reinterpret_cast<uint8_t*>(&control);
+  const size_t bytes = sizeof(RingControl) + std::min(ringBytes, kWarmBytes);
+  const size_t start = reinterpret_cast<uintptr_t>(first) / page * page;
+  const size_t end = reinterpret_cast<uintptr_t>(first) + bytes;
+  // Adding zero to an atomic word allocates its page without changing what a peer may have
+  // written there already (the reader's tail lives in the first page).
+  for (size_t at = start; at < end; at += page) {
+    reinterpret_cast<std::atomic<uint64_t>*>(at)->fetch_add(0, std::memory_order_relaxed);
   }
 }
 
@@ -84,11 +89,9 @@ Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t 
     throw Error(ErrorCode::kSystem, "ftruncate of a shared-memory segment of " +
                                         std::to_string(s.bytes_) + " bytes: " + errnoText(errno));
   }
-  // Allocate and map every page now: a page fault costs tens of microseconds on some virtual
-  // machines, far more than the copy of a small message through that page.
-  [[maybe_unused]] int ignored = ::fallocate(s.fd_.get(), 0, 0, static_cast<off_t>(s.bytes_));
-  void* p =
-      ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_.get(), 0);
+  // Map the header only up front (MAP_POPULATE would allocate every ring): rings are warmed by
+  // their writer on first use (warmRing) and otherwise allocated as written.
+  void* p = ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd_.get(), 0);
   if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + errnoText(errno));
   s.base_ = p;
   auto* h = new (p) SegmentHeader();
@@ -98,8 +101,8 @@ Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t 
   h->pid = static_cast<int32_t>(::getpid());
   h->rings = rings;
   h->ringBytes = ringBytes;
-  for (uint32_t i = 0; i < rings; ++i) new (&s.control(i)) RingControl();
-  s.touchPages(true);
+  // The rings' control words start at zero, as the file does: nothing to write (writing would
+  // allocate a page per ring).
   return s;
 }
 
@@ -116,8 +119,9 @@ Segment Segment::open(int pid, int fd, const uint8_t job[16], int rank) {
     throw Error(ErrorCode::kSystem, path + " is not a shared-memory segment");
   }
   s.bytes_ = static_cast<size_t>(st.st_size);
-  void* p =
-      ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s.fd_.get(), 0);
+  // Address space only: a page is mapped when this rank first reads it, after its writer wrote
+  // it (reading a page nobody wrote would allocate it).
+  void* p = ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd_.get(), 0);
   if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + errnoText(errno));
   s.base_ = p;
   const SegmentHeader& h = s.header();
@@ -128,7 +132,6 @@ Segment Segment::open(int pid, int fd, const uint8_t job[16], int rank) {
   }
   // The descriptor is only needed to map; the mapping keeps the memory alive.
   s.fd_.reset();
-  s.touchPages(false);
   return s;
 }
 

@@ -1,6 +1,11 @@
 // Shared-memory segments between ranks of one host: each rank creates one (a memfd, so nothing
 // is ever left in /dev/shm, not even after kill -9) holding its outgoing rings, one per local
-// peer; peers map it through /proc/<pid>/fd/<fd>.
+// peer; peers map it through /proc/<pid>/fd/<fd>. The segment is sparse: a page is allocated when
+// it is first written, so a ring costs memory only once its writer sends to that peer (the first
+// send warms its first pages), a ring that only carries small messages stays a few pages (the
+// writer goes back to the ring's start whenever the reader has caught up), and one that is never
+// used costs nothing but address space. Mapping every peer's segment at setup keeps what a
+// writer left in a ring readable after the writer's process is gone, as a socket's buffer is.
 #pragma once
 
 #include "common/fd.h"
@@ -41,6 +46,11 @@ struct SegmentHeader {
 
 inline constexpr uint64_t kSegmentMagic = 0x31484d5353524843;  // "CHRSSMH1"
 
+// Allocates and maps the first pages of a ring (its control words and up to 64 KiB of data),
+// which small messages use: on some virtual machines a page fault costs tens of microseconds,
+// more than the copy of a small message. Called by the writer before its first send.
+void warmRing(RingControl& control, size_t ringBytes);
+
 // One mapped segment: this rank's own (create) or a peer's (open).
 class Segment {
  public:
@@ -50,7 +60,7 @@ class Segment {
   Segment(const Segment&) = delete;
   ~Segment();
 
-  // A new segment with `rings` rings of ringBytes (a multiple of kCacheLine).
+  // A new segment with `rings` rings of ringBytes (a multiple of kCacheLine), none allocated.
   static Segment create(const uint8_t job[16], int rank, uint32_t rings, size_t ringBytes);
   // Maps the segment that rank `rank` (process pid) created as file descriptor fd. Throws
   // Error(kSystem) when the kernel refuses (another pid namespace, no /proc) or the content does
@@ -61,13 +71,14 @@ class Segment {
   RingControl& control(uint32_t ring) const;
   uint8_t* data(uint32_t ring) const;
   int fd() const { return fd_.get(); }
+  // Where ring `ring`'s data starts in a segment of rings of ringBytes (for measurements).
+  static size_t dataOffset(uint32_t ring, size_t ringBytes);
   uintptr_t address() const { return reinterpret_cast<uintptr_t>(base_); }
   explicit operator bool() const { return base_ != nullptr; }
 
  private:
   static size_t layoutBytes(uint32_t rings, size_t ringBytes);
   static size_t ringStride(size_t ringBytes);
-  void touchPages(bool write);
   Fd fd_;
   void* base_ = nullptr;
   size_t bytes_ = 0;

@@ -8,7 +8,6 @@
 #include "transport/shm/segment.h"
 
 #include <chorus/options.hpp>
-#include <chorus/store.hpp>
 
 #include <string>
 #include <vector>
@@ -27,13 +26,13 @@ struct SharedSetup {
   std::vector<PeerLink> links;
 };
 
-// Every rank creates a segment with one outgoing ring per peer on its host and publishes where
-// it is ("shm/<rank>": pid, descriptor, address); each peer maps it, checks whether it can also
-// read the creator's memory directly (single copy), and both sides confirm over their TCP
-// connection, so a pair uses shared memory only when both ends could map it.
-// fds[p]: a connected socket to peer p (any link kind), used for the confirmation.
-SharedSetup setUp(Store& store, int rank, const std::vector<std::string>& hosts,
-                  const std::vector<int>& fds, const JobId& job, const Options& options,
-                  Deadline deadline);
+// Every rank creates a segment with one outgoing ring per peer on its host (sparse: nothing is
+// allocated but its header until a ring is used) and sends where it is (pid, descriptor, address,
+// ring size) to every such peer over their connection; each peer maps it, checks whether it can
+// also read the creator's memory directly (single copy), and both sides confirm over the same
+// connection, so a pair uses shared memory only when both ends could map it. Every record and
+// verdict is sent before any is awaited. fds[p]: a connected socket to peer p (any link kind).
+SharedSetup setUp(int rank, const std::vector<std::string>& hosts, const std::vector<int>& fds,
+                  const JobId& job, const Options& options, Deadline deadline);
 
 }  // namespace chorus::transport::shm
