@@ -271,8 +271,8 @@ chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* stat
  * or no directory is known, CHORUS_ERR_SYSTEM when the file cannot be written. */
 chorus_status chorus_dump_trace(chorus_comm* comm, const char* path);
 
-/* Registered memory (docs/api.md, "Registered memory"): a zero-filled, page-aligned buffer of
- * `bytes` in shared memory that the ranks of this host read in place. Collectives whose buffers
+/* Registered memory (docs/api/mainpage.md, "Registered memory"): a zero-filled, page-aligned buffer
+ * of `bytes` in shared memory that the ranks of this host read in place. Collectives whose buffers
  * are registered on every rank of a one-host communicator skip the copies through the
  * shared-memory rings; other buffers, and mixes, take the usual path. The buffer belongs to the
  * process (any communicator may use it); free it before chorus_destroy(comm), which otherwise

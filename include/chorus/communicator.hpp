@@ -291,7 +291,7 @@ class Communicator {
   // empty when the recorder is off.
   StragglerReport stragglerReport() const;
 
-  // ---- Registered memory (docs/api.md, "Registered memory") ----
+  // ---- Registered memory (docs/api/mainpage.md, "Registered memory") ----
 
   // A buffer in shared memory that the ranks of this host read in place: collectives whose
   // buffers are all registered on every rank of a one-host communicator skip the copies through
@@ -345,6 +345,8 @@ class Buffer {
   T* data() const { return data_; }
   size_t size() const { return count_; }
   std::span<T> span() const { return {data_, count_}; }
+  T* begin() const { return data_; }
+  T* end() const { return data_ + count_; }
   T& operator[](size_t i) const { return data_[i]; }
 
  private:

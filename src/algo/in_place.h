@@ -47,4 +47,7 @@ inline constexpr size_t kInPlaceMinBytes = 64 * 1024;
 // then runs the usual algorithm.
 bool runInPlace(const Group& g, const Args& a);
 
+// Calls of this process that ran in place so far (all communicators): for tests.
+uint64_t inPlaceRunCount();
+
 }  // namespace chorus::algo

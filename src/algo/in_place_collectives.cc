@@ -24,6 +24,7 @@
 #include <chorus/error.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -39,6 +40,8 @@ constexpr uint32_t kDoneStep = kHelloStep + 3;
 constexpr uint32_t kHelloMagic = 0x43524d31;  // "CRM1"
 // Reductions walk the block in pieces that stay in cache between the sources.
 constexpr size_t kReduceChunkBytes = 128 * 1024;
+
+std::atomic<uint64_t> inPlaceRuns{0};
 
 struct Hello {
   uint32_t magic = kHelloMagic;
@@ -226,7 +229,10 @@ bool runInPlace(const Group& g, const Args& a) {
       throw Error(ErrorCode::kInternal, "no in-place form of " + std::string(toString(d.kind)));
   }
   barrier(g, kDoneStep);  // every reader of this rank's buffers is done with them
+  inPlaceRuns.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
+
+uint64_t inPlaceRunCount() { return inPlaceRuns.load(std::memory_order_relaxed); }
 
 }  // namespace chorus::algo

@@ -35,8 +35,11 @@ Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::
   if (tx_) {
     hier_ = algo::makeHierarchy(group_, tx_->hosts(), options);
     group_.hier = hier_.get();
-    shared_ = registered::makeAccess();
-    group_.shared = shared_.get();
+    // In place needs shared memory between the ranks: not where the application asked for TCP.
+    if (options.transport != TransportKind::kTcp) {
+      shared_ = registered::makeAccess();
+      group_.shared = shared_.get();
+    }
     const algo::Topology topo = algo::topologyOf(tx_->hosts());
     placement_.hosts = topo.hostCount();
     placement_.perHost = topo.maxLocal();

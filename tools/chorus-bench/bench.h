@@ -26,6 +26,8 @@ struct Config {
   std::string api = "c";  // "c": the blocking C call; "cpp": the C++ API's issue + wait
   bool bound = false;     // --bound: measure memory rates, print bound and %bound per row
   int boundReps = 5;      // samples per size and kernel (median)
+  // --registered: the buffers come from Communicator::allocate (read in place on one host)
+  bool registered = false;
 };
 
 struct Row {
