@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -85,7 +86,10 @@ struct Mem {
     if (p == nullptr) fail(c, "alloc", CHORUS_ERR_SYSTEM);
   }
   ~Mem() {
-    if (!reg) return std::free(p);
+    if (!reg) {
+      std::free(p);
+      return;
+    }
     chorus_status st = chorus_mem_free(c, p);
     if (st != CHORUS_OK) fail(c, "free", st);
   }
