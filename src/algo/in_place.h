@@ -36,12 +36,15 @@ class SharedMemoryAccess {
   virtual uint8_t* map(int peer, const SharedRef& ref, std::string& why) = 0;
 };
 
-// Calls from this size (bytes of one rank's contribution) may run in place: below it the
-// exchange of buffer descriptions costs more than the copies it saves. The same on every rank.
-inline constexpr size_t kInPlaceMinBytes = 64 * 1024;
+// Calls from this size (bytes of one rank's contribution; 1 MiB) may run in place: below it the
+// exchange of buffer descriptions, which a call that falls back pays too, costs more than the
+// copies it saves. The same on every rank.
+size_t inPlaceMinBytes();
+// Tests: a smaller threshold, process-wide (0: back to the default).
+void setInPlaceMinBytesForTesting(size_t bytes);
 
 // Runs `a` in place when g.shared is set, the group is on one host, the collective is one with
-// an in-place form and the size is at least kInPlaceMinBytes. Every rank then exchanges its
+// an in-place form and the size is at least inPlaceMinBytes(). Every rank then exchanges its
 // buffers' descriptions (so every rank decides the same way); returns false, having sent only
 // those descriptions, when some rank's buffer is not registered or cannot be mapped: the caller
 // then runs the usual algorithm.

@@ -42,6 +42,8 @@ constexpr uint32_t kHelloMagic = 0x43524d31;  // "CRM1"
 constexpr size_t kReduceChunkBytes = 128 * 1024;
 
 std::atomic<uint64_t> inPlaceRuns{0};
+constexpr size_t kDefaultMinBytes = size_t{1} << 20;
+std::atomic<size_t> minBytes{kDefaultMinBytes};
 
 struct Hello {
   uint32_t magic = kHelloMagic;
@@ -165,7 +167,7 @@ bool runInPlace(const Group& g, const Args& a) {
   if (g.shared == nullptr || g.size < 2 || g.hier != nullptr) return false;
   if (!hasInPlaceForm(d.kind) || !isValid(d.dtype)) return false;
   const size_t es = reduce::elementSize(d.dtype);
-  if (d.count * es < kInPlaceMinBytes || !oneHost(g)) return false;
+  if (d.count * es < inPlaceMinBytes() || !oneHost(g)) return false;
 
   // A broadcast's only buffer is its output (in place on every rank).
   const void* in = d.kind == CollectiveKind::kBroadcast ? a.out : a.in;
@@ -231,6 +233,12 @@ bool runInPlace(const Group& g, const Args& a) {
   barrier(g, kDoneStep);  // every reader of this rank's buffers is done with them
   inPlaceRuns.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+size_t inPlaceMinBytes() { return minBytes.load(std::memory_order_relaxed); }
+
+void setInPlaceMinBytesForTesting(size_t bytes) {
+  minBytes.store(bytes == 0 ? kDefaultMinBytes : bytes, std::memory_order_relaxed);
 }
 
 uint64_t inPlaceRunCount() { return inPlaceRuns.load(std::memory_order_relaxed); }
