@@ -97,11 +97,10 @@ struct Mem {
 
 long checkAll(chorus_comm* c, bool reg) {
   const int n = chorus_world_size(c), r = chorus_rank(c);
-  // Above the in-place threshold (1 MiB) for bf16 too; not a multiple of the world size.
-  const size_t count = 524291;
   long wrong = 0;
   for (chorus_dtype t : {CHORUS_F32, CHORUS_I32, CHORUS_BF16}) {
-    const size_t es = sizeOf(t), bytes = count * es;
+    // Just above the in-place threshold (1 MiB); not a multiple of the world size.
+    const size_t es = sizeOf(t), count = ((1 << 20) + 12) / es, bytes = count * es;
     std::vector<uint8_t> want(bytes * n);
     auto expectBytes = [&](const uint8_t* got, const uint8_t* exp, size_t b) {
       for (size_t i = 0; i < b; ++i) wrong += got[i] != exp[i];
