@@ -271,6 +271,17 @@ chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* stat
  * or no directory is known, CHORUS_ERR_SYSTEM when the file cannot be written. */
 chorus_status chorus_dump_trace(chorus_comm* comm, const char* path);
 
+/* Registered memory (docs/api/mainpage.md, "Registered memory"): a zero-filled, page-aligned buffer
+ * of `bytes` in shared memory that the ranks of this host read in place. Collectives whose buffers
+ * are registered on every rank of a one-host communicator skip the copies through the
+ * shared-memory rings; other buffers, and mixes, take the usual path. The buffer belongs to the
+ * process (any communicator may use it); free it before chorus_destroy(comm), which otherwise
+ * reports it on stderr. Returns NULL on failure (chorus_last_error(comm) says why). */
+void* chorus_mem_alloc(chorus_comm* comm, size_t bytes);
+/* Frees a buffer from chorus_mem_alloc (NULL: nothing). CHORUS_ERR_INVALID_ARGUMENT when ptr is
+ * not one, or while a request in flight uses it (nothing is freed then). */
+chorus_status chorus_mem_free(chorus_comm* comm, void* ptr);
+
 /* Message of this communicator's last failure ("" if none). Valid until the next call on comm.
  * With comm == NULL: the last failure on this thread that had no communicator (chorus_init*,
  * a call with a null communicator or request). */

@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace chorus {
@@ -303,6 +304,19 @@ class Communicator {
   // empty when the recorder is off.
   StragglerReport stragglerReport() const;
 
+  // ---- Registered memory (docs/api/mainpage.md, "Registered memory") ----
+
+  // A buffer in shared memory that the ranks of this host read in place: collectives whose
+  // buffers are all registered on every rank of a one-host communicator skip the copies through
+  // the shared-memory rings; other buffers (and mixes) take the usual path. Zero-filled,
+  // page-aligned. Belongs to the process (any communicator may use it); this communicator
+  // accounts for it: free it before destroying the communicator, which otherwise reports it
+  // on stderr. Throws Error (kInvalidArgument for 0 bytes, kSystem when the kernel refuses).
+  void* allocate(size_t bytes);
+  // Frees a buffer from allocate(). Throws Error(kInvalidArgument) when p is not one, or while a
+  // collective in flight uses it (nothing is freed then: wait for the Work and retry).
+  void deallocate(void* p);
+
   struct Impl;
 
  private:
@@ -315,6 +329,48 @@ class Communicator {
   std::shared_ptr<Impl> impl_;  // shared with Work handles that may run a task inline
   // The library's internal layers reach impl_ through it (src/core/tracing.cc).
   friend struct CommunicatorAccess;
+};
+
+// A registered buffer of `count` elements of T, freed when it goes out of scope (which must be
+// before the communicator's destruction; a free that fails because a call still uses the buffer
+// leaves it allocated).
+template <class T>
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Communicator& comm, size_t count)
+      : comm_(&comm), data_(static_cast<T*>(comm.allocate(count * sizeof(T)))), count_(count) {}
+  Buffer(Buffer&& o) noexcept { swap(o); }
+  Buffer& operator=(Buffer&& o) noexcept {
+    Buffer(std::move(o)).swap(*this);
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() {
+    if (data_ == nullptr) return;
+    try {
+      comm_->deallocate(data_);
+    } catch (...) {
+    }
+  }
+
+  T* data() const { return data_; }
+  size_t size() const { return count_; }
+  std::span<T> span() const { return {data_, count_}; }
+  T* begin() const { return data_; }
+  T* end() const { return data_ + count_; }
+  T& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  void swap(Buffer& o) noexcept {
+    std::swap(comm_, o.comm_);
+    std::swap(data_, o.data_);
+    std::swap(count_, o.count_);
+  }
+  Communicator* comm_ = nullptr;
+  T* data_ = nullptr;
+  size_t count_ = 0;
 };
 
 }  // namespace chorus

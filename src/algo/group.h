@@ -101,6 +101,7 @@ class Scratch {
 };
 
 struct Hierarchy;
+class SharedMemoryAccess;
 
 struct Group {
   int rank = 0;
@@ -114,6 +115,9 @@ struct Group {
   size_t ringBidirectionalBytes = 0;
   // Subgroups by host, when the ranks span several hosts with several ranks on some of them.
   const Hierarchy* hier = nullptr;
+  // Registered memory of this process and the peers' mapped buffers (algo/in_place.h); null
+  // where collectives never run in place (the simulator).
+  SharedMemoryAccess* shared = nullptr;
 
   // Each wait gets the full timeout: it bounds how long one step may stall, not a whole call.
   void wait(transport::Request& r) const {

@@ -12,6 +12,7 @@
 // constructors, one per collective.
 #include "algo/collectives.h"
 #include "algo/copy.h"
+#include "algo/in_place.h"
 #include "algo/ring.h"
 #include "algo/ring_pattern.h"
 #include "reduce/internal_types.h"
@@ -220,6 +221,7 @@ void run(const Group& g, const Args& a) {
   if (d.kind == CollectiveKind::kAllToAllV) return allToAllV(g, a);
   if (d.kind == CollectiveKind::kSendRecv) return pointToPoint(g, a);
   if (d.count == 0) return;
+  if (runInPlace(g, a)) return;  // registered buffers on one host (algo/in_place.h)
   switch (d.kind) {
     case CollectiveKind::kAllReduce:
       return allReduce(g, a);

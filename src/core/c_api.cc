@@ -583,6 +583,17 @@ chorus_status chorus_irecv(chorus_comm* comm, void* buf, size_t count, chorus_dt
   return startRequest(comm, request, [&] { return comm->comm->recv(buf, count, dt(dtype), peer); });
 }
 
+void* chorus_mem_alloc(chorus_comm* comm, size_t bytes) {
+  void* p = nullptr;
+  if (guarded(comm, [&] { p = comm->comm->allocate(bytes); }) != CHORUS_OK) return nullptr;
+  return p;
+}
+
+chorus_status chorus_mem_free(chorus_comm* comm, void* ptr) {
+  if (ptr == nullptr) return comm ? CHORUS_OK : guarded(comm, [] {});
+  return guarded(comm, [&] { comm->comm->deallocate(ptr); });
+}
+
 }  // extern "C"
 
 namespace chorus {

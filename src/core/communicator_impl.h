@@ -6,6 +6,7 @@
 #include "algo/collectives.h"
 #include "algo/group.h"
 #include "algo/hierarchy.h"
+#include "algo/in_place.h"
 #include "algo/select.h"
 #include "common/deadline.h"
 #include "core/work_state.h"
@@ -122,6 +123,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   bool watched_ = false;
   algo::Scratch scratch_;
   algo::Group group_;
+  // Registered memory and the peers' mapped buffers (algo/in_place.h); null with TCP only.
+  std::unique_ptr<algo::SharedMemoryAccess> shared_;
   std::unique_ptr<algo::Hierarchy> hier_;  // subgroups by host; null for a flat layout
   algo::Placement placement_;              // hosts and ranks per host, for the algorithm choice
 

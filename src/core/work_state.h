@@ -24,11 +24,15 @@ struct WorkState {
   // Set once the outcome is known, before the callbacks run; `done` follows after them.
   bool finishing = false;
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
+  // Registered buffers the call uses (core/registered_memory.h): freeing them fails until the
+  // call has finished.
+  std::shared_ptr<void> pin;
 
   // Runs the callbacks first, so that a waiter who returns from wait() also sees their effects
   // (a binding's copy from a staging buffer into the caller's memory, for instance).
   void finish(std::exception_ptr e) {
     std::vector<std::function<void(std::exception_ptr)>> run;
+    pin.reset();  // the call is done with its buffers
     {
       std::lock_guard<std::mutex> lock(mu);
       error = std::move(e);
@@ -45,6 +49,7 @@ struct WorkState {
 
   // A work finished before it was queued (the communicator was aborted already).
   void finishedEarly(std::exception_ptr e) {
+    pin.reset();
     error = std::move(e);
     finishing = true;
     done = true;

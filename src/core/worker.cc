@@ -6,6 +6,7 @@
 #include "algo/select.h"
 #include "algo/topology.h"
 
+#include "core/registered_memory.h"
 #include "core/validate.h"
 #include "trace/service.h"
 
@@ -34,6 +35,11 @@ Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::
   if (tx_) {
     hier_ = algo::makeHierarchy(group_, tx_->hosts(), options);
     group_.hier = hier_.get();
+    // In place needs shared memory between the ranks: not where the application asked for TCP.
+    if (options.transport != TransportKind::kTcp) {
+      shared_ = registered::makeAccess();
+      group_.shared = shared_.get();
+    }
     const algo::Topology topo = algo::topologyOf(tx_->hosts());
     placement_.hosts = topo.hostCount();
     placement_.perHost = topo.maxLocal();
@@ -57,6 +63,14 @@ Communicator::Impl::~Impl() {
   if (tx_) tx_->close();
   if (watched_) trace::unwatch(trace_.get());
   if (trace_->settings.report && rank == 0) printStragglerReport();
+  size_t unfreedBytes = 0;
+  if (size_t n = registered::disown(this, unfreedBytes)) {
+    std::fprintf(stderr,
+                 "chorus[%d]: %zu registered buffer(s) (%zu bytes) allocated through this "
+                 "communicator were not freed before its destruction; they stay mapped until the "
+                 "process exits\n",
+                 rank, n, unfreedBytes);
+  }
 }
 
 void Communicator::Impl::prepare(algo::Args& args) {
@@ -98,6 +112,7 @@ Work Communicator::Impl::issue(algo::Args args, Run run) {
   if (run == Run::kBlocking) return Work(runBlocking(std::move(args)));
   prepare(args);
   auto state = std::make_shared<detail::WorkState>();
+  state->pin = registered::pin(args.in, args.out);
   {
     std::lock_guard<std::mutex> lock(mu_);
     args.desc.seq = takeSeq(args.desc.kind);
@@ -118,6 +133,7 @@ Work Communicator::Impl::issue(algo::Args args, Run run) {
 std::shared_ptr<detail::WorkState> Communicator::Impl::runBlocking(algo::Args args) {
   prepare(args);
   Task task{std::move(args), std::make_shared<detail::WorkState>()};
+  task.state->pin = registered::pin(task.args.in, task.args.out);
   {
     std::unique_lock<std::mutex> lock(mu_);
     task.args.desc.seq = takeSeq(task.args.desc.kind);

@@ -27,6 +27,8 @@ struct Config {
   bool bound = false;     // --bound: measure memory rates, print bound and %bound per row
   int boundReps = 5;      // samples per size and kernel (median)
   WireFormat wire = WireFormat::kNative;  // --wire: all-reduce wire format (f32 sum/avg)
+  // --registered: the buffers come from Communicator::allocate (read in place on one host)
+  bool registered = false;
 };
 
 struct Row {

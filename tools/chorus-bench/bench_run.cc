@@ -1,4 +1,5 @@
 #include "bench.h"
+#include "bench_memory.h"
 
 #include <sys/resource.h>
 
@@ -12,7 +13,8 @@ namespace chorus::bench {
 namespace {
 
 // Small integers: exact in every dtype and every summation order, for #wrong.
-void fillInput(std::vector<uint8_t>& buf, size_t count, DataType t, int rank) {
+template <class Buf>
+void fillInput(Buf& buf, size_t count, DataType t, int rank) {
   for (size_t i = 0; i < count; ++i) {
     int v = static_cast<int>((i + static_cast<size_t>(rank)) % 3) + 1;
     uint8_t* p = buf.data() + i * sizeOf(t);
@@ -210,7 +212,8 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
   const int n = chorus_world_size(c), r = chorus_rank(c);
   const size_t es = sizeOf(cfg.dtype);
   // Buffers sized once for the largest size and touched up front: no page faults while timing.
-  std::vector<uint8_t> in(cfg.maxBytes + es), out(cfg.maxBytes + es);
+  BenchMemory in(comm, cfg.maxBytes + es, cfg.registered);
+  BenchMemory out(comm, cfg.maxBytes + es, cfg.registered);
   std::fill(in.begin(), in.end(), 0);
   std::fill(out.begin(), out.end(), 0);
 

@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
                "(the busbw at the least time (N-1)/N * S * (1/R_reduce + 1/R_copy) each rank "
                "needs to reduce and copy (N-1)/N of S bytes) and %bound = busbw / bound; ranks "
                "on host: CHORUS_LOCAL_SIZE, else the world size");
+  app.add_flag("--registered", cfg.registered,
+               "time the sweep on registered buffers (chorus_mem_alloc), which the ranks of a "
+               "host read in place");
   app.add_option("--bound-reps", cfg.boundReps, "samples per size and kernel for --bound")
       ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
