@@ -108,7 +108,10 @@ void Communicator::Impl::traceStart(Task& task) {
 }
 
 void Communicator::Impl::traceEnd(const Task& task, bool ok) {
-  if (recorder_) recorder_->end(task.traceId, ok, trace::ticks());
+  // issuedAt 0: a small call stamped at its first wait, which ends at its last stamp (recorder.h).
+  if (recorder_) {
+    recorder_->end(task.traceId, ok, task.issuedAt == 0 ? trace::kEndAtLastStamp : trace::ticks());
+  }
 }
 
 void Communicator::Impl::traceFailure(const Error& e) {

@@ -7,7 +7,7 @@
 namespace chorus::trace {
 
 struct Settings {
-  size_t entries = 2000;       // CHORUS_TRACE_ENTRIES; 0: recorder off
+  size_t entries = 2048;       // CHORUS_TRACE_ENTRIES; 0: recorder off
   std::string dir;             // CHORUS_TRACE_DIR; empty: no automatic dumps
   int signal = 0;              // CHORUS_TRACE_SIGNAL: SIGUSR1, SIGUSR2 or 0
   double progressSeconds = 1;  // CHORUS_PROGRESS_SECONDS; 0: no progress records

@@ -14,6 +14,60 @@ OpDesc call(uint64_t j, uint64_t count) {
   return d;
 }
 
+TEST(Recorder, CapacityIsRoundedUpToAPowerOfTwo) {
+  EXPECT_EQ(Recorder(2000, 0, 2).capacity(), 2048u);
+  EXPECT_EQ(Recorder(8, 0, 2).capacity(), 8u);
+  EXPECT_EQ(Recorder(5, 0, 2).capacity(), 8u);
+  EXPECT_FALSE(Recorder(0, 0, 2).enabled());
+  // 5 asked, 8 kept: the ring holds the last 8 calls.
+  Recorder rec(5, 0, 2);
+  for (uint64_t j = 0; j < 20; ++j) {
+    const uint64_t id = rec.issue(call(j, 1), 4, ticks());
+    rec.start(id, AlgorithmId::kRing, ticks());
+    rec.end(id, true, ticks());
+  }
+  const auto entries = rec.entries(WallClock::now());
+  ASSERT_EQ(entries.size(), 8u);
+  EXPECT_EQ(entries.front().number, 12u);
+  EXPECT_EQ(entries.back().number, 19u);
+}
+
+// A small call stamped at its first wait ends at its last clock reading: the first message of
+// its last peer, or its own start when every message was already there.
+TEST(Recorder, SmallCallEndsAtItsLastClockReading) {
+  Recorder rec(8, 0, 3);
+  uint64_t id = rec.issue(call(0, 2), 8, 0);
+  rec.start(id, AlgorithmId::kRing, 0);
+  rec.waitingOn(1);
+  rec.arrived(1, false);
+  rec.arrived(2, false);
+  rec.received(2, 8);
+  rec.end(id, true, kEndAtLastStamp);
+  CallTicks t;
+  ASSERT_TRUE(rec.callTicks(id, &t));
+  EXPECT_NE(t.startedAt, 0u);
+  EXPECT_GE(t.endedAt, t.startedAt);
+  EXPECT_EQ(t.endedAt, t.lastArrivalAt);
+  EXPECT_EQ(t.lastPeer, 2);
+
+  id = rec.issue(call(1, 2), 8, 0);
+  rec.start(id, AlgorithmId::kRing, 0);
+  rec.arrived(1, true);  // already there: the call is stamped now, once
+  rec.end(id, true, kEndAtLastStamp);
+  ASSERT_TRUE(rec.callTicks(id, &t));
+  EXPECT_NE(t.startedAt, 0u);
+  EXPECT_EQ(t.endedAt, t.startedAt);
+  EXPECT_EQ(t.issuedAt, t.startedAt);
+
+  // No reading at all (no peer): the clock is read at the end.
+  id = rec.issue(call(2, 2), 8, 0);
+  rec.start(id, AlgorithmId::kRing, 0);
+  rec.end(id, true, kEndAtLastStamp);
+  ASSERT_TRUE(rec.callTicks(id, &t));
+  EXPECT_NE(t.endedAt, 0u);
+  EXPECT_EQ(t.startedAt, t.endedAt);
+}
+
 TEST(Recorder, KeepsTheLastCallsInOrder) {
   Recorder rec(4, 0, 3);
   for (uint64_t j = 0; j < 10; ++j) {
