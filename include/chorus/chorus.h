@@ -309,8 +309,7 @@ chorus_status chorus_all_reduce_opts(chorus_comm* comm, const void* sendbuf, voi
                                      const chorus_call_options* options);
 chorus_status chorus_iall_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                       size_t count, chorus_dtype dtype, chorus_op op,
-                                      const chorus_call_options* options,
-                                      chorus_request** request);
+                                      const chorus_call_options* options, chorus_request** request);
 /* Payload bytes this rank has handed to its links since the communicator was made (all
  * collectives, all peers), as they travel (wire-format bytes). */
 chorus_status chorus_comm_bytes_sent(const chorus_comm* comm, uint64_t* out);
