@@ -164,7 +164,8 @@ RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
   slotBytes_ = wired_ ? wireSeg : segElems * esize_;
   window_ = static_cast<int>(std::clamp<size_t>((8u << 20) / slotBytes_, 2, 16));
   fn_ = s.reduce ? reduce::reduceFn(s.dtype, s.op) : nullptr;
-  reduceOnReceive_ = fn_ && g.tx->reducesOnReceive(prev_);
+  // A wire format decodes what arrives before adding it: it needs the bytes in a slot.
+  reduceOnReceive_ = fn_ && !wired_ && g.tx->reducesOnReceive(prev_);
   slots_ = s.reduce && !reduceOnReceive_
                ? g.scratch->second(slotBytes_ * static_cast<size_t>(window_))
                : nullptr;
