@@ -114,9 +114,11 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
   if (r.done()) return;
   if (op_.recorder) op_.recorder->waitingOn(r.peer);
   std::unique_ptr<Error> mine;  // set once this wait has timed out
-  // Over TCP, the rate so far tells when the request will end (wait_policy.h).
-  const bool overTcp = std::strcmp(pathTo(r.peer), "tcp") == 0;
-  const auto began = Clock::now();
+  // Over TCP, the rate so far tells when a large request will end (wait_policy.h). Smaller ones
+  // never read the clock for it: a clock read costs 30 ns here, 4% of a small shm all-reduce.
+  const bool paced =
+      r.bytes - r.moved > kRateSampleBytes && std::strcmp(pathTo(r.peer), "tcp") == 0;
+  const auto began = paced ? Clock::now() : Clock::time_point{};
   const size_t movedBefore = r.moved;
   while (!r.done()) {
     if (deadline.expired()) {
@@ -132,11 +134,12 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
       deadline = Deadline::after(kTimeoutGrace);
     }
     if (!mine) {
-      const size_t moved = r.moved - movedBefore;
-      const auto elapsed = Clock::now() - began;
-      spinNow_ =
-          !overTcp || !endIsFar(moved, elapsed, r.bytes - r.moved, kFarSpins * spin_.duration);
-      if (!spinNow_) std::this_thread::sleep_for(napFor(moved, elapsed));
+      if (paced) {
+        const size_t moved = r.moved - movedBefore;
+        const auto elapsed = Clock::now() - began;
+        spinNow_ = !endIsFar(moved, elapsed, r.bytes - r.moved, kFarSpins * spin_.duration);
+        if (!spinNow_) std::this_thread::sleep_for(napFor(moved, elapsed));
+      }
       pollStuck(r, deadline);
       spinNow_ = true;
       continue;
