@@ -24,6 +24,7 @@
 
 #include "checkpoint.h"
 #include "data.h"
+#include "metrics_file.h"
 #include "optimizer_state.h"
 #include "options.h"
 #include "torch_replica.h"
@@ -31,6 +32,8 @@
 namespace {
 
 using chorus::train::Dataset;
+using chorus::train::Progress;
+using chorus::train::Row;
 using chorus::train::TrainOptions;
 using Clock = std::chrono::steady_clock;
 
@@ -96,65 +99,6 @@ void setThreads(int threads) {
     fn(threads);
   }
 }
-
-struct Row {
-  int64_t step;
-  int epoch;
-  double loss;
-  chorus::dp::StepMetrics m;
-  double wallSeconds = 0;   // since training started, at the end of this step
-  double trainSeconds = 0;  // the same without the time spent evaluating
-  double accuracy = -1;     // set on the steps after which the test set was evaluated
-};
-
-void writeCsv(const std::string& path, const std::vector<Row>& rows) {
-  std::ofstream f(path);
-  if (!f) throw std::runtime_error("cannot write " + path);
-  f << "step,epoch,loss,compute_s,comm_s,exposed_comm_s,bytes,buckets,buckets_early,divergence,"
-       "test_accuracy,bytes_sent,wall_s,train_s\n";
-  for (const auto& r : rows) {
-    f << r.step << ',' << r.epoch << ',' << r.loss << ',' << r.m.computeSeconds << ','
-      << r.m.commSeconds << ',' << r.m.exposedCommSeconds << ',' << r.m.bytesReduced << ','
-      << r.m.buckets << ',' << r.m.bucketsLaunchedEarly << ',';
-    if (r.m.divergence) f << *r.m.divergence;
-    f << ',';
-    if (r.accuracy >= 0) f << r.accuracy;
-    f << ',' << r.m.bytesSent << ',' << r.wallSeconds << ',' << r.trainSeconds << '\n';
-  }
-}
-
-class Progress {
- public:
-  Progress(bool enabled, int epoch, int epochs, size_t total)
-      : enabled_(enabled),
-        tty_(isatty(STDERR_FILENO) != 0),
-        epoch_(epoch),
-        epochs_(epochs),
-        total_(total) {}
-
-  void update(size_t done, double loss, double samplesPerSecond) {
-    if (!enabled_ || total_ == 0) return;
-    // Without a terminal (chorus-run pipes the ranks' output), one line per 10%.
-    int tenth = static_cast<int>(done * 10 / total_);
-    if (!tty_ && tenth == lastTenth_ && done != total_) return;
-    lastTenth_ = tenth;
-    constexpr int kWidth = 30;
-    int filled = static_cast<int>(done * kWidth / total_);
-    std::string bar(static_cast<size_t>(filled), '#');
-    bar.resize(kWidth, '.');
-    std::fprintf(stderr, "%sepoch %d/%d [%s] %zu/%zu  loss %.4f  %.0f samples/s%s",
-                 tty_ ? "\r" : "", epoch_, epochs_, bar.c_str(), done, total_, loss,
-                 samplesPerSecond, tty_ ? "" : "\n");
-    if (tty_ && done == total_) std::fprintf(stderr, "\n");
-    std::fflush(stderr);
-  }
-
- private:
-  bool enabled_, tty_;
-  int epoch_, epochs_;
-  size_t total_;
-  int lastTenth_ = -1;
-};
 
 // The trainer's progress: identical on every rank (registered with the Replica, so a membership
 // change copies it with the parameters) and written to checkpoints.
