@@ -37,14 +37,12 @@ void TorchReplica::registerModule() {
     at::Tensor p = item.value();
     if (!p.requires_grad()) continue;
     checkTensor(item.key(), p);
-    // The gradient buffer exists before the first backward, so AccumulateGrad adds into this
-    // storage in place (it only allocates when grad is undefined or under create_graph).
-    p.mutable_grad() = torch::zeros_like(p);
     // The shape lets PowerSGD see matrices (a conv weight: out x (in * k * k)).
     std::vector<size_t> shape(p.sizes().begin(), p.sizes().end());
     if (shape.empty()) shape.push_back(1);  // a scalar parameter
-    size_t index = replica_->addParameter(item.key(), p.data_ptr<float>(),
-                                          p.mutable_grad().data_ptr<float>(), std::move(shape));
+    // The Replica holds the gradient (in its bucket: no copies; set as p.grad() below).
+    size_t index =
+        replica_->addParameter(item.key(), p.data_ptr<float>(), nullptr, std::move(shape));
     params_.push_back(p);
     named_.emplace_back(item.key(), p);
     // The AccumulateGrad node of a leaf is held weakly by the tensor: keep it alive so the hook
@@ -59,6 +57,12 @@ void TorchReplica::registerModule() {
     accumulators_.push_back(std::move(acc));
   }
   replica_->finalize();
+  // Each gradient exists before the first backward, so AccumulateGrad adds into the Replica's
+  // storage in place (it only allocates when grad is undefined or under create_graph).
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor& p = params_[i];
+    p.mutable_grad() = torch::from_blob(replica_->gradient(i), p.sizes(), p.options());
+  }
   for (auto& item : module_.named_buffers(/*recurse=*/true)) {
     at::Tensor b = item.value();
     checkTensor("buffer " + item.key(), b);
@@ -68,6 +72,10 @@ void TorchReplica::registerModule() {
 
 TorchReplica::~TorchReplica() {
   for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hookKeys_[i]);
+  // The gradients live in the Replica, which goes now: the module keeps copies.
+  for (auto& p : params_) {
+    if (p.grad().defined()) p.mutable_grad() = p.grad().clone();
+  }
 }
 
 void TorchReplica::onGradient(size_t index) {

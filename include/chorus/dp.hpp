@@ -175,13 +175,20 @@ class Replica {
   Replica& operator=(const Replica&) = delete;
 
   // Registers a tensor in model (forward) order; returns its index for gradientReady. The
-  // buffers must outlive the Replica.
+  // buffers must outlive the Replica. A null `grad` lets the Replica hold the gradient
+  // (gradient(index) after finalize): in Sync mode inside its bucket, which is then all-reduced
+  // where backward accumulated it, with no copy into and out of a bucket, and in registered
+  // memory on one host (read by the peers in place; not in elastic mode nor with compression).
   size_t addParameter(std::string name, float* param, float* grad, size_t count);
   // The same with the tensor's shape (count = the product): PowerSGD compresses a tensor of two
   // or more dimensions as a matrix of shape[0] rows and (product of the rest) columns.
   size_t addParameter(std::string name, float* param, float* grad, std::vector<size_t> shape);
   // Builds the buckets (reverse registration order, up to bucketBytes each). Call once.
   void finalize();
+  // After finalize: where parameter `index`'s gradient lives (zeros at first; the caller adds
+  // into it in backward and zeroes it between steps, as with its own). Stays valid, at the same
+  // address, for the Replica's life, membership changes included.
+  float* gradient(size_t index) const;
   // Copies root's parameters to every rank; returns when all ranks have them.
   void broadcastParameters(int root = 0);
 

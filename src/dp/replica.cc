@@ -59,7 +59,8 @@ void Replica::Impl::launch(size_t b, bool early) {
   if (k.flat) {
     for (size_t i : infos[b].params) {
       const Param& p = params[i];
-      std::copy(p.grad, p.grad + p.count, k.buffer[s].begin() + static_cast<long>(p.offset));
+      float* slot = k.buffer[s].data() + p.offset;
+      if (p.grad != slot) std::copy(p.grad, p.grad + p.count, slot);  // held there: no copy
     }
   }
   Flight& f = k.flight[s];
@@ -163,8 +164,8 @@ void Replica::Impl::copyOut(size_t b, int s, float scale) {
   if (k.codec) k.codec->finish(gradientsOf(b, s));
   for (size_t i : infos[b].params) {
     Param& p = params[i];
-    if (k.flat) {
-      const float* src = k.buffer[s].data() + p.offset;
+    const float* src = k.flat ? k.buffer[s].data() + p.offset : p.grad;
+    if (src != p.grad) {
       for (size_t j = 0; j < p.count; ++j) p.grad[j] = src[j] * scale;
     } else if (scale != 1.0f) {
       for (size_t j = 0; j < p.count; ++j) p.grad[j] *= scale;
@@ -187,7 +188,7 @@ void Replica::Impl::averageParameters() {
     if (k.flat) {
       for (size_t i : infos[b].params) {
         const Param& p = params[i];
-        std::copy(p.value, p.value + p.count, k.buffer[0].begin() + static_cast<long>(p.offset));
+        std::copy(p.value, p.value + p.count, k.buffer[0].data() + p.offset);
       }
     }
     works[b] = withContext(bucketContext(b, steps) + ", parameter averaging", [&] {
@@ -319,8 +320,9 @@ size_t Replica::addParameter(std::string name, float* param, float* grad,
   if (shape.empty()) shape.push_back(1);  // a scalar
   size_t count = 1;
   for (size_t d : shape) count *= d;
-  if ((param == nullptr || grad == nullptr) && count > 0) throw invalid("null buffer for " + name);
+  if (param == nullptr && count > 0) throw invalid("null buffer for " + name);
   impl_->params.push_back({std::move(name), param, grad, count, std::move(shape)});
+  impl_->params.back().heldByReplica = grad == nullptr && count > 0;
   return impl_->params.size() - 1;
 }
 
@@ -339,6 +341,18 @@ void Replica::finalize() {
   auto canCompress = [&](size_t i) {
     return compressible(c, m.params[i].shape, m.params[i].count);
   };
+  // Registered buckets on one host are all-reduced in place (read from the peers' buffers).
+  // Not compressed buckets: a wire format is applied by the ring, which the in-place path
+  // bypasses. Not in elastic mode: a membership change replaces the communicator the buffers
+  // were allocated through, and gradients held in a bucket must keep their address.
+  const bool registered =
+      c.kind == Compression::kNone && !m.elastic() && sharesHostWithAll(*m.comm);
+  // Gradients held by the Replica outside the buckets (the modes other than Sync).
+  for (Param& p : m.params) {
+    if (!p.heldByReplica || m.opt.mode == Mode::kSync) continue;
+    p.gradStore.assign(p.count, 0.0f);
+    p.grad = p.gradStore.data();
+  }
   for (auto& members : planBuckets(bytes, cap)) {
     Bucket k;
     BucketInfo info;
@@ -355,10 +369,19 @@ void Replica::finalize() {
     info.params = std::move(members);
     info.bytes = k.elements * sizeof(float);
     info.fused = info.params.size() > 1;
-    k.flat = info.fused || m.opt.mode == Mode::kDelayed;
+    // Sync reduces where backward accumulated the gradients it holds; Delayed reduces copies
+    // (the next step's backward writes the gradients while this step's average flies).
+    const bool holds = m.opt.mode == Mode::kSync &&
+                       std::any_of(info.params.begin(), info.params.end(),
+                                   [&](size_t i) { return m.params[i].heldByReplica; });
+    k.flat = info.fused || m.opt.mode == Mode::kDelayed || holds;
     if (k.flat) {
       const int copies = m.opt.mode == Mode::kDelayed ? 2 : 1;
-      for (int s = 0; s < copies; ++s) k.buffer[s].resize(k.elements);
+      for (int s = 0; s < copies; ++s) k.buffer[s].allocate(*m.comm, k.elements, registered);
+      for (size_t i : info.params) {
+        Param& p = m.params[i];
+        if (holds && p.heldByReplica) p.grad = k.buffer[0].data() + p.offset;
+      }
     }
     // Sync and Delayed send gradients (validate() rejects compression in the other modes).
     k.codec = BucketCodec::make(c, std::move(tensors), m.buckets.size() + 1);
@@ -537,5 +560,12 @@ int64_t Replica::step() const { return impl_->steps; }
 const StepMetrics& Replica::lastMetrics() const { return impl_->last; }
 const std::vector<BucketInfo>& Replica::buckets() const { return impl_->infos; }
 size_t Replica::launchedBuckets() const { return impl_->nextLaunch; }
+
+float* Replica::gradient(size_t index) const {
+  const Impl& m = *impl_;
+  if (!m.finalized) throw invalid("gradient before finalize");
+  if (index >= m.params.size()) throw invalid("gradient: no parameter " + std::to_string(index));
+  return m.params[index].grad;
+}
 
 }  // namespace chorus::dp

@@ -4,6 +4,7 @@
 
 #include <chorus/dp.hpp>
 
+#include "dp/bucket_buffer.h"
 #include "dp/bucket_codec.h"
 #include "dp/consistency.h"
 #include "dp/diloco.h"
@@ -37,12 +38,14 @@ inline Error invalid(const std::string& what) {
 struct Param {
   std::string name;
   float* value;
-  float* grad;
+  float* grad;  // set by finalize when the Replica holds the gradient (addParameter with null)
   size_t count;
   std::vector<size_t> shape;  // {count} when registered without one
   size_t bucket = 0;
   size_t offset = 0;  // elements into the bucket
   bool ready = false;
+  bool heldByReplica = false;      // the gradient lives in the Replica: its bucket's buffer in Sync
+  std::vector<float> gradStore{};  // ... or here in the other modes
 };
 
 // A buffer registered with addState.
@@ -70,8 +73,10 @@ struct Flight {
 
 struct Bucket {
   size_t elements = 0;
-  bool flat = false;  // reduce a copy (fused, or Delayed); otherwise the gradient in place
-  std::vector<float> buffer[2];
+  // Reduce the flat buffer (fused, Delayed, or gradients held by the Replica); otherwise the
+  // gradient in place.
+  bool flat = false;
+  BucketBuffer buffer[2];
   Flight flight[2];
   size_t pending = 0;                  // gradients not yet ready in this micro-step
   std::unique_ptr<BucketCodec> codec;  // null: sent as f32
