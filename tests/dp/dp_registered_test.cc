@@ -9,8 +9,10 @@
 #include <chorus/dp.hpp>
 
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace chorus::testing {
@@ -42,6 +44,7 @@ float averageOf(int step, size_t tensor, size_t j, int ranks) {
 struct Run {
   bool held = true;  // the Replica holds the gradients
   dp::CompressionOptions compression{};
+  dp::Mode mode = dp::Mode::kSync;
 };
 
 // Runs kSteps Sync steps on `c`; returns each step's averaged gradients, concatenated.
@@ -50,6 +53,7 @@ std::vector<float> train(Communicator& c, const Run& run) {
   o.bucketBytes = 300 * 1000;
   o.minBuckets = 0;
   o.compression = run.compression;
+  o.mode = run.mode;
   dp::Replica rep(c, o);
   std::vector<std::vector<float>> values, owned;
   for (size_t t = 0; t < kCounts.size(); ++t) {
@@ -142,6 +146,89 @@ TEST_F(DpRegistered, CompressedBucketsKeepTheirWireFormat) {
   EXPECT_EQ(algo::inPlaceRunCount(), before);
   expectBitIdentical(held, caller[0], "bf16, held against caller's");
   expectBitIdentical(caller, caller[0], "bf16, caller's");
+}
+
+// Delayed reduces copies of the gradients (two registered buffers per bucket) and applies the
+// previous step's average: the same whoever holds the gradients.
+TEST_F(DpRegistered, DelayedGivesTheSameAveragesWithHeldGradients) {
+  std::vector<std::vector<float>> held(kRanks), caller(kRanks);
+  const uint64_t before = algo::inPlaceRunCount();
+  expectRanks(kRanks, [&](Communicator& c) {
+    held[static_cast<size_t>(c.rank())] = train(c, {.mode = dp::Mode::kDelayed});
+    caller[static_cast<size_t>(c.rank())] = train(c, {.held = false, .mode = dp::Mode::kDelayed});
+  });
+  EXPECT_EQ(algo::inPlaceRunCount() - before, uint64_t{2 * 2 * kSteps * kRanks});
+  // Step s applies step s - 1's exact average (zeros at the first).
+  std::vector<float> want(exactAverages(kRanks).size() / kSteps, 0.0f);
+  const std::vector<float> exact = exactAverages(kRanks);
+  want.insert(want.end(), exact.begin(), exact.end() - static_cast<long>(want.size()));
+  expectBitIdentical(held, want, "delayed, held gradients");
+  expectBitIdentical(caller, want, "delayed, caller's gradients");
+}
+
+// Elastic mode keeps its buckets on the heap: a membership change replaces the communicator, and
+// held gradients keep their address across it; the survivors' averages stay exact.
+TEST_F(DpRegistered, ElasticShrinkKeepsHeldGradientsInPlaceAndExact) {
+  auto store = makeHashStore();
+  std::vector<std::vector<float>> seen(3);
+  std::vector<int> changes(3, 0);
+  std::vector<std::string> errors;
+  std::mutex mu;
+  const uint64_t before = algo::inPlaceRunCount();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        dp::Options o;
+        o.bucketBytes = 300 * 1000;
+        o.minBuckets = 0;
+        o.elastic.enabled = true;
+        dp::Replica rep(Communicator::create(store, r, 3, testOptions()), o);
+        std::vector<std::vector<float>> values;
+        for (size_t t = 0; t < kCounts.size(); ++t) {
+          values.emplace_back(kCounts[t], 0.5f);
+          rep.addParameter("w" + std::to_string(t), values[t].data(), nullptr, kCounts[t]);
+        }
+        rep.finalize();
+        rep.synchronize();
+        if (r == 1) return;  // gone before the first step: its communicator closes
+        std::vector<float*> where;
+        for (size_t t = 0; t < kCounts.size(); ++t) where.push_back(rep.gradient(t));
+        for (int s = 0; s < kSteps;) {
+          const int rank = rep.communicator().rank();
+          try {
+            rep.beginStep();
+            for (size_t t = kCounts.size(); t-- > 0;) {
+              float* g = rep.gradient(t);
+              if (g != where[t]) throw std::runtime_error("a held gradient moved");
+              for (size_t j = 0; j < kCounts[t]; ++j) g[j] += gradientOf(rank, s, t, j);
+              rep.gradientReady(t);
+            }
+            rep.waitGradients();
+          } catch (const dp::MembershipChanged&) {
+            ++changes[static_cast<size_t>(r)];
+            continue;  // the step is redone by the survivors, from zero gradients
+          }
+          for (size_t t = 0; t < kCounts.size(); ++t) {
+            float* g = rep.gradient(t);
+            seen[static_cast<size_t>(r)].insert(seen[static_cast<size_t>(r)].end(), g,
+                                                g + kCounts[t]);
+            std::fill(g, g + kCounts[t], 0.0f);
+          }
+          rep.afterOptimizerStep();
+          ++s;
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        errors.push_back("rank " + std::to_string(r) + ": " + e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) ADD_FAILURE() << e;
+  EXPECT_EQ(algo::inPlaceRunCount(), before);
+  EXPECT_EQ(changes, (std::vector<int>{1, 0, 1}));
+  expectBitIdentical({seen[0], seen[2]}, exactAverages(2), "survivors after the shrink");
 }
 
 }  // namespace
