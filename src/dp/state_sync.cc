@@ -1,4 +1,5 @@
-// synchronize(): the replicas agree on the most advanced one and copy its state to the others.
+// synchronize(): the replicas agree on the most advanced one and copy its state to the others,
+// unless a hash of every rank's content shows that they hold the same bits already.
 #include "dp/replica_impl.h"
 
 #include <cstdio>
