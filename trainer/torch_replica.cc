@@ -117,6 +117,9 @@ void TorchReplica::zeroGradients() {
 }
 
 void TorchReplica::averageParameters() {
+  // Ended right after a sync: the replicas hold the same bits already, which a hash shows
+  // without sending the model.
+  if (replica_->ranksDifferingFromRoot().empty()) return;
   torch::NoGradGuard guard;
   std::vector<Work> works;
   for (auto& p : params_) {

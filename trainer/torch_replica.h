@@ -44,7 +44,8 @@ class TorchReplica {
   void afterOptimizerStep();
   // Zeroes every p.grad() in place (the Replica holds pointers into that storage).
   void zeroGradients();
-  // LocalSgd: averages the parameters once more (end of training).
+  // LocalSgd, DiLoCo: averages the parameters once more (end of training), unless they are
+  // identical on every rank already (compared by hash).
   void averageParameters();
 
   // dp::Replica's parameter hash and cross-rank comparison (a collective).
