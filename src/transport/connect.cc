@@ -84,56 +84,44 @@ std::string ranksText(const std::vector<int>& ranks) {
   return s;
 }
 
-// Every peer's record and, for ranks other than 0, rank 0's job id: one store request where
-// the store reads many keys at once (N records per rank, N ranks: N^2 round trips otherwise).
-struct Rendezvous {
-  JobId job{};
-  std::vector<PeerRecord> records;  // by rank; this rank's is empty
-};
-
-Rendezvous readRendezvous(Store& store, int rank, int size, const JobId* ownJob,
-                          const Deadline& deadline) {
+// The records of ranks [first, last) into records[], and with `job` the job id rank 0 posted:
+// one store request where the store reads many keys at once (with N ranks, N (N - 1) round
+// trips to one server otherwise). A timeout names the ranks that never published.
+void readRecords(Store& store, int rank, int first, int last, std::vector<PeerRecord>& records,
+                 JobId* job, const Deadline& deadline) {
   std::vector<std::string> keys;
-  for (int p = 0; p < size; ++p) {
-    if (p != rank) keys.push_back("addr/" + std::to_string(p));
-  }
-  if (!ownJob) keys.push_back("job");
+  for (int p = first; p < last; ++p) keys.push_back("addr/" + std::to_string(p));
+  if (job) keys.push_back("job");
+  if (keys.empty()) return;
   std::vector<Store::Bytes> values;
   try {
     values = store::getMany(store, keys, std::chrono::milliseconds(deadline.remainingMs()));
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kTimeout) throw;
-    // Name who did not publish: every rank does once it has joined, rank 0 the job id too.
     std::vector<int> missing;
-    for (int p = 0; p < size; ++p) {
-      if (p != rank && !store.check({"addr/" + std::to_string(p)})) missing.push_back(p);
+    for (int p = first; p < last; ++p) {
+      if (!store.check({"addr/" + std::to_string(p)})) missing.push_back(p);
     }
     std::string who;
     if (!missing.empty()) {
       who = (missing.size() == 1 ? "rank " : "ranks ") + ranksText(missing) + " to publish " +
             (missing.size() == 1 ? "its address" : "their addresses");
     }
-    if (!ownJob && !store.check({"job"})) {
+    if (job && !store.check({"job"})) {
       who += std::string(who.empty() ? "" : " and ") + "rank 0 to publish the job id";
     }
     if (who.empty()) throw;
     throw Error(ErrorCode::kTimeout, "rank " + std::to_string(rank) + ": timed out waiting for " +
                                          who + " (" + e.what() + ")");
   }
-  Rendezvous r;
-  r.records.resize(static_cast<size_t>(size));
-  size_t i = 0;
-  for (int p = 0; p < size; ++p) {
-    if (p != rank) r.records[static_cast<size_t>(p)] = parseRecord(values[i++]);
+  for (int p = first; p < last; ++p) {
+    records[static_cast<size_t>(p)] = parseRecord(values[static_cast<size_t>(p - first)]);
   }
-  if (ownJob) {
-    r.job = *ownJob;
-  } else {
+  if (job) {
     const Store::Bytes& v = values.back();
-    if (v.size() != r.job.size()) throw Error(ErrorCode::kInternal, "bad job id in the store");
-    std::memcpy(r.job.data(), v.data(), r.job.size());
+    if (v.size() != job->size()) throw Error(ErrorCode::kInternal, "bad job id in the store");
+    std::memcpy(job->data(), v.data(), job->size());
   }
-  return r;
 }
 
 // Ranks that outnumber the cores they share must yield while they poll, or they steal the core
@@ -195,18 +183,17 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
   }
   std::string self = ip + ":" + std::to_string(port) + " " + placementWord + " " + host;
   store.set("addr/" + std::to_string(rank), Store::Bytes(self.begin(), self.end()));
-  JobId ownJob{};
+  // The lower ranks' records (to dial them) and the job id now; the higher ranks' once they
+  // have connected, so that rank 0 accepts at once.
+  std::vector<PeerRecord> records(static_cast<size_t>(size));
+  JobId job{};
   if (rank == 0) {
-    ownJob = newJobId();
-    store.set("job", Store::Bytes(ownJob.begin(), ownJob.end()));
+    job = newJobId();
+    store.set("job", Store::Bytes(job.begin(), job.end()));
   }
-  const Rendezvous meet =
-      readRendezvous(store, rank, size, rank == 0 ? &ownJob : nullptr, deadline);
-  const JobId& job = meet.job;
-  auto recordOf = [&](int peer) -> const PeerRecord& {
-    return meet.records[static_cast<size_t>(peer)];
-  };
-  log.mark("records");
+  readRecords(store, rank, 0, rank, records, rank == 0 ? nullptr : &job, deadline);
+  log.mark("records of lower ranks");
+  auto recordOf = [&](int peer) -> const PeerRecord& { return records[static_cast<size_t>(peer)]; };
 
   // Each rank dials the lower ranks, then accepts the higher ones. (Accepting on a thread of its
   // own while dialing cost more CPU time and more time than it saved with 64 ranks on 2 cores.)
@@ -219,6 +206,7 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
   std::vector<tcp::Connection> higher = tcp::acceptHigher(
       listener.get(), rank, size, job, key, auth.encrypt, auth.handshakeTime, deadline);
   log.mark("accepted higher ranks");
+  readRecords(store, rank, rank + 1, size, records, nullptr, deadline);
   for (auto& c : higher) {
     c.address = recordOf(c.peer).address;
     conns.push_back(std::move(c));
