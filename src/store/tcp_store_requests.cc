@@ -171,14 +171,20 @@ bool TcpStoreServer::Impl::tryAnswerParked(uint64_t id, Client& c) {
   if (c.parked_op == proto::Op::kGet) {
     reply(c, proto::Writer(0).bytes(data.at(c.parked_keys[0])).finish());
   } else if (c.parked_op == proto::Op::kMultiGet) {
-    proto::Writer w(0);
-    w.u32(static_cast<uint32_t>(c.parked_keys.size()));
-    for (const auto& k : c.parked_keys) w.bytes(data.at(k));
-    if (w.bodySize() > proto::kMaxBody) {
+    // Sized before it is built: a request may name one large value many times.
+    uint64_t bytes = 4;
+    for (const auto& k : c.parked_keys) {
+      bytes += 4 + data.at(k).size();
+      if (bytes > proto::kMaxBody) break;
+    }
+    if (bytes > proto::kMaxBody) {
       replyError(c, ErrorCode::kInvalidArgument,
                  "the values of " + std::to_string(c.parked_keys.size()) +
                      " keys read at once exceed 64 MiB: read them one by one");
     } else {
+      proto::Writer w(0);
+      w.u32(static_cast<uint32_t>(c.parked_keys.size()));
+      for (const auto& k : c.parked_keys) w.bytes(data.at(k));
       reply(c, w.finish());
     }
   } else {

@@ -87,6 +87,21 @@ TEST(GetManyTest, TimeoutNamesAMissingKey) {
             (std::vector<std::string>{"x", "x"}));
 }
 
+TEST(GetManyTest, AnswerOver64MiBIsRefusedAndTheStoreGoesOn) {
+  TcpStoreServer server("127.0.0.1", 0);
+  auto store = makeTcpStore("127.0.0.1", server.port(), 5s);
+  store->set("big", Bytes(1 << 20, 7));
+  const std::vector<std::string> keys(100, "big");  // 100 MiB if answered
+  try {
+    store::getMany(*store, keys, 5s);
+    FAIL() << "100 MiB answered";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("exceed 64 MiB"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(store::getMany(*store, {"big", "big"}, 5s).at(1).size(), size_t{1} << 20);
+}
+
 TEST(GetManyTest, RawMultiGetFrame) {
   TcpStoreServer server("127.0.0.1", 0);
   makeTcpStore("127.0.0.1", server.port(), 5s)->set("k", bytesOf("vv"));
@@ -97,14 +112,14 @@ TEST(GetManyTest, RawMultiGetFrame) {
   addr.sin_port = htons(static_cast<uint16_t>(server.port()));
   ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   // MGET (6), 1000 ms, keys "k", "k".
-  const std::vector<uint8_t> request{0x43, 0x48, 0x53, 0x54, 1, 0, 6, 0, 22, 0, 0, 0,  //
-                                     0xe8, 3,    0,    0,    0, 0, 0, 0,               //
-                                     2,    0,    0,    0,                              //
-                                     1,    0,    0,    0,    'k', 1, 0, 0, 0, 'k'};
+  const std::vector<uint8_t> request{0x43, 0x48, 0x53, 0x54, 1,   0, 6, 0, 22, 0,  0, 0,  //
+                                     0xe8, 3,    0,    0,    0,   0, 0, 0,                //
+                                     2,    0,    0,    0,                                 //
+                                     1,    0,    0,    0,    'k', 1, 0, 0, 0,  'k'};
   ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(request.size()));
-  const std::vector<uint8_t> expected{0x43, 0x48, 0x53, 0x54, 1, 0,   0,   0, 16, 0, 0, 0,  //
-                                      2,    0,    0,    0,                                  //
+  const std::vector<uint8_t> expected{0x43, 0x48, 0x53, 0x54, 1,   0,   0, 0, 16, 0, 0,   0,  //
+                                      2,    0,    0,    0,                                    //
                                       2,    0,    0,    0,    'v', 'v', 2, 0, 0,  0, 'v', 'v'};
   std::vector<uint8_t> got(expected.size());
   size_t have = 0;
