@@ -432,14 +432,18 @@ int run(const TrainOptions& o) {
 
   if (replicasDrift) {
     // The replicas drift between syncs; end on their average, and evaluate that model.
-    replica.averageParameters();
+    const bool averaged = replica.averageParameters();
     double acc = 0;
     rep.collective([&](chorus::Communicator& c) { acc = evaluate(model, test, c); });
-    if (replica.communicator().rank() == 0) {
+    if (replica.communicator().rank() == 0 && averaged) {
       std::printf(
           "%s: parameters averaged once more at the end (test accuracy %.2f%% before, "
           "%.2f%% after)\n",
           o.mode.c_str(), 100.0 * accuracy[0], 100.0 * acc);
+    } else if (replica.communicator().rank() == 0) {
+      std::printf(
+          "%s: replicas identical at the end (a sync was the last step): nothing averaged\n",
+          o.mode.c_str());
     }
     accuracy[0] = static_cast<float>(acc);
   }

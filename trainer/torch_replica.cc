@@ -124,7 +124,10 @@ void TorchReplica::zeroGradients() {
   for (auto& p : params_) p.mutable_grad().zero_();
 }
 
-void TorchReplica::averageParameters() {
+bool TorchReplica::averageParameters() {
+  // Ended right after a sync: the replicas hold the same bits already, which a hash shows
+  // without sending the model.
+  if (replica_->ranksDifferingFromRoot().empty()) return false;
   torch::NoGradGuard guard;
   std::vector<Work> works;
   for (auto& p : params_) {
@@ -132,6 +135,7 @@ void TorchReplica::averageParameters() {
         std::span<float>(p.data_ptr<float>(), static_cast<size_t>(p.numel())), ReduceOp::kAvg));
   }
   for (auto& w : works) w.wait();
+  return true;
 }
 
 size_t TorchReplica::parameterElements() const {

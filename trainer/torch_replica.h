@@ -44,8 +44,9 @@ class TorchReplica {
   void afterOptimizerStep();
   // Zeroes every p.grad() in place (the Replica holds pointers into that storage).
   void zeroGradients();
-  // LocalSgd: averages the parameters once more (end of training).
-  void averageParameters();
+  // LocalSgd, DiLoCo: averages the parameters once more (end of training), unless they are
+  // identical on every rank already (compared by hash). True when it averaged.
+  bool averageParameters();
 
   // dp::Replica's parameter hash and cross-rank comparison (a collective).
   uint64_t parameterHash() const;

@@ -118,7 +118,7 @@ struct Options {
   CompressionOptions compression;  // Sync and Delayed modes
   DiLoCoOptions diloco;            // DiLoCo mode
   // Consistency check every N optimizer steps (0: never): a parameter hash in Sync and Delayed
-  // (replicas must be bit-identical), the divergence in LocalSgd.
+  // (replicas must be bit-identical), the divergence in LocalSgd (and DiLoCo, at syncs).
   int checkEvery = 100;
   // LocalSgd and DiLoCo: a measured divergence above this is an Error on every rank.
   std::optional<double> divergenceLimit;
@@ -139,8 +139,8 @@ struct StepMetrics {
   uint64_t bytesSent = 0;
   int buckets = 0;               // all-reduces launched this step
   int bucketsLaunchedEarly = 0;  // of those, launched from gradientReady (overlapping backward)
-  // max |p_i - p_j| over ranks: LocalSgd check steps, and DiLoCo syncs on check steps (measured
-  // before the sync)
+  // 2 max |p_r - mean of p| over elements and ranks (max |p_0 - p_1| with two ranks; docs/dp.md):
+  // LocalSgd check steps, and DiLoCo syncs on check steps (measured before the sync)
   std::optional<double> divergence;
 
   // The bucket all-reduces completed this step, split as the flight recorder saw them on this
@@ -199,8 +199,9 @@ class Replica {
   void addState(std::string name, int64_t* data, size_t count);
   // Collective: the ranks agree on the most advanced replica (most steps and collectives
   // completed; the lowest rank among equals) and copy its parameters, registered state and step
-  // count to the others. The first call copies always (from rank 0 when all are equally
-  // advanced): call it once at the start, after registering, and in a newcomer (a communicator
+  // count to the others, unless a hash of all that content is the same on every rank (then only
+  // the hashes travel). The first call makes every rank hold rank 0's state when all are equally
+  // advanced: call it once at the start, after registering, and in a newcomer (a communicator
   // from Communicator::join) before its first step: it receives the running job's state.
   void synchronize();
   // Resuming from a checkpoint: sets the optimizer steps completed (before synchronize; the other

@@ -5,6 +5,7 @@
 #include "core/launch_env.h"
 #include "core/roll_call.h"
 #include "transport/connect.h"
+#include "transport/creation_log.h"
 
 #include <chorus/error.hpp>
 
@@ -67,7 +68,8 @@ std::string routeOf(const std::string& storeUrl) {
 namespace {
 
 std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const std::string& route,
-                                            int rank, int size, Options options) {
+                                            int rank, int size, Options options,
+                                            transport::CreationLog log) {
   if (size < 1 || rank < 0 || rank >= size) {
     throw Error(
         ErrorCode::kInvalidArgument,
@@ -78,13 +80,17 @@ std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const 
   // Each communicator created on the same store gets fresh keys: the n-th creation by a rank
   // pairs with the n-th creation by every other rank.
   int64_t generation = store->add("chorus/created/" + std::to_string(rank), 1);
+  log.mark("generation");
   rollCall(*store, generation, rank, size, Deadline::after(options.timeout));
+  log.mark("roll call");
   auto impl = connectScoped(makePrefixStore("chorus/" + std::to_string(generation), store), route,
                             rank, size, std::move(options));
+  log.mark("transport and communicator");
   checkNoConflict(*store, generation);
   impl->rootStore = store;
   impl->elastic = true;
   impl->startTracing(store);
+  log.mark("conflict check and tracing");
   return impl;
 }
 
@@ -92,12 +98,14 @@ std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const 
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank, int size,
                                                    Options options) {
+  transport::CreationLog log(options, rank);
   return std::unique_ptr<Communicator>(
-      new Communicator(connect(std::move(store), "", rank, size, std::move(options))));
+      new Communicator(connect(std::move(store), "", rank, size, std::move(options), log)));
 }
 
 std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, int rank, int size,
                                                    Options options) {
+  transport::CreationLog log(options, rank);
   std::string route;
   if (storeUrl.rfind("tcp://", 0) == 0) {
     std::string hostPort = storeUrl.substr(6);
@@ -113,8 +121,9 @@ std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, 
     }
   }
   auto store = openStore(storeUrl, options.timeout);
+  log.mark("store open");
   return std::unique_ptr<Communicator>(
-      new Communicator(connect(std::move(store), route, rank, size, std::move(options))));
+      new Communicator(connect(std::move(store), route, rank, size, std::move(options), log)));
 }
 
 std::unique_ptr<Communicator> Communicator::fromEnv() { return fromEnv(Options::fromEnv()); }

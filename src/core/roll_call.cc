@@ -1,5 +1,7 @@
 #include "core/roll_call.h"
 
+#include "store/get_many.h"
+
 #include <chorus/error.hpp>
 
 #include <sys/random.h>
@@ -150,9 +152,13 @@ void rollCall(Store& root, int64_t generation, int rank, int size, const Deadlin
     // a rank with another world size may not have raised its conflict yet, and rank 0 would
     // otherwise go on to wait for connections that never come.
     if (rank == 0) {
+      std::vector<std::string> keys;
+      for (int r = 1; r < size; ++r) keys.push_back(claimKey(generation, r));
+      // One request for all the claims where the store can (a round trip per rank otherwise).
+      const std::vector<Store::Bytes> claims =
+          store::getMany(root, keys, std::chrono::milliseconds(deadline.remainingMs()));
       for (int r = 1; r < size; ++r) {
-        const Claimant other = decode(
-            root.get(claimKey(generation, r), std::chrono::milliseconds(deadline.remainingMs())));
+        const Claimant other = decode(claims[static_cast<size_t>(r - 1)]);
         if (other.size != size) {
           throwIfConflict(root, generation);  // rank r's own account, when it raised it first
           raise(root, {generation},

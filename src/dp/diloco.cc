@@ -50,6 +50,8 @@ DiLoCo::DiLoCo(const DiLoCoOptions& o, std::vector<Tensor> tensors)
   fragments_ = split(counts, opt_.fragments);
   anchor_.resize(total);
   momentum_.resize(total);
+  delta_.resize(total);
+  average_.resize(total);
   resetAnchor();
 }
 
@@ -75,24 +77,40 @@ std::vector<Tensor> DiLoCo::tensorsOf(int fragment) const {
   return {tensors_.begin() + long(first), tensors_.begin() + long(last)};
 }
 
-uint64_t DiLoCo::sync(Communicator& comm, int fragment) {
+std::pair<size_t, size_t> DiLoCo::elements(int fragment) const {
   const auto [first, last] = fragments_[static_cast<size_t>(fragment)];
-  const size_t begin = offsets_[first];
-  const size_t end = last < tensors_.size() ? offsets_[last] : anchor_.size();
-  delta_.resize(end - begin);
+  return {offsets_[first], last < tensors_.size() ? offsets_[last] : anchor_.size()};
+}
+
+uint64_t DiLoCo::reduce(Communicator& comm, int fragment) {
+  const auto [first, last] = fragments_[static_cast<size_t>(fragment)];
+  const auto [begin, end] = elements(fragment);
   for (size_t i = first; i < last; ++i) {
     const Tensor& t = tensors_[i];
     for (size_t j = 0; j < t.count; ++j) {
       const size_t k = offsets_[i] + j;
-      delta_[k - begin] = anchor_[k] - t.data[j];
+      delta_[k] = anchor_[k] - t.data[j];
     }
   }
-  comm.allReduce(delta_.data(), delta_.data(), delta_.size(), DataType::kF32, ReduceOp::kAvg)
+  // Out of place: this rank's own pseudo-gradient stays for deviation().
+  comm.allReduce(delta_.data() + begin, average_.data() + begin, end - begin, DataType::kF32,
+                 ReduceOp::kAvg)
       .wait();
+  return (end - begin) * sizeof(float);
+}
+
+double DiLoCo::deviation(int fragment) const {
+  const auto [begin, end] = elements(fragment);
+  return largestDeviation(delta_.data() + begin, average_.data() + begin, end - begin);
+}
+
+void DiLoCo::apply(int fragment) {
+  const auto [first, last] = fragments_[static_cast<size_t>(fragment)];
+  const auto [begin, end] = elements(fragment);
   const auto lr = static_cast<float>(opt_.outerLr);
   const auto mu = static_cast<float>(opt_.outerMomentum);
   for (size_t k = begin; k < end; ++k) {
-    const float d = delta_[k - begin];
+    const float d = average_[k];
     float& m = momentum_[k];
     m = mu * m + d;
     anchor_[k] -= lr * (opt_.nesterov ? d + mu * m : m);
@@ -102,7 +120,12 @@ uint64_t DiLoCo::sync(Communicator& comm, int fragment) {
     std::copy(anchor_.begin() + long(offsets_[i]), anchor_.begin() + long(offsets_[i] + t.count),
               t.data);
   }
-  return delta_.size() * sizeof(float);
+}
+
+uint64_t DiLoCo::sync(Communicator& comm, int fragment) {
+  const uint64_t bytes = reduce(comm, fragment);
+  apply(fragment);
+  return bytes;
 }
 
 }  // namespace chorus::dp

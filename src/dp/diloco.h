@@ -31,8 +31,16 @@ class DiLoCo {
   // step % H == f * H / F.
   std::vector<int> dueAt(int64_t step) const;
   std::vector<Tensor> tensorsOf(int fragment) const;
-  // All-reduces fragment f's pseudo-gradient (avg, blocking) and applies the outer step; the
-  // parameters become the new anchor. Returns the f32 payload bytes.
+  // All-reduces fragment f's pseudo-gradient (avg, blocking) into a buffer of its own; the
+  // parameters stay as they are until apply(f). Returns the f32 payload bytes.
+  uint64_t reduce(Communicator& comm, int fragment);
+  // After reduce(f): max over the fragment's elements of |this rank's pseudo-gradient - the
+  // average|, which is how far this rank's parameters are from the ranks' average (the anchor
+  // is the same everywhere), measured without sending the parameters.
+  double deviation(int fragment) const;
+  // After reduce(f): the outer step on the anchor; the parameters become the new anchor.
+  void apply(int fragment);
+  // reduce(f), then apply(f).
   uint64_t sync(Communicator& comm, int fragment);
 
   const std::vector<std::pair<size_t, size_t>>& fragments() const { return fragments_; }
@@ -42,7 +50,12 @@ class DiLoCo {
   std::vector<Tensor> tensors_;
   std::vector<std::pair<size_t, size_t>> fragments_;
   std::vector<size_t> offsets_;  // per tensor, into anchor_ / momentum_
-  std::vector<float> anchor_, momentum_, delta_;
+  std::vector<float> anchor_, momentum_;
+  // This rank's pseudo-gradient and the ranks' average of it (reduce() fills a fragment's part).
+  std::vector<float> delta_, average_;
+
+  // The fragment's element range [begin, end) in those buffers.
+  std::pair<size_t, size_t> elements(int fragment) const;
 };
 
 }  // namespace chorus::dp

@@ -1,6 +1,7 @@
 // The Replica's DiLoCo outer steps and the divergence reports shared with LocalSgd.
 #include "dp/replica_impl.h"
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -30,25 +31,28 @@ void Replica::Impl::reportDivergence(double d, const std::string& context) {
 void Replica::Impl::dilocoStep() {
   const std::vector<int> due = diloco->dueAt(steps);
   if (due.empty()) return;
-  // Measured before the sync (after it the fragment is identical everywhere), when a multiple of
-  // checkEvery lies among the H steps that end here: each fragment about every checkEvery steps.
+  auto outerContext = [&](int f) {
+    return "dp step " + std::to_string(steps) + ", diloco outer step (fragment " +
+           std::to_string(f) + " of " + std::to_string(opt.diloco.fragments) + ")";
+  };
+  for (int f : due) {
+    current.bytesReduced += withContext(outerContext(f), [&] { return diloco->reduce(*comm, f); });
+    current.buckets += 1;
+  }
+  // The divergence before the sync, from what the sync already brought (each rank's
+  // pseudo-gradient against the average: its parameters against the average parameters) and
+  // one scalar: when a multiple of checkEvery lies among the H steps that end here, so each
+  // fragment about every checkEvery steps. Reported (and divergenceLimit enforced) before the
+  // outer step changes the parameters.
   const int64_t every = opt.checkEvery, h = opt.diloco.syncEvery;
   if (every > 0 && floorDiv(steps, every) > floorDiv(steps - h, every)) {
     const std::string context = "dp step " + std::to_string(steps) + ", consistency check";
-    std::vector<Tensor> synced;
-    for (int f : due) {
-      for (const Tensor& t : diloco->tensorsOf(f)) synced.push_back(t);
-    }
-    const double d = withContext(context, [&] { return measureDivergence(*comm, synced); });
+    double local = 0;
+    for (int f : due) local = std::max(local, diloco->deviation(f));
+    const double d = withContext(context, [&] { return divergenceFromDeviations(*comm, local); });
     reportDivergence(d, context);
   }
-  for (int f : due) {
-    const std::string context = "dp step " + std::to_string(steps) +
-                                ", diloco outer step (fragment " + std::to_string(f) + " of " +
-                                std::to_string(opt.diloco.fragments) + ")";
-    current.bytesReduced += withContext(context, [&] { return diloco->sync(*comm, f); });
-    current.buckets += 1;
-  }
+  for (int f : due) diloco->apply(f);
 }
 
 }  // namespace chorus::dp

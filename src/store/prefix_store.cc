@@ -1,11 +1,13 @@
 // Wraps another store and prefixes every key with prefix + "/".
+#include "store/get_many.h"
+
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
 namespace chorus {
 namespace {
 
-class PrefixStore final : public Store {
+class PrefixStore final : public Store, public store::ReadsMany {
  public:
   PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
       : prefix_(std::move(prefix) + "/"), inner_(std::move(inner)) {}
@@ -20,6 +22,10 @@ class PrefixStore final : public Store {
   bool check(const std::vector<std::string>& keys) override { return inner_->check(full(keys)); }
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
     inner_->wait(full(keys), timeout);
+  }
+  std::vector<Bytes> getMany(const std::vector<std::string>& keys,
+                             std::chrono::milliseconds timeout) override {
+    return store::getMany(*inner_, full(keys), timeout);
   }
 
  private:

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -27,6 +28,7 @@
 #include "common/errno_text.h"
 #include "common/fd.h"
 #include "common/socket_io.h"
+#include "store/get_many.h"
 #include "store/store_util.h"
 #include "store/tcp_address.h"
 #include "store/tcp_store_protocol.h"
@@ -61,7 +63,7 @@ std::string printable(std::string_view text) {
   return out;
 }
 
-class TcpStore final : public Store {
+class TcpStore final : public Store, public store::ReadsMany {
  public:
   TcpStore(std::string host, int port, std::chrono::milliseconds timeout)
       : host_(std::move(host)),
@@ -133,7 +135,47 @@ class TcpStore final : public Store {
     if (!body.empty()) badResponse();
   }
 
+  std::vector<Bytes> getMany(const std::vector<std::string>& keys,
+                             std::chrono::milliseconds timeout) override {
+    if (keys.size() == 1 || !readsMany_.load(std::memory_order_relaxed)) {
+      return getEach(keys, timeout);
+    }
+    proto::Writer w(static_cast<uint8_t>(proto::Op::kMultiGet));
+    w.i64(timeout.count());
+    putKeys(w, keys);
+    const Deadline deadline = waitDeadline(timeout);
+    Bytes body;
+    try {
+      body = call(std::move(w), deadline, std::to_string(keys.size()) + " keys", timeout);
+    } catch (const Error& e) {
+      // A server older than MGET closes the connection on it: read the keys one by one, now and
+      // from then on (a lost connection fails again there, with its own message).
+      if (e.code() != ErrorCode::kPeerFailure) throw;
+      readsMany_.store(false, std::memory_order_relaxed);
+      return getEach(keys, timeout);
+    }
+    proto::Reader r(body.data(), body.size());
+    const uint32_t n = r.u32();
+    if (r.failed() || n != keys.size()) badResponse();
+    std::vector<Bytes> values;
+    values.reserve(n);
+    for (uint32_t i = 0; i < n; ++i) values.push_back(r.bytes());
+    if (!r.done()) badResponse();
+    return values;
+  }
+
  private:
+  std::vector<Bytes> getEach(const std::vector<std::string>& keys,
+                             std::chrono::milliseconds timeout) {
+    const Deadline deadline = store::deadlineAfter(timeout);
+    std::vector<Bytes> values;
+    values.reserve(keys.size());
+    for (const auto& k : keys) {
+      values.push_back(get(k, std::chrono::milliseconds(deadline.remainingMs())));
+    }
+    return values;
+  }
+
   static void putKeys(proto::Writer& w, const std::vector<std::string>& keys) {
     w.u32(static_cast<uint32_t>(keys.size()));
     for (const auto& k : keys) w.str(k);
@@ -313,6 +355,7 @@ class TcpStore final : public Store {
   const auth::AuthSettings auth_;
   std::mutex mu_;
   std::vector<Fd> idle_;
+  std::atomic<bool> readsMany_{true};  // false once the server turned MGET down
 };
 
 }  // namespace

@@ -11,8 +11,10 @@
 //   ADD   (3)  key, i64 delta                  -> i64 new value (stored as decimal ASCII)
 //   CHECK (4)  u32 n, n x key                  -> u8 (1 when every key exists)
 //   WAIT  (5)  i64 timeout_ms, u32 n, n x key  -> (empty)  once every key exists
-// An error response carries one string field, the message. A GET/WAIT whose keys are missing is
-// parked until they are set, or answered with status kTimeout (message: the first missing key)
+//   MGET  (6)  i64 timeout_ms, u32 n, n x key  -> u32 n, n x value  once every key exists
+// (A server older than MGET closes the connection on it; the client then falls back to GETs.)
+// An error response carries one string field, the message. A GET/WAIT/MGET whose keys are missing
+// is parked until they are set, or answered with status kTimeout (message: the first missing key)
 // once timeout_ms passes. The client also enforces a deadline of its own (timeout_ms plus its I/O
 // timeout) and closes the connection when it passes, which cancels a parked request. A frame with a
 // bad magic, version, op or length, or a body that does not parse exactly, makes the server close
@@ -32,9 +34,9 @@ constexpr uint16_t kVersion = 1;
 constexpr size_t kHeaderSize = 12;
 constexpr uint32_t kMaxBody = 64u << 20;
 
-enum class Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5 };
+enum class Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5, kMultiGet = 6 };
 
-inline bool validOp(uint8_t op) { return op >= 1 && op <= 5; }
+inline bool validOp(uint8_t op) { return op >= 1 && op <= 6; }
 
 struct Header {
   uint32_t magic = 0;

@@ -1,4 +1,4 @@
-// The TCP store server's requests: SET, GET, ADD, CHECK, WAIT and friends, parked requests
+// The TCP store server's requests: SET, GET, ADD, CHECK, WAIT, MGET and friends, parked requests
 // and their wake-ups (the connections are tcp_store_server.cc's).
 #include <algorithm>
 #include <cstring>
@@ -118,7 +118,8 @@ void TcpStoreServer::Impl::handleRequest(uint64_t id, Client& c, proto::Op op, p
     }
     case proto::Op::kGet:
     case proto::Op::kCheck:
-    case proto::Op::kWait: {
+    case proto::Op::kWait:
+    case proto::Op::kMultiGet: {
       std::vector<std::string> keys;
       int64_t timeout = op == proto::Op::kCheck ? 0 : r.i64();
       if (op == proto::Op::kGet) {
@@ -169,6 +170,23 @@ bool TcpStoreServer::Impl::tryAnswerParked(uint64_t id, Client& c) {
   c.parked_on.clear();
   if (c.parked_op == proto::Op::kGet) {
     reply(c, proto::Writer(0).bytes(data.at(c.parked_keys[0])).finish());
+  } else if (c.parked_op == proto::Op::kMultiGet) {
+    // Sized before it is built: a request may name one large value many times.
+    uint64_t bytes = 4;
+    for (const auto& k : c.parked_keys) {
+      bytes += 4 + data.at(k).size();
+      if (bytes > proto::kMaxBody) break;
+    }
+    if (bytes > proto::kMaxBody) {
+      replyError(c, ErrorCode::kInvalidArgument,
+                 "the values of " + std::to_string(c.parked_keys.size()) +
+                     " keys read at once exceed 64 MiB: read them one by one");
+    } else {
+      proto::Writer w(0);
+      w.u32(static_cast<uint32_t>(c.parked_keys.size()));
+      for (const auto& k : c.parked_keys) w.bytes(data.at(k));
+      reply(c, w.finish());
+    }
   } else {
     reply(c, proto::Writer(0).finish());
   }

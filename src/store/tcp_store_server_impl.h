@@ -55,7 +55,7 @@ struct Client {
   std::vector<uint8_t> out;  // to send: [out_pos, out.size())
   size_t out_pos = 0;
   bool dead = false;
-  // A parked GET/WAIT: its keys, and the missing key it is registered under.
+  // A parked GET/WAIT/MGET: its keys, and the missing key it is registered under.
   bool parked = false;
   proto::Op parked_op = proto::Op::kGet;
   std::vector<std::string> parked_keys;

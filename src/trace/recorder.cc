@@ -94,6 +94,7 @@ void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
   lastStampAt_ = now;
   peerCount_ = 0;
   arrivedMask_ = 0;
+  earlyMask_ = 0;
   if (e == nullptr) return;
   e->algo.store(static_cast<uint8_t>(algo), std::memory_order_relaxed);
   e->startedAt.store(now, std::memory_order_relaxed);
@@ -136,7 +137,7 @@ void Recorder::end(uint64_t id, bool ok, uint64_t now) {
     lastProgressAt_.store(now, r);
     if (collective) {
       bump(completed_);
-      if (wasCurrent) countStraggler(*e);
+      if (wasCurrent) countStraggler();
     }
   }
   // The next call's lines of the ring, fetched for writing while the application runs: the ring
@@ -154,11 +155,11 @@ void Recorder::dropQueued(uint64_t id, uint64_t now) {
   e->state.store(static_cast<uint8_t>(CallState::kFailed), std::memory_order_relaxed);
 }
 
-void Recorder::countStraggler(const Entry& e) {
+void Recorder::countStraggler() {
   // Arrivals as this rank saw them: its own start, and the first message of each peer it heard
   // from. A peer whose message was already waiting arrived before this rank (by an unknown time).
   // Order: (time, 0) for a peer already there, (start, 1) for this rank, (time, 2) for the rest.
-  constexpr auto r = std::memory_order_relaxed;
+  // Read from the writer's own copies of the call that just ended (Recorder::end), not the ring.
   struct Arrival {
     int rank;
     uint64_t t;
@@ -167,19 +168,14 @@ void Recorder::countStraggler(const Entry& e) {
   auto later = [](const Arrival& a, const Arrival& b) {
     return a.t != b.t ? a.t > b.t : a.order > b.order;
   };
-  // peerCount_ and arrivedMask_ describe the call that just ended (Recorder::end).
   if (arrivedMask_ == 0) return;
   const uint64_t start = startedAt_;
   Arrival last{rank_, start, 1};
   Arrival second{-1, 0, -1};
-  const int n = std::min(peerCount_, kPeerSlots);
-  int heard = 0;
-  for (int i = 0; i < n; ++i) {
-    if (!(arrivedMask_ & (1u << i))) continue;
-    const PeerSlot& s = e.peers[i];
-    const uint64_t t = s.firstArrivalAt.load(r);
-    ++heard;
-    Arrival a = s.early.load(r) ? Arrival{s.rank.load(r), start, 0} : Arrival{s.rank.load(r), t, 2};
+  for (uint32_t m = arrivedMask_; m != 0; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    const Arrival a = (earlyMask_ >> i) & 1u ? Arrival{slotRank_[i], start, 0}
+                                             : Arrival{slotRank_[i], arrivalAt_[i], 2};
     if (later(a, last)) {
       second = last;
       last = a;
@@ -187,7 +183,7 @@ void Recorder::countStraggler(const Entry& e) {
       second = a;
     }
   }
-  if (heard == 0 || last.rank < 0 || last.rank >= size_) return;
+  if (last.rank < 0 || last.rank >= size_) return;
   bump(statCalls_);
   const auto who = static_cast<size_t>(last.rank);
   bump(lastCount_[who]);

@@ -1,7 +1,8 @@
 // The transport of one communicator, from its rendezvous: every rank listens, publishes
-// "addr/<rank>" in the store and connects to every peer; peers on this host then agree on shared
-// memory, the others stay on TCP. Each TCP connection starts with a hello carrying the job id
-// (agreed through the store, key "job") and both ranks; anything else on the port is dropped.
+// "addr/<rank>" in the store, reads every peer's (and rank 0's "job") in one request where the
+// store can, and connects to every peer; peers on this host then agree on shared memory, the
+// others stay on TCP. Each TCP connection starts with a hello carrying the job id (agreed through
+// the store, key "job") and both ranks; anything else on the port is dropped.
 #pragma once
 
 #include "transport/transport.h"

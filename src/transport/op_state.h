@@ -26,6 +26,10 @@ struct OpState {
   // A progress pass of the current call found nothing to do: messages that arrive from now on
   // were not already waiting when this rank started the call.
   bool dry = false;
+  // While a wait of the current call is in progress: the latest clock reading (trace::ticks())
+  // of the waiting thread, which the recorder uses as the arrival time of what the next polls
+  // find; 0 outside a wait, or with the recorder off.
+  uint64_t polledAt = 0;
 
   void sent(int peer, uint64_t bytes) {
     if (recorder) recorder->sent(peer, bytes);
@@ -34,7 +38,7 @@ struct OpState {
     if (recorder) recorder->received(peer, bytes);
   }
   void arrived(int peer) {
-    if (recorder) recorder->arrived(peer, !dry);
+    if (recorder) recorder->arrived(peer, !dry, polledAt);
   }
 
   // Recent calls, to describe a late frame from a peer in mismatch messages.

@@ -112,7 +112,16 @@ void PeerTransport::postRecv(Request& r, int peer, void* data, size_t bytes, uin
 
 void PeerTransport::wait(Request& r, Deadline deadline) {
   if (r.done()) return;
-  if (op_.recorder) op_.recorder->waitingOn(r.peer);
+  // The recorder's clock readings of this wait are made while there is nothing else to do
+  // (op_state.h, polledAt), and end with it.
+  struct PolledAtReset {
+    OpState& op;
+    ~PolledAtReset() { op.polledAt = 0; }
+  } polledAtReset{op_};
+  if (op_.recorder) {
+    op_.polledAt = trace::ticks();
+    op_.recorder->waitingOn(r.peer, op_.polledAt);
+  }
   std::unique_ptr<Error> mine;  // set once this wait has timed out
   // Over TCP, the rate so far tells when a large request will end (wait_policy.h). Smaller ones
   // never read the clock for it: a clock read costs 30 ns here, 4% of a small shm all-reduce.
@@ -120,7 +129,11 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
       r.bytes - r.moved > kRateSampleBytes && std::strcmp(pathTo(r.peer), "tcp") == 0;
   const auto began = paced ? Clock::now() : Clock::time_point{};
   const size_t movedBefore = r.moved;
+  bool firstPass = true;
   while (!r.done()) {
+    // A pass of progress that moved other data may have taken a while: read the clock again.
+    if (!firstPass && op_.polledAt != 0) op_.polledAt = trace::ticks();
+    firstPass = false;
     if (deadline.expired()) {
       if (mine) {
         notePeerFailed(r.peer);  // it never answered, nor said why
@@ -138,7 +151,10 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
         const size_t moved = r.moved - movedBefore;
         const auto elapsed = Clock::now() - began;
         spinNow_ = !endIsFar(moved, elapsed, r.bytes - r.moved, kFarSpins * spin_.duration);
-        if (!spinNow_) std::this_thread::sleep_for(napFor(moved, elapsed));
+        if (!spinNow_) {
+          std::this_thread::sleep_for(napFor(moved, elapsed));
+          if (op_.polledAt != 0) op_.polledAt = trace::ticks();
+        }
       }
       pollStuck(r, deadline);
       spinNow_ = true;

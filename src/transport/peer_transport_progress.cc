@@ -26,6 +26,9 @@ namespace {
 // Shared-memory polls between two epoll checks while spinning.
 constexpr int kSharedPolls = 32;
 constexpr int kSharedPollsAlone = 1024;
+// Shared-memory polls per clock reading for the recorder (a power of two): about half a
+// microsecond of polling, so that an arrival is stamped that close to when it was seen.
+constexpr int kPollsPerReading = 8;
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -56,14 +59,23 @@ void PeerTransport::progress(Deadline deadline) {
     for (;;) {
       if (shared) {
         for (int i = 0; i < polls; ++i) {
+          // Within a wait that the recorder follows: a clock reading every few polls, taken
+          // while there is nothing to do, stamps what the next polls find (op_state.h).
+          if (op_.polledAt != 0 && (i & (kPollsPerReading - 1)) == kPollsPerReading - 1) {
+            op_.polledAt = trace::ticks();
+          }
           if (pumpShared()) return;
           cpuRelax();
         }
       }
+      if (op_.polledAt != 0) op_.polledAt = trace::ticks();
       if ((n = ::epoll_wait(epoll_.get(), events, 64, 0)) != 0) break;
       op_.dry = true;
       if (Clock::now() >= until) break;
-      if (spin_.yield) sched_yield();
+      if (spin_.yield) {
+        sched_yield();  // others may have run for a while: the polls after it need a new reading
+        if (op_.polledAt != 0) op_.polledAt = trace::ticks();
+      }
     }
   }
   if (n == 0 && !op_.dry) {
@@ -86,6 +98,7 @@ void PeerTransport::progress(Deadline deadline) {
     }
     n = ::epoll_wait(epoll_.get(), events, 64, deadline.remainingMs(1000));
     if (sleeping) sleeping->store(0, std::memory_order_relaxed);
+    if (op_.polledAt != 0) op_.polledAt = trace::ticks();
   }
   if (n < 0) {
     if (errno == EINTR) return;

@@ -87,6 +87,38 @@ TEST(CallTicks, SplitAtTheFirstArrivalOfTheLastPeer) {
   EXPECT_FALSE(rec.callTicks(id, &c));
 }
 
+TEST(CallTicks, ArrivalTakesTheWaitsOwnClockReading) {
+  Recorder rec(4, 0, 3);
+  const uint64_t id = rec.issue(call(0), 8, 0);
+  rec.start(id, AlgorithmId::kRing, 0);
+  const uint64_t waitedAt = ticks();
+  rec.waitingOn(2, waitedAt);  // the wait's first reading stamps the start
+  EXPECT_EQ(rec.startedTicks(id), waitedAt);
+  rec.arrived(1, /*early=*/true, waitedAt + 5);  // already there: no time of its own
+  rec.arrived(2, /*early=*/false, waitedAt + 700);
+  rec.end(id, true, kEndAtLastStamp);
+  CallTicks c;
+  ASSERT_TRUE(rec.callTicks(id, &c));
+  EXPECT_EQ(c.startedAt, waitedAt);
+  EXPECT_EQ(c.lastPeer, 2);
+  EXPECT_EQ(c.lastArrivalAt, waitedAt + 700);  // the reading, not a later one
+  EXPECT_EQ(c.endedAt, waitedAt + 700);        // a small call ends at its last reading
+  const StragglerCopy s = rec.stragglers(WallClock::now());
+  EXPECT_EQ(s.collectives, 1u);
+  ASSERT_EQ(s.ranks.size(), 1u);
+  EXPECT_EQ(s.ranks[0].rank, 2);
+  EXPECT_EQ(s.ranks[0].lagSamples, 1u);  // behind rank 0's start (rank 1 was there before it)
+
+  // A reading older than the call's start (taken before it was stamped) counts as the start.
+  const uint64_t id2 = rec.issue(call(1), 8, ticks());
+  const uint64_t start = ticks();
+  rec.start(id2, AlgorithmId::kRing, start);
+  rec.arrived(1, /*early=*/false, start - 100);
+  rec.end(id2, true, ticks());
+  ASSERT_TRUE(rec.callTicks(id2, &c));
+  EXPECT_EQ(c.lastArrivalAt, start);
+}
+
 TEST(SpanLog, KeepsTheLastSpansInOrder) {
   SpanLog log(3);
   EXPECT_TRUE(log.spans().empty());

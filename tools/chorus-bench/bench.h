@@ -35,11 +35,14 @@ struct Row {
   size_t bytes = 0;
   size_t count = 0;   // elements per rank's contribution, as nccl-tests prints it
   double timeUs = 0;  // median over iterations of the slowest rank's time
-  double algbw = 0;   // GB/s
-  double busbw = 0;   // GB/s
-  long wrong = 0;     // elements that differed from the expected result, over all ranks
-  std::string algo;   // algorithm the library chose for this size
-  double bound = 0;   // --bound: busbw upper bound on one host at this size (GB/s); 0: none
+  // Mean of the same iterations between the 10th and the 90th percentile: not rounded to the
+  // clock's steps as one iteration is, for comparing two runs finely (JSON only).
+  double trimmedMeanUs = 0;
+  double algbw = 0;  // GB/s
+  double busbw = 0;  // GB/s
+  long wrong = 0;    // elements that differed from the expected result, over all ranks
+  std::string algo;  // algorithm the library chose for this size
+  double bound = 0;  // --bound: busbw upper bound on one host at this size (GB/s); 0: none
   // CPU time (user + system, all threads, getrusage around the timed calls) summed over the
   // ranks, per byte all-reduced (iterations x bytes).
   double cpuNsPerByte = 0;

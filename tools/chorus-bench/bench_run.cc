@@ -329,6 +329,12 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
         chorus_all_reduce(c, times.data(), times.data(), times.size(), CHORUS_F64, CHORUS_MAX), c);
     std::sort(times.begin(), times.end());
     row.timeUs = times[times.size() / 2];
+    const size_t low = times.size() / 10, high = times.size() - times.size() / 10;
+    if (high > low) {
+      double sum = 0;
+      for (size_t i = low; i < high; ++i) sum += times[i];
+      row.trimmedMeanUs = sum / static_cast<double>(high - low);
+    }
     row.algbw = static_cast<double>(row.bytes) / (row.timeUs * 1e-6) / 1e9;
     row.busbw = row.algbw * busFactor(cfg.op, n);
     checkStatus(chorus_all_reduce(c, &cpuNs, &cpuNs, 1, CHORUS_I64, CHORUS_SUM), c);

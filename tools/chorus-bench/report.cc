@@ -88,8 +88,9 @@ void writeJson(const Config& cfg, int n, const std::string& algo, const std::vec
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     f << (i ? "," : "") << "\n    {\"bytes\": " << r.bytes << ", \"count\": " << r.count
-      << ", \"time_us\": " << r.timeUs << ", \"algbw\": " << r.algbw << ", \"busbw\": " << r.busbw
-      << ", \"wrong\": " << r.wrong << ", \"algo\": \"" << r.algo << "\""
+      << ", \"time_us\": " << r.timeUs << ", \"trimmed_mean_us\": " << r.trimmedMeanUs
+      << ", \"algbw\": " << r.algbw << ", \"busbw\": " << r.busbw << ", \"wrong\": " << r.wrong
+      << ", \"algo\": \"" << r.algo << "\""
       << ", \"cpu_ns_per_byte\": " << r.cpuNsPerByte;
     if (bound.enabled) {
       f << ", \"bound\": " << r.bound

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <new>
 
@@ -20,9 +21,11 @@ namespace {
 constexpr size_t kHeaderBytes = 4096;
 }
 
-Segment::Segment(Segment&& o) noexcept : fd_(std::move(o.fd_)), base_(o.base_), bytes_(o.bytes_) {
+Segment::Segment(Segment&& o) noexcept
+    : fd_(std::move(o.fd_)), base_(o.base_), bytes_(o.bytes_), ringBytes_(o.ringBytes_) {
   o.base_ = nullptr;
   o.bytes_ = 0;
+  o.ringBytes_ = 0;
 }
 
 Segment& Segment::operator=(Segment&& o) noexcept {
@@ -31,8 +34,10 @@ Segment& Segment::operator=(Segment&& o) noexcept {
     fd_ = std::move(o.fd_);
     base_ = o.base_;
     bytes_ = o.bytes_;
+    ringBytes_ = o.ringBytes_;
     o.base_ = nullptr;
     o.bytes_ = 0;
+    o.ringBytes_ = 0;
   }
   return *this;
 }
@@ -52,7 +57,7 @@ size_t Segment::dataOffset(uint32_t ring, size_t ringBytes) {
 }
 
 RingControl& Segment::control(uint32_t ring) const {
-  auto* p = static_cast<uint8_t*>(base_) + kHeaderBytes + ring * ringStride(header().ringBytes);
+  auto* p = static_cast<uint8_t*>(base_) + kHeaderBytes + ring * ringStride(ringBytes_);
   return *reinterpret_cast<RingControl*>(p);
 }
 
@@ -85,6 +90,7 @@ Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t 
     throw Error(ErrorCode::kSystem, "fchmod of a shared-memory segment: " + errnoText(errno));
   }
   s.bytes_ = layoutBytes(rings, ringBytes);
+  s.ringBytes_ = ringBytes;
   if (::ftruncate(s.fd_.get(), static_cast<off_t>(s.bytes_)) < 0) {
     throw Error(ErrorCode::kSystem, "ftruncate of a shared-memory segment of " +
                                         std::to_string(s.bytes_) + " bytes: " + errnoText(errno));
@@ -119,17 +125,31 @@ Segment Segment::open(int pid, int fd, const uint8_t job[16], int rank) {
     throw Error(ErrorCode::kSystem, path + " is not a shared-memory segment");
   }
   s.bytes_ = static_cast<size_t>(st.st_size);
+  // The header is checked through the descriptor, not the mapping: touching the mapping would
+  // map a page in this process for every peer on the host, on some virtual machines at tens of
+  // microseconds each, where most pairs never talk.
+  struct Identity {
+    uint64_t magic;
+    uint8_t job[16];
+    int32_t rank;
+    int32_t pid;
+    uint32_t rings;
+    uint32_t reserved;
+    uint64_t ringBytes;
+  } h{};
+  static_assert(offsetof(SegmentHeader, ringBytes) + sizeof(uint64_t) == sizeof(Identity));
+  if (::pread(s.fd_.get(), &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h)) ||
+      h.magic != kSegmentMagic || std::memcmp(h.job, job, 16) != 0 || h.rank != rank ||
+      h.pid != pid || layoutBytes(h.rings, h.ringBytes) != s.bytes_) {
+    throw Error(ErrorCode::kSystem,
+                path + " is not rank " + std::to_string(rank) + "'s segment of this job");
+  }
   // Address space only: a page is mapped when this rank first reads it, after its writer wrote
   // it (reading a page nobody wrote would allocate it).
   void* p = ::mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, s.fd_.get(), 0);
   if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + errnoText(errno));
   s.base_ = p;
-  const SegmentHeader& h = s.header();
-  if (h.magic != kSegmentMagic || std::memcmp(h.job, job, 16) != 0 || h.rank != rank ||
-      h.pid != pid || layoutBytes(h.rings, h.ringBytes) != s.bytes_) {
-    throw Error(ErrorCode::kSystem,
-                path + " is not rank " + std::to_string(rank) + "'s segment of this job");
-  }
+  s.ringBytes_ = h.ringBytes;
   // The descriptor is only needed to map; the mapping keeps the memory alive.
   s.fd_.reset();
   return s;

@@ -82,6 +82,7 @@ class Segment {
   Fd fd_;
   void* base_ = nullptr;
   size_t bytes_ = 0;
+  size_t ringBytes_ = 0;  // kept here: reading the header would map its page
 };
 
 }  // namespace chorus::transport::shm
