@@ -166,6 +166,9 @@ bool runInPlace(const Group& g, const Args& a) {
   const OpDesc& d = a.desc;
   if (g.shared == nullptr || g.size < 2 || g.hier != nullptr) return false;
   if (!hasInPlaceForm(d.kind) || !isValid(d.dtype)) return false;
+  // A reduced-precision wire format is the ring's: the in-place path would reduce at full
+  // precision and give other bits than the call asked for. Every rank agrees on the format.
+  if (d.wire != WireFormat::kNative) return false;
   const size_t es = reduce::elementSize(d.dtype);
   if (d.count * es < inPlaceMinBytes() || !oneHost(g)) return false;
 

@@ -182,6 +182,29 @@ TEST_F(RegisteredMemory, InPlaceExactlyWhenEveryBufferReadIsRegistered) {
   EXPECT_EQ(algo::inPlaceRunCount() - before, 2u);  // the two all-gathers
 }
 
+// A reduced-precision wire format belongs to the ring: registered buffers must not take the
+// in-place path (which reduces at full precision), and give the same bits as heap buffers.
+TEST_F(RegisteredMemory, WireFormatCallsKeepTheirFormat) {
+  const uint64_t before = algo::inPlaceRunCount();
+  expectRanks(3, [](Communicator& c) {
+    const size_t bytes = kCount * 4;
+    auto* in = static_cast<float*>(c.allocate(bytes));
+    auto* out = static_cast<float*>(c.allocate(bytes));
+    std::vector<float> heapIn(kCount), heapOut(kCount);
+    for (size_t i = 0; i < kCount; ++i) {
+      in[i] = heapIn[i] = 1.0f / static_cast<float>(1 + i % 97) + 0.001f * c.rank();
+    }
+    const CallOptions bf16{WireFormat::kBf16};
+    c.allReduce(in, out, kCount, DataType::kF32, ReduceOp::kSum, bf16).wait();
+    c.allReduce(heapIn.data(), heapOut.data(), kCount, DataType::kF32, ReduceOp::kSum, bf16).wait();
+    const bool same = std::memcmp(out, heapOut.data(), bytes) == 0;
+    c.deallocate(in);
+    c.deallocate(out);
+    if (!same) throw std::runtime_error("bf16 on registered buffers differs from the heap's");
+  });
+  EXPECT_EQ(algo::inPlaceRunCount() - before, 0u);
+}
+
 TEST_F(RegisteredMemory, FreeWhileACallUsesTheBufferIsAnErrorNotACrash) {
   expectRanks(2, [](Communicator& c) {
     const size_t bytes = kCount * 4;
