@@ -1,6 +1,7 @@
 #include "transport/tcp/endpoint.h"
 
 #include "common/errno_text.h"
+#include "transport/tcp/zero_copy.h"
 
 #include <chorus/error.hpp>
 
@@ -86,17 +87,15 @@ long lastNumberIn(const char* path) {
   return last;
 }
 
-// Buffer sizes the kernel's own sizing reaches by itself (this network namespace's settings,
-// read once: a process does not change namespace while it runs).
+// The receive buffer size the kernel's own sizing reaches by itself (this network namespace's
+// settings, read once: a process does not change namespace while it runs).
 struct AutoSizing {
-  long sendMax = 0;     // net.ipv4.tcp_wmem's maximum
   long receiveMax = 0;  // net.ipv4.tcp_rmem's maximum, 0 when tcp_moderate_rcvbuf is off
 };
 
 const AutoSizing& autoSizing() {
   static const AutoSizing sizes = [] {
     AutoSizing a;
-    a.sendMax = lastNumberIn("/proc/sys/net/ipv4/tcp_wmem");
     if (lastNumberIn("/proc/sys/net/ipv4/tcp_moderate_rcvbuf") != 0) {
       a.receiveMax = lastNumberIn("/proc/sys/net/ipv4/tcp_rmem");
     }
@@ -111,16 +110,16 @@ void tuneSocket(int fd, int bufferBytes) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   if (bufferBytes <= 0) return;
-  // A size set by hand turns the kernel's sizing off for good: a receive buffer then stays at
-  // that size, its window fills whenever the reader is slower than the sender (a rank that
-  // shares its core), and nearly every read that empties it sends a window update, which on
-  // the emulated cluster costs about as much as the read (docs/performance.md, "CPU cost per
-  // byte"). So a buffer is set only where the kernel would not grow it that far by itself.
-  // Best effort: the kernel caps these at net.core.{w,r}mem_max.
-  if (autoSizing().sendMax < bufferBytes) {
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufferBytes, sizeof(bufferBytes));
-  }
-  if (autoSizing().receiveMax < bufferBytes) {
+  // Best effort: the kernel caps these at net.core.{w,r}mem_max. The send buffer is what lets
+  // a send complete before the peer reads, so it is always set.
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufferBytes, sizeof(bufferBytes));
+  // A receive buffer set by hand turns the kernel's sizing off for good: it then stays at that
+  // size, its window fills whenever the reader is slower than the sender (a rank that shares
+  // its core), and nearly every read that empties it sends a window update, which on the
+  // emulated cluster costs about as much as the read (docs/performance.md, "CPU cost per
+  // byte"). So it is set only where the kernel would not grow it that far by itself, or where
+  // zero-copy sends, which are done only once the peer has taken their pages, are asked for.
+  if (autoSizing().receiveMax < bufferBytes || ZeroCopySettings::fromEnv().minBytes > 0) {
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufferBytes, sizeof(bufferBytes));
   }
 }
