@@ -1,6 +1,7 @@
 #include "transport/tcp/endpoint.h"
 
 #include "common/errno_text.h"
+#include "transport/tcp/zero_copy.h"
 
 #include <chorus/error.hpp>
 
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -65,12 +67,59 @@ sockaddr_in parseAddress(const std::string& hostPort) {
   return a;
 }
 
+namespace {
+
+// The last number in a /proc/sys file (the maximum of net.ipv4.tcp_rmem, say); 0 if unreadable.
+long lastNumberIn(const char* path) {
+  Fd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd) return 0;
+  char text[128] = {};
+  const ssize_t k = ::read(fd.get(), text, sizeof(text) - 1);
+  if (k <= 0) return 0;
+  long last = 0;
+  for (const char* p = text; *p;) {
+    char* end = nullptr;
+    const long v = std::strtol(p, &end, 10);
+    if (end == p) break;
+    last = v;
+    p = end;
+  }
+  return last;
+}
+
+// The receive buffer size the kernel's own sizing reaches by itself (this network namespace's
+// settings, read once: a process does not change namespace while it runs).
+struct AutoSizing {
+  long receiveMax = 0;  // net.ipv4.tcp_rmem's maximum, 0 when tcp_moderate_rcvbuf is off
+};
+
+const AutoSizing& autoSizing() {
+  static const AutoSizing sizes = [] {
+    AutoSizing a;
+    if (lastNumberIn("/proc/sys/net/ipv4/tcp_moderate_rcvbuf") != 0) {
+      a.receiveMax = lastNumberIn("/proc/sys/net/ipv4/tcp_rmem");
+    }
+    return a;
+  }();
+  return sizes;
+}
+
+}  // namespace
+
 void tuneSocket(int fd, int bufferBytes) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (bufferBytes > 0) {
-    // Best effort: the kernel caps these at net.core.{w,r}mem_max.
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufferBytes, sizeof(bufferBytes));
+  if (bufferBytes <= 0) return;
+  // Best effort: the kernel caps these at net.core.{w,r}mem_max. The send buffer is what lets
+  // a send complete before the peer reads, so it is always set.
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufferBytes, sizeof(bufferBytes));
+  // A receive buffer set by hand turns the kernel's sizing off for good: it then stays at that
+  // size, its window fills whenever the reader is slower than the sender (a rank that shares
+  // its core), and nearly every read that empties it sends a window update, which on the
+  // emulated cluster costs about as much as the read (docs/performance.md, "CPU cost per
+  // byte"). So it is set only where the kernel would not grow it that far by itself, or where
+  // zero-copy sends, which are done only once the peer has taken their pages, are asked for.
+  if (autoSizing().receiveMax < bufferBytes || ZeroCopySettings::fromEnv().minBytes > 0) {
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufferBytes, sizeof(bufferBytes));
   }
 }

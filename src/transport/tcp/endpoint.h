@@ -14,8 +14,9 @@ std::string formatAddress(const sockaddr_in& a);
 // "host:port" -> address; throws Error(kInvalidArgument).
 sockaddr_in parseAddress(const std::string& hostPort);
 
-// TCP_NODELAY and the given send/receive buffer sizes (before connect/listen, so that the window
-// scale is negotiated for them).
+// TCP_NODELAY, and send/receive buffers of at least bufferBytes (before connect/listen, so that
+// the window scale is negotiated for them): the receive buffer is left to the kernel's own
+// sizing where that reaches bufferBytes (net.ipv4.tcp_rmem maximum, tcp_moderate_rcvbuf).
 void tuneSocket(int fd, int bufferBytes);
 
 // Listening socket on ip:0; *boundPort receives the port.

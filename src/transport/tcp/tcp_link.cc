@@ -140,13 +140,17 @@ void TcpLink::sayGoodbye(const uint8_t* header) noexcept {
   ::shutdown(fd_.get(), SHUT_WR);
 }
 
-void TcpLink::encodeSendHeader() {
+void TcpLink::encodeHeader(const Request& r, uint8_t* out) const {
   FrameHeader h;
   h.kind = FrameKind::kData;
   h.op = op_.current;
-  h.step = sendHead_->step;
-  h.bytes = sendHead_->bytes;
-  encodeFrame(h, sendHeader_);
+  h.step = r.step;
+  h.bytes = r.bytes;
+  encodeFrame(h, out);
+}
+
+void TcpLink::encodeSendHeader() {
+  encodeHeader(*sendHead_, sendHeader_);
   headerSent_ = 0;
 }
 
@@ -175,16 +179,19 @@ void TcpLink::onWritable() {
     // A zero-copy payload goes in calls of its own: the kernel would pin the header too, and
     // sendHeader_ is rewritten for the next send long before the kernel lets go of it.
     const bool zeroCopy = r.moved < r.bytes && zeroCopy_.wants(r.bytes);
+    if (!zeroCopy) {
+      if (!writeGathered()) break;
+      continue;
+    }
     iovec iov[2];
     int n = 0;
     int flags = MSG_NOSIGNAL | MSG_DONTWAIT;
     if (headerSent_ < kFrameHeaderBytes) {
       iov[n++] = {sendHeader_ + headerSent_, kFrameHeaderBytes - headerSent_};
-      if (zeroCopy) flags |= MSG_MORE;  // the payload follows at once
-    }
-    if (r.moved < r.bytes && !(zeroCopy && n > 0)) {
+      flags |= MSG_MORE;  // the payload follows at once
+    } else {
       iov[n++] = {r.data + r.moved, r.bytes - r.moved};
-      if (zeroCopy) flags |= MSG_ZEROCOPY;
+      flags |= MSG_ZEROCOPY;
     }
     msghdr m{};
     m.msg_iov = iov;
@@ -223,6 +230,63 @@ void TcpLink::onWritable() {
   updateEvents();
 }
 
+bool TcpLink::writeGathered() {
+  // The head's rest and the frames queued behind it, in one call: the kernel takes what fits.
+  // Fewer calls per byte, and each call's push of a partly filled packet happens once.
+  iovec iov[2 * kGatherFrames];
+  int n = 0;
+  size_t total = 0;
+  auto add = [&](const uint8_t* p, size_t len) {
+    if (len == 0) return;
+    iov[n++] = {const_cast<uint8_t*>(p), len};
+    total += len;
+  };
+  add(sendHeader_ + headerSent_, kFrameHeaderBytes - headerSent_);
+  add(sendHead_->data + sendHead_->moved, sendHead_->bytes - sendHead_->moved);
+  int frames = 1;
+  for (Request* q = sendHead_->next; q && frames < kGatherFrames && !zeroCopy_.wants(q->bytes);
+       q = q->next, ++frames) {
+    // finishSend encodes the same header again when q becomes the head.
+    uint8_t* header = gatherHeaders_[frames];
+    encodeHeader(*q, header);
+    add(header, kFrameHeaderBytes);
+    add(q->data, q->bytes);
+  }
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = static_cast<size_t>(n);
+  ssize_t k;
+  do {
+    k = ::sendmsg(fd_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (k < 0 && errno == EINTR);
+  if (k < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK) lost(errnoText(errno));
+    writeBlocked_ = true;
+    return false;
+  }
+  size_t sent = static_cast<size_t>(k);
+  for (;;) {
+    Request& r = *sendHead_;
+    const size_t h = std::min(sent, kFrameHeaderBytes - headerSent_);
+    headerSent_ += h;
+    sent -= h;
+    const size_t p = std::min(sent, r.bytes - r.moved);
+    r.moved += p;
+    sent -= p;
+    frameLeft_ = (kFrameHeaderBytes - headerSent_) + (r.bytes - r.moved);
+    if (frameLeft_ > 0) break;
+    finishSend(r);
+    if (sent == 0 || !sendHead_) break;
+  }
+  // A short write means the socket buffer is full: epoll says when it has room again (trying
+  // now would cost a call for EAGAIN).
+  if (static_cast<size_t>(k) < total) {
+    writeBlocked_ = true;
+    return false;
+  }
+  return true;
+}
+
 void TcpLink::finishSend(Request& r) {
   popRequest(sendHead_, sendTail_);
   if (headZeroCopied_) {
@@ -243,7 +307,7 @@ void TcpLink::reapZeroCopy() {
   if (!ok) lost("unexpected entry in the socket's error queue");
 }
 
-bool TcpLink::readSome(uint8_t* dst, size_t want, size_t& got) {
+bool TcpLink::readSome(uint8_t* dst, size_t want, size_t& got, bool& drained) {
   if (sealed_) return readSealed(dst, want, got);
   for (;;) {
     if (stageAt_ < stageEnd_) {
@@ -253,29 +317,45 @@ bool TcpLink::readSome(uint8_t* dst, size_t want, size_t& got) {
       got += k;
       return true;
     }
+    // The last recv came back short: the socket is empty, and epoll (level-triggered) says when
+    // it is not. Another recv now would mostly cost a system call for EAGAIN.
+    if (drained) return false;
     const bool staged = want - got < kStageBytes;
-    ssize_t k = staged ? ::recv(fd_.get(), stage_, kStageBytes, MSG_DONTWAIT)
-                       : ::recv(fd_.get(), dst + got, want - got, MSG_DONTWAIT);
-    if (k > 0 && staged) {
-      stageAt_ = 0;
-      stageEnd_ = static_cast<size_t>(k);
-      continue;
-    }
+    // A large read also takes what follows the payload into the stage (the next frame's header,
+    // mostly): one system call per frame instead of two while data streams in. Every recv that
+    // frees much of the receive buffer may send a window update through the whole network path,
+    // which costs more than the call itself.
+    iovec iov[2] = {{dst + got, want - got}, {stage_, kStageBytes}};
+    msghdr m{};
+    m.msg_iov = staged ? iov + 1 : iov;
+    m.msg_iovlen = staged ? 1 : 2;
+    const size_t asked = staged ? kStageBytes : want - got + kStageBytes;
+    ssize_t k = ::recvmsg(fd_.get(), &m, MSG_DONTWAIT);
     if (k > 0) {
-      got += static_cast<size_t>(k);
-      return true;
+      const auto n = static_cast<size_t>(k);
+      drained = n < asked;
+      const size_t direct = staged ? 0 : std::min(n, want - got);
+      got += direct;
+      stageAt_ = 0;
+      stageEnd_ = n - direct;
+      if (direct > 0) return true;
+      continue;
     }
     if (k == 0) {
       onEof();  // throws unless the peer said goodbye
       return false;
     }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      drained = true;
+      return false;
+    }
     lost(errnoText(errno));
   }
 }
 
 void TcpLink::onReadable() {
+  bool drained = false;  // a recv of this round came back short
   while (in_ != Inbound::kGone) {
     if (in_ == Inbound::kHeader) {
       if (parked_) {
@@ -283,7 +363,7 @@ void TcpLink::onReadable() {
         startPayload();
         continue;
       }
-      if (!readSome(recvHeader_, kFrameHeaderBytes, headerGot_)) break;
+      if (!readSome(recvHeader_, kFrameHeaderBytes, headerGot_, drained)) break;
       if (headerGot_ < kFrameHeaderBytes) continue;
       headerGot_ = 0;
       std::string why;
@@ -293,7 +373,7 @@ void TcpLink::onReadable() {
     } else if (in_ == Inbound::kPayload) {
       Request& r = *recvHead_;
       if (r.moved < r.bytes) {
-        if (!readSome(r.data, r.bytes, r.moved)) break;  // nothing more now, or peer gone
+        if (!readSome(r.data, r.bytes, r.moved, drained)) break;  // nothing more now, or peer gone
         if (r.moved < r.bytes) continue;
       }
       popRequest(recvHead_, recvTail_);
@@ -306,7 +386,7 @@ void TcpLink::onReadable() {
       if (!recvHead_ && !buffered()) break;
     } else {  // Inbound::kAbortText
       auto* text = reinterpret_cast<uint8_t*>(abortText_.data());
-      if (!readSome(text, abortText_.size(), abortGot_)) break;
+      if (!readSome(text, abortText_.size(), abortGot_, drained)) break;
       if (abortGot_ == abortText_.size()) onAbortText();
     }
   }

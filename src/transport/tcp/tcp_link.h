@@ -55,9 +55,14 @@ class TcpLink final : public Link {
   enum class Inbound : uint8_t { kHeader, kPayload, kAbortText, kGone };
   // Largest frame (header + payload) read with a single recv into the stage.
   static constexpr size_t kStageBytes = 4096 + kFrameHeaderBytes;
+  // Most frames one sendmsg carries.
+  static constexpr int kGatherFrames = 8;
 
   void onReadable();
   void onWritable();
+  // Writes the head send's rest and the plain sends queued behind it with one sendmsg; false
+  // when the socket took less than offered (writeBlocked_ is then set).
+  bool writeGathered();
   // The head send's payload is all written: done now, or held until the kernel releases it.
   void finishSend(Request& r);
   // Reads the zero-copy notifications and completes the held sends they release.
@@ -73,14 +78,16 @@ class TcpLink final : public Link {
   void onHeader(const FrameHeader& h);
   void onAbortText();
   // Moves stream bytes into dst[got, want): staged bytes first, else one recv (through the
-  // stage, reading ahead, when fewer than kStageBytes are wanted; straight into dst otherwise).
-  // False when nothing is available now or the peer is gone.
-  bool readSome(uint8_t* dst, size_t want, size_t& got);
+  // stage, reading ahead, when fewer than kStageBytes are wanted; straight into dst otherwise,
+  // with what follows read ahead into the stage). False when nothing is available now or the
+  // peer is gone. `drained`: set once a recv comes back short; no recv is tried after that.
+  bool readSome(uint8_t* dst, size_t want, size_t& got, bool& drained);
   void startPayload();
   void checkParked();
   void onEof();
   void updateEvents();
   void encodeSendHeader();
+  void encodeHeader(const Request& r, uint8_t* out) const;
   [[noreturn]] void lost(const std::string& why);
   void salvageAbort() noexcept;
   bool padFrame() noexcept;
@@ -98,6 +105,7 @@ class TcpLink final : public Link {
   Request* sendHead_ = nullptr;
   Request* sendTail_ = nullptr;
   uint8_t sendHeader_[kFrameHeaderBytes] = {};
+  uint8_t gatherHeaders_[kGatherFrames][kFrameHeaderBytes] = {};  // [0] unused: the head's is above
   size_t headerSent_ = 0;
   size_t frameLeft_ = 0;  // bytes of a partly written frame still owed to the stream
   bool writeBlocked_ = false;
