@@ -106,9 +106,10 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   void abortWith(const Error& cause);
   // Flight recorder: a call issued (needs mu_ held), started, ended; a failure's dump.
   // blocking: runBlocking's call, which runs at once when nothing is queued or running.
-  void traceIssue(Task& task, bool blocking = false);
-  void traceStart(Task& task);
-  void traceEnd(const Task& task, bool ok);
+  // Inline, in core/trace_calls.h (include it where they are used).
+  inline void traceIssue(Task& task, bool blocking = false);
+  inline void traceStart(Task& task);
+  inline void traceEnd(const Task& task, bool ok);
   void traceFailure(const Error& e);
   // "rank 2 never entered allreduce #5 (...)" from the ranks' progress records, or "".
   std::string stallDiagnosis(const Task& task) const;

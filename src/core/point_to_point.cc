@@ -3,6 +3,7 @@
 // receive posted before a send, on both ranks of a pair, as torch's batch_isend_irecv does), where
 // running them one by one would leave both ranks waiting in their receive until the timeout.
 #include "core/communicator_impl.h"
+#include "core/trace_calls.h"
 
 #include <chorus/error.hpp>
 

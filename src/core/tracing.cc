@@ -87,33 +87,6 @@ std::string Communicator::Impl::dumpTrace(const std::string& dir, const char* re
   return trace::writeDump(*trace_, where, reason, nullptr);
 }
 
-void Communicator::Impl::traceIssue(Task& task, bool blocking) {
-  if (!recorder_) return;
-  const OpDesc& d = task.args.desc;
-  const uint64_t bytes =
-      d.kind == CollectiveKind::kSendRecv ? task.args.bytes : d.count * sizeOf(d.dtype);
-  // A small blocking call that will run at once is stamped at its first wait (recorder.h).
-  const bool stampLater = blocking && queue_.empty() && !busy_ &&
-                          d.kind != CollectiveKind::kSendRecv &&
-                          bytes < trace::kStampAtFirstWaitBelowBytes;
-  task.issuedAt = stampLater ? 0 : trace::ticks();
-  task.traceId = recorder_->issue(d, bytes, task.issuedAt);
-}
-
-void Communicator::Impl::traceStart(Task& task) {
-  if (!recorder_) return;
-  // issuedAt 0: stamped at the first wait (traceIssue).
-  task.startedAt = task.startsAtIssue ? task.issuedAt : trace::ticks();
-  recorder_->start(task.traceId, task.args.desc.algo, task.startedAt);
-}
-
-void Communicator::Impl::traceEnd(const Task& task, bool ok) {
-  // issuedAt 0: a small call stamped at its first wait, which ends at its last stamp (recorder.h).
-  if (recorder_) {
-    recorder_->end(task.traceId, ok, task.issuedAt == 0 ? trace::kEndAtLastStamp : trace::ticks());
-  }
-}
-
 void Communicator::Impl::traceFailure(const Error& e) {
   if (!recorder_ || trace_->settings.dir.empty()) return;
   const std::string message = e.what();

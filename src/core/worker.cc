@@ -1,6 +1,7 @@
 // The worker thread and its queue: collectives run in issue order, on the worker or (blocking
 // calls on an idle communicator) on the caller's thread; a failure aborts the communicator.
 #include "core/communicator_impl.h"
+#include "core/trace_calls.h"
 
 #include "algo/hierarchy.h"
 #include "algo/select.h"

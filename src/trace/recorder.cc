@@ -56,60 +56,6 @@ Recorder::Recorder(size_t capacity, int rank, int size)
   lagHist_ = std::make_unique<std::atomic<uint32_t>[]>(n * kLagBuckets);
 }
 
-uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
-  const uint64_t id = recorded_.load(std::memory_order_relaxed) + 1;
-  Entry& e = ring_[(id - 1) & mask_];
-  e.version.store(2 * id - 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  constexpr auto r = std::memory_order_relaxed;
-  e.number.store(d.seq / 2, r);  // collective j has seq 2j + 1, the sends before it 2j
-  e.kind.store(static_cast<uint8_t>(d.kind), r);
-  e.algo.store(static_cast<uint8_t>(AlgorithmId::kNone), r);
-  e.dtype.store(static_cast<uint8_t>(d.dtype), r);
-  e.op.store(static_cast<uint8_t>(d.op), r);
-  e.wire.store(static_cast<uint8_t>(d.wire), r);
-  e.state.store(static_cast<uint8_t>(CallState::kQueued), r);
-  e.root.store(d.root, r);
-  e.waitingOn.store(-1, r);
-  e.count.store(d.kind == CollectiveKind::kSendRecv ? bytes : d.count, r);
-  e.issuedAt.store(now, r);
-  e.startedAt.store(0, r);
-  e.endedAt.store(0, r);
-  e.peerCount.store(0, r);  // slots are cleared when a call claims them (Recorder::slot)
-  e.version.store(2 * id, std::memory_order_release);
-  recorded_.store(id, std::memory_order_release);
-  if (d.kind != CollectiveKind::kSendRecv) bump(issued_);
-  return id;
-}
-
-void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
-  Entry* e = entryOf(id);
-  current_ = e;
-  if (++callMark_ == 0) {  // after 2^32 calls: forget the old marks
-    std::fill(slotCall_.begin(), slotCall_.end(), 0);
-    callMark_ = 1;
-  }
-  if (now != 0) lastProgressAt_.store(now, std::memory_order_relaxed);
-  startedAt_ = now;
-  lastStampAt_ = now;
-  peerCount_ = 0;
-  arrivedMask_ = 0;
-  earlyMask_ = 0;
-  if (e == nullptr) return;
-  e->algo.store(static_cast<uint8_t>(algo), std::memory_order_relaxed);
-  e->startedAt.store(now, std::memory_order_relaxed);
-  e->state.store(static_cast<uint8_t>(CallState::kStarted), std::memory_order_relaxed);
-}
-
-void Recorder::stamp(uint64_t now) {
-  constexpr auto r = std::memory_order_relaxed;
-  startedAt_ = now;
-  lastStampAt_ = now;
-  lastProgressAt_.store(now, r);
-  current_->issuedAt.store(now, r);
-  current_->startedAt.store(now, r);
-}
-
 uint64_t Recorder::startedTicks(uint64_t id) const {
   if (id == 0 || capacity_ == 0) return 0;
   const Entry& e = ring_[(id - 1) & mask_];
@@ -117,79 +63,11 @@ uint64_t Recorder::startedTicks(uint64_t id) const {
   return e.version.load(std::memory_order_acquire) == 2 * id ? t : 0;
 }
 
-void Recorder::end(uint64_t id, bool ok, uint64_t now) {
-  // Sends and receives run several calls at once: the traffic goes to the one started last,
-  // until it ends.
-  const bool wasCurrent = id != 0 && current_ == &ring_[(id - 1) & mask_];
-  if (now == kEndAtLastStamp) now = wasCurrent && lastStampAt_ != 0 ? lastStampAt_ : ticks();
-  if (wasCurrent) {
-    if (startedAt_ == 0) stamp(now);  // never waited
-    current_ = nullptr;
-  }
-  Entry* e = entryOf(id);
-  if (e == nullptr) return;
-  constexpr auto r = std::memory_order_relaxed;
-  e->endedAt.store(now, r);
-  e->waitingOn.store(-1, r);
-  e->state.store(static_cast<uint8_t>(ok ? CallState::kDone : CallState::kFailed), r);
-  const bool collective = e->kind.load(r) != static_cast<uint8_t>(CollectiveKind::kSendRecv);
-  if (ok) {
-    lastProgressAt_.store(now, r);
-    if (collective) {
-      bump(completed_);
-      if (wasCurrent) countStraggler();
-    }
-  }
-  // The next call's lines of the ring, fetched for writing while the application runs: the ring
-  // is larger than the caches, and each call writes an entry that was last written 'capacity'
-  // calls ago.
-  const char* next = reinterpret_cast<const char*>(&ring_[id & mask_]);
-  __builtin_prefetch(next, 1);
-  __builtin_prefetch(next + 64, 1);
-}
-
 void Recorder::dropQueued(uint64_t id, uint64_t now) {
   Entry* e = entryOf(id);
   if (e == nullptr) return;
   e->endedAt.store(now, std::memory_order_relaxed);
   e->state.store(static_cast<uint8_t>(CallState::kFailed), std::memory_order_relaxed);
-}
-
-void Recorder::countStraggler() {
-  // Arrivals as this rank saw them: its own start, and the first message of each peer it heard
-  // from. A peer whose message was already waiting arrived before this rank (by an unknown time).
-  // Order: (time, 0) for a peer already there, (start, 1) for this rank, (time, 2) for the rest.
-  // Read from the writer's own copies of the call that just ended (Recorder::end), not the ring.
-  struct Arrival {
-    int rank;
-    uint64_t t;
-    int order;
-  };
-  auto later = [](const Arrival& a, const Arrival& b) {
-    return a.t != b.t ? a.t > b.t : a.order > b.order;
-  };
-  if (arrivedMask_ == 0) return;
-  const uint64_t start = startedAt_;
-  Arrival last{rank_, start, 1};
-  Arrival second{-1, 0, -1};
-  for (uint32_t m = arrivedMask_; m != 0; m &= m - 1) {
-    const int i = std::countr_zero(m);
-    const Arrival a = (earlyMask_ >> i) & 1u ? Arrival{slotRank_[i], start, 0}
-                                             : Arrival{slotRank_[i], arrivalAt_[i], 2};
-    if (later(a, last)) {
-      second = last;
-      last = a;
-    } else if (second.order < 0 || later(a, second)) {
-      second = a;
-    }
-  }
-  if (last.rank < 0 || last.rank >= size_) return;
-  bump(statCalls_);
-  const auto who = static_cast<size_t>(last.rank);
-  bump(lastCount_[who]);
-  if (last.order == 1) return;  // this rank came last: by how much, only the others can tell
-  bump(lagHist_[who * kLagBuckets + static_cast<size_t>(lagBucket(last.t - second.t))]);
-  bump(lagSamples_[who]);
 }
 
 bool Recorder::copy(const Entry& e, EntryCopy* out, const WallClock& clock) const {
