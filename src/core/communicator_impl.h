@@ -103,7 +103,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   // Runs a task on the calling thread, which has set busy_ (runBlocking, runIfNext).
   void runTask(Task& task);
   void prepare(algo::Args& args);
-  void abortWith(const Error& cause);
+  // Returns the cause as stored, or null when an earlier cause was kept.
+  std::exception_ptr abortWith(const Error& cause);
   // Flight recorder: a call issued (needs mu_ held), started, ended; a failure's dump.
   // blocking: runBlocking's call, which runs at once when nothing is queued or running.
   // Inline, in core/trace_calls.h (include it where they are used).

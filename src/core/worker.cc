@@ -295,17 +295,22 @@ void Communicator::Impl::execute(Task& task) {
     // The dump first: it shows the call as it was when it failed (waiting on whom).
     traceFailure(err);
     traceEnd(task, false);
-    abortWith(err);  // the peers learn of it at once
+    const std::exception_ptr stored = abortWith(err);  // the peers learn of it at once
     // Then this rank's own account names first the rank(s) that never entered the call, which
     // the peer it waited for may not be (in a ring that peer waits itself).
     std::string culprit;
     if (e.code() == ErrorCode::kTimeout || e.code() == ErrorCode::kPeerFailure) {
       culprit = stallDiagnosis(task);
     }
-    task.state->finish(std::make_exception_ptr(
-        culprit.empty() ? err
-                        : Error(e.code(), d.name() + " (rank " + std::to_string(rank) +
-                                              "): " + culprit + "; " + e.what())));
+    if (culprit.empty()) return task.state->finish(stored ? stored : std::make_exception_ptr(err));
+    const std::exception_ptr full = std::make_exception_ptr(Error(
+        e.code(), d.name() + " (rank " + std::to_string(rank) + "): " + culprit + "; " + e.what()));
+    {
+      // Later calls say that the communicator was aborted by this failure: in the same words.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stored && abortCause_ == stored) abortCause_ = full;
+    }
+    task.state->finish(full);
   } catch (const std::exception& e) {
     Error err(ErrorCode::kInternal, d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
     traceFailure(err);
@@ -315,12 +320,13 @@ void Communicator::Impl::execute(Task& task) {
   }
 }
 
-void Communicator::Impl::abortWith(const Error& cause) {
+std::exception_ptr Communicator::Impl::abortWith(const Error& cause) {
   if (tx_) tx_->abort(cause);
   std::deque<Task> failed;
+  std::exception_ptr stored;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!abortCause_) abortCause_ = std::make_exception_ptr(cause);
+    if (!abortCause_) stored = abortCause_ = std::make_exception_ptr(cause);
     failed.swap(queue_);
   }
   // Outside the lock: completion callbacks may issue new work (which then fails at once).
@@ -328,6 +334,7 @@ void Communicator::Impl::abortWith(const Error& cause) {
     if (recorder_) recorder_->dropQueued(t.traceId, trace::ticks());
     t.state->finish(abortedError(t.args.desc));
   }
+  return stored;
 }
 
 }  // namespace chorus
