@@ -10,14 +10,17 @@ time, one line per setting, OUT/<folder>.png (trainer/plot_metrics.py --time).
 
 * time to target: training seconds (evaluations left out) at the first evaluation whose test
   accuracy reached the target; "-" when none did.
-* bytes/step, dp: chorus-train's own count (StepMetrics::bytesSent, mean over the steps, rank 0);
-  DDP: empty. "payload": chorus-train's `bytes` column (StepMetrics::bytesReduced: what the
-  step's all-reduces carried, after compression), mean over the steps: the steady state, without
+* sent/step: chorus-train's own count (StepMetrics::bytesSent, mean over the steps, rank 0:
+  what its collectives sent, after compression and in the wire format, without headers; for
+  bf16 and int8 the only column that shows their saving besides the wire); DDP: empty.
+* payload/step: chorus-train's `bytes` column (StepMetrics::bytesReduced: what the
+  step's all-reduces carried, after compression, counted as float32 also when a bucket went in
+  a 16- or 8-bit wire format), mean over the steps: the steady state, without
   the start-up copy of the state, the final averaging and the checks.
 * bytes/step, wire: what rank 0's host interface sent during the run (tx_wrap.sh: headers,
   evaluations and start-up included) over the steps of the run; the same measure for both.
 * vs sync: the ratio to the uncompressed chorus-train run ("none") of the same folder: time to
-  target (sync / setting: higher is sooner) and wire bytes per step (sync / setting: fewer).
+  target (sync / setting: higher is sooner) and bytes per step (sync / setting: fewer).
 * final: the last "final test accuracy" line (after one epoch, unless MAX_STEPS or TARGET ended
   the run sooner: then "(step S)").
 """
@@ -95,8 +98,9 @@ def table(folder, target, plot_script):
                         target) for n in names}
     base = runs.get("none")
     lines = [f"| setting | time to {100 * target:.0f}% (s) | vs sync | steps | training (s) | "
-             "payload/step | payload vs sync | bytes/step, wire | wire vs sync | final acc (%) | load |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "payload/step | payload vs sync | sent/step | sent vs sync | bytes/step, wire | "
+             "wire vs sync | final acc (%) | load |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for n in names:
         r = runs[n]
         reach = f"{r['reach']:.1f} (step {r['reach_step']})" if r["reach"] is not None else "-"
@@ -111,9 +115,13 @@ def table(folder, target, plot_script):
         payload_ratio = ""
         if base and base.get("payload") and payload:
             payload_ratio = f"{base['payload'] / payload:.1f}x"
+        sent_ratio = ""
+        if base and base.get("dp_bytes") and r.get("dp_bytes"):
+            sent_ratio = f"{base['dp_bytes'] / r['dp_bytes']:.1f}x"
         status = "" if r["ok"] else " (failed)"
         lines.append(f"| {label(n)}{status} | {reach} | {speed} | {r['steps']} | "
                      f"{r['train_s'] or 0:.1f} | {fmt_bytes(payload)} | {payload_ratio} | "
+                     f"{fmt_bytes(r.get('dp_bytes'))} | {sent_ratio} | "
                      f"{fmt_bytes(r['wire'])} | {wire_ratio} | {final} | {r['uptime']} |")
     text = "\n".join(lines) + "\n"
     with open(folder + ".md", "w") as f:
