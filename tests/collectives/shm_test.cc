@@ -281,7 +281,7 @@ size_t ringsMade() {
     if (readlink(path.c_str(), target, sizeof(target) - 1) <= 0) continue;
     if (std::string(target).find("memfd:chorus-shm") == std::string::npos) continue;
     const int fd = std::atoi(e->d_name);
-    transport::shm::SegmentHeader h;
+    transport::shm::SegmentIdentity h;
     if (pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) continue;
     for (uint32_t ring = 0; ring < h.rings; ++ring) {
       off_t page = static_cast<off_t>(

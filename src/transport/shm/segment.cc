@@ -101,12 +101,12 @@ Segment Segment::create(const uint8_t job[16], int rank, uint32_t rings, size_t 
   if (p == MAP_FAILED) throw Error(ErrorCode::kSystem, "mmap: " + errnoText(errno));
   s.base_ = p;
   auto* h = new (p) SegmentHeader();
-  h->magic = kSegmentMagic;
-  std::memcpy(h->job, job, 16);
-  h->rank = rank;
-  h->pid = static_cast<int32_t>(::getpid());
-  h->rings = rings;
-  h->ringBytes = ringBytes;
+  h->id.magic = kSegmentMagic;
+  std::memcpy(h->id.job, job, 16);
+  h->id.rank = rank;
+  h->id.pid = static_cast<int32_t>(::getpid());
+  h->id.rings = rings;
+  h->id.ringBytes = ringBytes;
   // The rings' control words start at zero, as the file does: nothing to write (writing would
   // allocate a page per ring).
   return s;
@@ -128,16 +128,8 @@ Segment Segment::open(int pid, int fd, const uint8_t job[16], int rank) {
   // The header is checked through the descriptor, not the mapping: touching the mapping would
   // map a page in this process for every peer on the host, on some virtual machines at tens of
   // microseconds each, where most pairs never talk.
-  struct Identity {
-    uint64_t magic;
-    uint8_t job[16];
-    int32_t rank;
-    int32_t pid;
-    uint32_t rings;
-    uint32_t reserved;
-    uint64_t ringBytes;
-  } h{};
-  static_assert(offsetof(SegmentHeader, ringBytes) + sizeof(uint64_t) == sizeof(Identity));
+  SegmentIdentity h{};
+  static_assert(offsetof(SegmentHeader, id) == 0);
   if (::pread(s.fd_.get(), &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h)) ||
       h.magic != kSegmentMagic || std::memcmp(h.job, job, 16) != 0 || h.rank != rank ||
       h.pid != pid || layoutBytes(h.rings, h.ringBytes) != s.bytes_) {

@@ -27,7 +27,9 @@ struct RingControl {
   alignas(kCacheLine) std::atomic<uint64_t> acked{0};  // single-copy messages the reader took
 };
 
-struct SegmentHeader {
+// What the owner writes once at creation, before any peer opens the segment: peers read it
+// through the descriptor (Segment::open), without touching the mapping.
+struct SegmentIdentity {
   uint64_t magic;
   uint8_t job[16];
   int32_t rank;
@@ -35,6 +37,10 @@ struct SegmentHeader {
   uint32_t rings;
   uint32_t reserved;
   uint64_t ringBytes;
+};
+
+struct SegmentHeader {
+  SegmentIdentity id;
   // Set while the owner sleeps in epoll_wait; whoever changes a ring it waits on clears it and
   // sends a wake-up frame over the TCP control connection.
   alignas(kCacheLine) std::atomic<uint32_t> sleeping{0};
