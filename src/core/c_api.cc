@@ -2,6 +2,7 @@
 #include <chorus/chorus.h>
 #include <chorus/chorus.hpp>
 
+#include "core/c_api_support.h"
 #include "core/c_enum.h"
 #include "core/c_options.h"
 
@@ -9,86 +10,9 @@
 #include <string>
 #include <vector>
 
-struct chorus_comm {
-  std::unique_ptr<chorus::Communicator> comm;
-  std::string lastError;
-};
-
-struct chorus_request {
-  chorus_comm* comm;
-  chorus::Work work;
-};
+using namespace chorus::capi;
 
 namespace {
-
-// Failures without a communicator (chorus_init*, a null handle) keep their message here, per
-// thread; chorus_last_error(NULL) returns it.
-thread_local std::string initError;
-
-chorus_status toStatus(chorus::ErrorCode c) { return static_cast<chorus_status>(c); }
-
-template <class F>
-chorus_status guarded(chorus_comm* c, F&& f) {
-  if (c == nullptr) {
-    initError = "communicator is null";  // readable through chorus_last_error(NULL)
-    return CHORUS_ERR_INVALID_ARGUMENT;
-  }
-  try {
-    f();
-    return CHORUS_OK;
-  } catch (const chorus::Error& e) {
-    c->lastError = e.what();
-    return toStatus(e.code());
-  } catch (const std::bad_alloc&) {
-    c->lastError = "out of memory";
-    return CHORUS_ERR_SYSTEM;
-  } catch (const std::exception& e) {
-    c->lastError = e.what();
-    return CHORUS_ERR_INTERNAL;
-  }
-}
-
-template <class Make>
-chorus_status initWith(chorus_comm** out, Make&& make) {
-  if (out == nullptr) {
-    initError = "chorus_init: comm pointer is null";
-    return CHORUS_ERR_INVALID_ARGUMENT;
-  }
-  *out = nullptr;
-  try {
-    auto c = std::make_unique<chorus_comm>();
-    c->comm = make();
-    *out = c.release();
-    return CHORUS_OK;
-  } catch (const chorus::Error& e) {
-    initError = e.what();
-    return toStatus(e.code());
-  } catch (const std::exception& e) {
-    initError = e.what();
-    return CHORUS_ERR_INTERNAL;
-  }
-}
-
-using chorus::rawEnum;
-
-chorus::DataType dt(const chorus_dtype& t) {
-  int v = rawEnum(t);
-  return static_cast<chorus::DataType>(v >= 0 && v < chorus::kNumDataTypes ? v : 255);
-}
-chorus::ReduceOp rop(const chorus_op& o) {
-  int v = rawEnum(o);
-  return static_cast<chorus::ReduceOp>(v >= 0 && v < chorus::kNumReduceOps ? v : 255);
-}
-
-template <class Issue>
-chorus_status startRequest(chorus_comm* c, chorus_request** req, Issue&& issue) {
-  if (req == nullptr) {
-    if (c) c->lastError = "request pointer is null";
-    return CHORUS_ERR_INVALID_ARGUMENT;
-  }
-  *req = nullptr;
-  return guarded(c, [&] { *req = new chorus_request{c, issue()}; });
-}
 
 chorus_status copyRanks(chorus_comm* comm, const char* what, int* ranks, int capacity, int* count,
                         std::vector<int> (chorus::Communicator::*get)() const) {
@@ -451,136 +375,6 @@ chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* rec
 chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                                 chorus_dtype dtype, chorus_op op, chorus_request** request) {
   return chorus_iall_reduce(comm, sendbuf, recvbuf, count, dtype, op, request);
-}
-
-// ---- Reduce, gather, scatter, the per-rank-count variants and all-to-all ----
-// Blocking forms wait on the Work, which runs the call on the caller's thread when the
-// communicator is idle.
-
-chorus_status chorus_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                            chorus_dtype dtype, chorus_op op, int root) {
-  return guarded(comm, [&] {
-    comm->comm->reduce(sendbuf, recvbuf, count, dt(dtype), rop(op), root, chorus::Run::kBlocking);
-  });
-}
-
-chorus_status chorus_ireduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                             chorus_dtype dtype, chorus_op op, int root, chorus_request** request) {
-  return startRequest(comm, request, [&] {
-    return comm->comm->reduce(sendbuf, recvbuf, count, dt(dtype), rop(op), root);
-  });
-}
-
-chorus_status chorus_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount,
-                            chorus_dtype dtype, int root) {
-  return guarded(comm, [&] {
-    comm->comm->gather(sendbuf, recvbuf, sendcount, dt(dtype), root, chorus::Run::kBlocking);
-  });
-}
-
-chorus_status chorus_igather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                             size_t sendcount, chorus_dtype dtype, int root,
-                             chorus_request** request) {
-  return startRequest(comm, request, [&] {
-    return comm->comm->gather(sendbuf, recvbuf, sendcount, dt(dtype), root);
-  });
-}
-
-chorus_status chorus_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                             size_t recvcount, chorus_dtype dtype, int root) {
-  return guarded(comm, [&] {
-    comm->comm->scatter(sendbuf, recvbuf, recvcount, dt(dtype), root, chorus::Run::kBlocking);
-  });
-}
-
-chorus_status chorus_iscatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                              size_t recvcount, chorus_dtype dtype, int root,
-                              chorus_request** request) {
-  return startRequest(comm, request, [&] {
-    return comm->comm->scatter(sendbuf, recvbuf, recvcount, dt(dtype), root);
-  });
-}
-
-chorus_status chorus_all_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                  const size_t* recvcounts, chorus_dtype dtype) {
-  return guarded(comm, [&] {
-    comm->comm->allGatherV(sendbuf, recvbuf, recvcounts, dt(dtype), chorus::Run::kBlocking);
-  });
-}
-
-chorus_status chorus_iall_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                   const size_t* recvcounts, chorus_dtype dtype,
-                                   chorus_request** request) {
-  return startRequest(comm, request, [&] {
-    return comm->comm->allGatherV(sendbuf, recvbuf, recvcounts, dt(dtype));
-  });
-}
-
-chorus_status chorus_reduce_scatter_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                      const size_t* recvcounts, chorus_dtype dtype, chorus_op op) {
-  return guarded(comm, [&] {
-    comm->comm->reduceScatterV(sendbuf, recvbuf, recvcounts, dt(dtype), rop(op),
-                               chorus::Run::kBlocking);
-  });
-}
-
-chorus_status chorus_ireduce_scatter_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                       const size_t* recvcounts, chorus_dtype dtype, chorus_op op,
-                                       chorus_request** request) {
-  return startRequest(comm, request, [&] {
-    return comm->comm->reduceScatterV(sendbuf, recvbuf, recvcounts, dt(dtype), rop(op));
-  });
-}
-
-chorus_status chorus_all_to_all(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                                chorus_dtype dtype) {
-  return guarded(comm, [&] {
-    comm->comm->allToAll(sendbuf, recvbuf, count, dt(dtype), chorus::Run::kBlocking);
-  });
-}
-
-chorus_status chorus_iall_to_all(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                 size_t count, chorus_dtype dtype, chorus_request** request) {
-  return startRequest(comm, request,
-                      [&] { return comm->comm->allToAll(sendbuf, recvbuf, count, dt(dtype)); });
-}
-
-chorus_status chorus_all_to_all_v(chorus_comm* comm, const void* sendbuf, const size_t* sendcounts,
-                                  void* recvbuf, const size_t* recvcounts, chorus_dtype dtype) {
-  return guarded(comm, [&] {
-    comm->comm->allToAllV(sendbuf, sendcounts, recvbuf, recvcounts, dt(dtype),
-                          chorus::Run::kBlocking);
-  });
-}
-
-chorus_status chorus_iall_to_all_v(chorus_comm* comm, const void* sendbuf, const size_t* sendcounts,
-                                   void* recvbuf, const size_t* recvcounts, chorus_dtype dtype,
-                                   chorus_request** request) {
-  return startRequest(comm, request, [&] {
-    return comm->comm->allToAllV(sendbuf, sendcounts, recvbuf, recvcounts, dt(dtype));
-  });
-}
-
-chorus_status chorus_send(chorus_comm* comm, const void* buf, size_t count, chorus_dtype dtype,
-                          int peer) {
-  return guarded(comm,
-                 [&] { comm->comm->send(buf, count, dt(dtype), peer, chorus::Run::kBlocking); });
-}
-
-chorus_status chorus_isend(chorus_comm* comm, const void* buf, size_t count, chorus_dtype dtype,
-                           int peer, chorus_request** request) {
-  return startRequest(comm, request, [&] { return comm->comm->send(buf, count, dt(dtype), peer); });
-}
-
-chorus_status chorus_recv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
-                          int peer) {
-  return guarded(comm,
-                 [&] { comm->comm->recv(buf, count, dt(dtype), peer, chorus::Run::kBlocking); });
-}
-
-chorus_status chorus_irecv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype, int peer,
-                           chorus_request** request) {
-  return startRequest(comm, request, [&] { return comm->comm->recv(buf, count, dt(dtype), peer); });
 }
 
 void* chorus_mem_alloc(chorus_comm* comm, size_t bytes) {

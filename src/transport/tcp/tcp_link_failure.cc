@@ -1,0 +1,194 @@
+// A TCP link's ways out: abort and goodbye frames, a peer that closed or vanished, and what is
+// salvaged from it (the peer's own account of its failure) before the link is given up.
+#include "transport/tcp/tcp_link.h"
+
+#include "common/errno_text.h"
+#include "common/socket_io.h"
+#include "transport/mismatch.h"
+#include "transport/request_queue.h"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace chorus::transport::tcp {
+
+void TcpLink::sendAbort(const uint8_t* header, const std::string& text) noexcept {
+  if (!fd_ || in_ == Inbound::kGone) return;
+  // A frame half written must be completed before the abort can follow it; its requests may
+  // be gone already, so the rest is sent as zeros (the peer discards it when it reads why).
+  if (frameLeft_ > 0 && !padFrame()) return;
+  if (sealed_) {
+    sendControl(header, text);
+    return;
+  }
+  iovec iov[2] = {{const_cast<uint8_t*>(header), kFrameHeaderBytes},
+                  {const_cast<char*>(text.data()), text.size()}};
+  msghdr m{};
+  m.msg_iov = iov;
+  m.msg_iovlen = 2;
+  [[maybe_unused]] auto ignored = ::sendmsg(fd_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void TcpLink::shutDown() noexcept {
+  if (!fd_) return;
+  clear();
+  // Half-close now so the peer sees the abort; the socket itself closes with the transport.
+  ::shutdown(fd_.get(), SHUT_WR);
+}
+
+void TcpLink::sayGoodbye(const uint8_t* header) noexcept {
+  if (!fd_ || in_ == Inbound::kGone || sendHead_) return;
+  if (sealed_) {
+    if (sendControl(header, "")) ::shutdown(fd_.get(), SHUT_WR);
+    return;
+  }
+  [[maybe_unused]] auto ignored =
+      ::send(fd_.get(), header, kFrameHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd_.get(), SHUT_WR);
+}
+
+void TcpLink::onEof() {
+  if (!sawBye_ && !abortedLater_) lost("connection closed by peer");
+  in_ = Inbound::kGone;
+  epoll_ctl(epoll_, EPOLL_CTL_DEL, fd_.get(), nullptr);
+  if (recvHead_ || sendHead_) gone();
+}
+
+void TcpLink::gone() {
+  if (abortedLater_ && op_.deferred) throw *op_.deferred;
+  throw Error(ErrorCode::kPeerFailure,
+              "rank " + std::to_string(peer_) + " (" + address_ +
+                  ") closed its communicator while this rank still exchanges data with it "
+                  "(did the ranks run different numbers of collectives?)");
+}
+
+void TcpLink::salvageAbort() noexcept {
+  // Skip whatever data is queued and look for the peer's abort message behind it; give up at
+  // the first sign of trouble (this is only for a better message).
+  // A broken encrypted stream holds nothing more that can be trusted.
+  if (sealed_ && sealed_->broken()) return;
+  try {
+    recvHead_ = recvTail_ = nullptr;
+    size_t budget = 64u << 20;
+    uint8_t sink[16384];
+    for (int spins = 0; spins < 1000 && in_ != Inbound::kGone; ++spins) {
+      if (in_ == Inbound::kHeader && parked_) {
+        uint64_t left = parkedHeader_.bytes;
+        uint64_t fromStage = std::min<uint64_t>(left, stageEnd_ - stageAt_);
+        stageAt_ += fromStage;
+        left -= fromStage;
+        while (left > 0 && budget > 0) {
+          size_t k = 0;
+          if (sealed_) {
+            if (!readSealed(sink, std::min<uint64_t>(left, sizeof(sink)), k)) return;
+          } else {
+            ssize_t n =
+                ::recv(fd_.get(), sink, std::min<uint64_t>(left, sizeof(sink)), MSG_DONTWAIT);
+            if (n <= 0) return;
+            k = static_cast<size_t>(n);
+          }
+          left -= k;
+          budget -= std::min(budget, k);
+        }
+        if (left > 0) return;
+        parked_ = false;
+        continue;
+      }
+      if (in_ == Inbound::kPayload) return;
+      ssize_t k = ::recv(fd_.get(), abortText_.data(), 0, MSG_DONTWAIT | MSG_PEEK);
+      if (k < 0 && !buffered()) return;
+      onReadable();  // throws the remote abort once its text is complete
+      if (in_ == Inbound::kHeader && !parked_) return;
+    }
+  } catch (const Error& e) {
+    salvaged_ = std::make_unique<Error>(e);
+  } catch (...) {
+  }
+}
+
+void TcpLink::lost(const std::string& why) {
+  if (abortedLater_ && op_.deferred) throw *op_.deferred;
+  if (!salvaging_) {
+    salvaging_ = true;
+    salvageAbort();
+    salvaging_ = false;
+    if (salvaged_) {
+      Error e = *salvaged_;
+      salvaged_.reset();
+      // The peer's own account (its abort message, or its goodbye) says more than the loss.
+      if (abortRead_ || sawBye_) throw e;
+    }
+  }
+  throw Error(ErrorCode::kPeerFailure,
+              "lost connection to rank " + std::to_string(peer_) + " (" + address_ + "): " + why);
+}
+
+bool TcpLink::padFrame() noexcept {
+  static const uint8_t zeros[65536] = {};
+  if (sealed_) {
+    // What is left of the frame was never sealed: seal zeros in its place.
+    Deadline deadline = Deadline::after(std::chrono::milliseconds(2000));
+    if (!sealed_->flushAll(fd_.get(), deadline)) return false;
+    while (frameLeft_ > 0) {
+      const size_t n = std::min(frameLeft_, sizeof(zeros));
+      if (!sealed_->sendAll(fd_.get(), std::span<const uint8_t>(zeros, n), deadline)) return false;
+      frameLeft_ -= n;
+    }
+    return true;
+  }
+  Deadline deadline = Deadline::after(std::chrono::milliseconds(2000));
+  while (frameLeft_ > 0) {
+    ssize_t k =
+        ::send(fd_.get(), zeros, std::min(frameLeft_, sizeof(zeros)), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      frameLeft_ -= static_cast<size_t>(k);
+      continue;
+    }
+    if (k < 0 && errno != EAGAIN && errno != EINTR) return false;
+    pollfd p{fd_.get(), POLLOUT, 0};
+    if (deadline.expired() || ::poll(&p, 1, deadline.remainingMs(100)) < 0) return false;
+  }
+  return true;
+}
+
+void TcpLink::drainAndClose() noexcept {
+  if (!fd_) return;
+  // Unread bytes at close() make the kernel reset the connection and drop data we still owe the
+  // peer, so read what is there first.
+  char sink[4096];
+  while (::recv(fd_.get(), sink, sizeof(sink), MSG_DONTWAIT) > 0) {
+  }
+  fd_.reset();
+}
+
+void TcpLink::throwPeerAbort() {
+  // The reason follows on the TCP connection; read it (it throws), waiting a little for it.
+  Deadline deadline = Deadline::after(std::chrono::seconds(1));
+  while (!deadline.expired() && in_ != Inbound::kGone) {
+    onReadable();
+    pollfd p{fd_.get(), POLLIN, 0};
+    ::poll(&p, 1, deadline.remainingMs(100));
+  }
+  op_.abortFrom = peer_;
+  throw Error(ErrorCode::kPeerFailure,
+              "rank " + std::to_string(peer_) + " (" + address_ + ") aborted its communicator");
+}
+
+bool TcpLink::sendControl(const uint8_t* header, const std::string& text) noexcept {
+  try {
+    std::vector<uint8_t> frame(header, header + kFrameHeaderBytes);
+    frame.insert(frame.end(), text.begin(), text.end());
+    return sealed_->sendAll(fd_.get(), frame, Deadline::after(std::chrono::seconds(1)));
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace chorus::transport::tcp
