@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 namespace chorus {
@@ -20,19 +21,27 @@ namespace chorus {
 namespace {
 
 // Rank 0 hosts the TCP store itself when nothing listens at the URL's address yet (runs under
-// mpirun or srun need no separate server). Servers live as long as the process.
-void maybeHostStore(const std::string& host, int port) {
+// mpirun or srun need no separate server). Servers live as long as the process. True when this
+// process serves the address.
+bool maybeHostStore(const std::string& host, int port) {
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<TcpStoreServer>> servers;
   std::lock_guard<std::mutex> lock(mu);
   std::string key = host + ":" + std::to_string(port);
-  if (servers.count(key)) return;
+  if (servers.count(key)) return true;
   try {
     servers[key] = std::make_unique<TcpStoreServer>(host, port);
+    return true;
   } catch (const Error&) {
     // Already served (by chorus-run, chorus-store or another communicator), or not our address.
+    return false;
   }
 }
+
+// A store this process hosts goes away when the process exits after a failed creation: the
+// other ranks, which may be about to read the account this rank wrote there (a conflict of
+// world sizes, say), would see only a lost connection. Stay a moment for them.
+constexpr auto kHostLingerOnFailure = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -107,6 +116,7 @@ std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, 
                                                    Options options) {
   transport::CreationLog log(options, rank);
   std::string route;
+  bool hosting = false;
   if (storeUrl.rfind("tcp://", 0) == 0) {
     std::string hostPort = storeUrl.substr(6);
     auto colon = hostPort.rfind(':');
@@ -117,13 +127,21 @@ std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, 
         port = std::stoi(hostPort.substr(colon + 1));
       } catch (...) {
       }
-      if (rank == 0 && port > 0) maybeHostStore(route, port);
+      if (rank == 0 && port > 0) hosting = maybeHostStore(route, port);
     }
   }
   auto store = openStore(storeUrl, options.timeout);
   log.mark("store open");
-  return std::unique_ptr<Communicator>(
-      new Communicator(connect(std::move(store), route, rank, size, std::move(options), log)));
+  try {
+    return std::unique_ptr<Communicator>(
+        new Communicator(connect(std::move(store), route, rank, size, std::move(options), log)));
+  } catch (const Error& e) {
+    // kInvalidArgument: the ranks disagree (rollCall's conflicts), and the others are reading.
+    if (hosting && e.code() == ErrorCode::kInvalidArgument) {
+      std::this_thread::sleep_for(kHostLingerOnFailure);
+    }
+    throw;
+  }
 }
 
 std::unique_ptr<Communicator> Communicator::fromEnv() { return fromEnv(Options::fromEnv()); }
