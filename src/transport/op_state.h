@@ -30,6 +30,10 @@ struct OpState {
   // of the waiting thread, which the recorder uses as the arrival time of what the next polls
   // find; 0 outside a wait, or with the recorder off.
   uint64_t polledAt = 0;
+  // A new reading for polledAt, within such a wait only.
+  void refreshPolledAt() {
+    if (polledAt != 0) polledAt = trace::ticks();
+  }
 
   void sent(int peer, uint64_t bytes) {
     if (recorder) recorder->sent(peer, bytes);

@@ -132,7 +132,7 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
   bool firstPass = true;
   while (!r.done()) {
     // A pass of progress that moved other data may have taken a while: read the clock again.
-    if (!firstPass && op_.polledAt != 0) op_.polledAt = trace::ticks();
+    if (!firstPass) op_.refreshPolledAt();
     firstPass = false;
     if (deadline.expired()) {
       if (mine) {
@@ -153,7 +153,7 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
         spinNow_ = !endIsFar(moved, elapsed, r.bytes - r.moved, kFarSpins * spin_.duration);
         if (!spinNow_) {
           std::this_thread::sleep_for(napFor(moved, elapsed));
-          if (op_.polledAt != 0) op_.polledAt = trace::ticks();
+          op_.refreshPolledAt();
         }
       }
       pollStuck(r, deadline);

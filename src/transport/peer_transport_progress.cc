@@ -61,20 +61,18 @@ void PeerTransport::progress(Deadline deadline) {
         for (int i = 0; i < polls; ++i) {
           // Within a wait that the recorder follows: a clock reading every few polls, taken
           // while there is nothing to do, stamps what the next polls find (op_state.h).
-          if (op_.polledAt != 0 && (i & (kPollsPerReading - 1)) == kPollsPerReading - 1) {
-            op_.polledAt = trace::ticks();
-          }
+          if ((i & (kPollsPerReading - 1)) == kPollsPerReading - 1) op_.refreshPolledAt();
           if (pumpShared()) return;
           cpuRelax();
         }
       }
-      if (op_.polledAt != 0) op_.polledAt = trace::ticks();
+      op_.refreshPolledAt();
       if ((n = ::epoll_wait(epoll_.get(), events, 64, 0)) != 0) break;
       op_.dry = true;
       if (Clock::now() >= until) break;
       if (spin_.yield) {
         sched_yield();  // others may have run for a while: the polls after it need a new reading
-        if (op_.polledAt != 0) op_.polledAt = trace::ticks();
+        op_.refreshPolledAt();
       }
     }
   }
@@ -98,7 +96,7 @@ void PeerTransport::progress(Deadline deadline) {
     }
     n = ::epoll_wait(epoll_.get(), events, 64, deadline.remainingMs(1000));
     if (sleeping) sleeping->store(0, std::memory_order_relaxed);
-    if (op_.polledAt != 0) op_.polledAt = trace::ticks();
+    op_.refreshPolledAt();
   }
   if (n < 0) {
     if (errno == EINTR) return;
