@@ -8,7 +8,13 @@
 #
 #   bench/compare/recorder_cost.sh [BUILD]
 #
-# Environment: ROUNDS (7: runs per setting), ITERS (20000), WARMUP (2000), TRANSPORTS ("shm tcp"),
+# Then, where the build has it, tools/chorus-bench/recorder-ab: the same 8-byte shm all-reduce with
+# the recorder on and off inside one process (two communicators split from one parent, timed in
+# alternating blocks), AB_RUNS processes; it prints each process's median ratio of neighbouring
+# blocks and their median. Separate runs land in different speed regimes of this machine (an
+# 8-byte call takes 0.45, 0.75 or 1.0 us); one process compares both in the same regime.
+#
+# Environment: ROUNDS (7: runs per setting), AB_RUNS (9), ITERS (20000), WARMUP (2000), TRANSPORTS ("shm tcp"),
 # PIN (1: rank r runs on CPU r, which keeps the placement of the two ranks the same in every run;
 # 0: the scheduler places them).
 set -euo pipefail
@@ -66,3 +72,18 @@ for transport in ("shm", "tcp"):
         print(f"{'':>17} on:  {' '.join(f'{t:.3f}' for t in on)}")
         print(f"{'':>17} off: {' '.join(f'{t:.3f}' for t in off)}")
 PY
+
+ab=$build/tools/chorus-bench/recorder-ab
+if [[ -x $ab ]]; then
+  ratios=()
+  for ((i = 1; i <= ${AB_RUNS:-9}; ++i)); do
+    wrap=()
+    ((pin)) && wrap=(sh -c 'exec taskset -c "$CHORUS_RANK" "$@"' sh)
+    line=$(CHORUS_TRANSPORT=shm "$build/tools/chorus-run/chorus-run" -n 2 -- "${wrap[@]}" "$ab" \
+      --blocks 300 --json "$out/ab-$i.json")
+    echo "in one process: $line"
+    ratios+=("$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pair_ratio"])' "$out/ab-$i.json")")
+  done
+  /usr/bin/python3 -c 'import statistics,sys; v=[float(x) for x in sys.argv[1:]];
+print(f"in one process, 8 B shm, on/off: median {statistics.median(v):.4f} of {len(v)} processes (range {min(v):.4f}-{max(v):.4f})")' "${ratios[@]}"
+fi
