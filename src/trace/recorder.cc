@@ -49,8 +49,6 @@ Recorder::Recorder(size_t capacity, int rank, int size)
   startTickClock();
   const auto n = static_cast<size_t>(size);
   ring_ = std::make_unique<Entry[]>(capacity_);
-  slotCall_.assign(n, 0);
-  slotOf_.assign(n, 0);
   lastCount_ = std::make_unique<std::atomic<uint64_t>[]>(n);
   lagSamples_ = std::make_unique<std::atomic<uint64_t>[]>(n);
   lagHist_ = std::make_unique<std::atomic<uint32_t>[]>(n * kLagBuckets);

@@ -220,17 +220,17 @@ class Recorder {
     return e.version.load(std::memory_order_relaxed) == 2 * id ? &e : nullptr;
   }
   // The current call's slot for `peer`, claimed on first use; -1 when off, between calls, or
-  // when the call already has kPeerSlots peers. The writer keeps its own copy of what it wrote
-  // (counts, sums, arrivals), so that recording only stores to the ring and never waits for a
-  // ring line to be read.
+  // when the call already has kPeerSlots other peers. Found by a scan of the call's own few
+  // peers (one or two compares for most calls), with no per-rank table to load. The writer keeps
+  // its own copy of what it wrote (counts, sums, arrivals), so that recording only stores to the
+  // ring and never waits for a ring line to be read.
   int slot(int peer) {
-    if (current_ == nullptr || peer < 0 || peer >= size_) return -1;
-    const size_t p = static_cast<size_t>(peer);
-    if (slotCall_[p] == callMark_) return slotOf_[p] < kPeerSlots ? slotOf_[p] : -1;
-    slotCall_[p] = callMark_;
+    if (current_ == nullptr) return -1;
     const int n = peerCount_;
-    slotOf_[p] = static_cast<uint8_t>(n);
-    if (n >= kPeerSlots) return -1;
+    for (int i = 0; i < n; ++i) {
+      if (slotRank_[i] == peer) return i;
+    }
+    if (n >= kPeerSlots || peer < 0 || peer >= size_) return -1;
     peerCount_ = n + 1;
     slotRank_[n] = peer;
     sent_[n] = received_[n] = 0;
@@ -262,12 +262,11 @@ class Recorder {
   TimeoutHook timeoutHook_ = nullptr;
   void* timeoutContext_ = nullptr;
 
-  // The call in progress, its mark and each peer's slot in it, and the writer's copy of what
-  // it wrote there (driving thread only).
+  // The call in progress, its peers (slot i: slotRank_[i]), and the writer's copy of what it
+  // wrote there (driving thread only).
   Entry* current_ = nullptr;
   uint64_t startedAt_ = 0;
   uint64_t lastStampAt_ = 0;  // the latest clock reading of the current call
-  uint32_t callMark_ = 0;
   int peerCount_ = 0;
   uint32_t arrivedMask_ = 0;  // bit i: peers[i] arrived
   uint32_t earlyMask_ = 0;    // bit i: peers[i] was there before this rank looked
@@ -275,8 +274,6 @@ class Recorder {
   uint64_t arrivalAt_[kPeerSlots] = {};
   uint64_t sent_[kPeerSlots] = {};
   uint64_t received_[kPeerSlots] = {};
-  std::vector<uint32_t> slotCall_;
-  std::vector<uint8_t> slotOf_;
   // Single writer: the statistics' counters are written with a load and a store, no
   // read-modify-write.
   template <typename T>
@@ -327,10 +324,6 @@ inline uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
 inline void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
   Entry* e = entryOf(id);
   current_ = e;
-  if (++callMark_ == 0) {  // after 2^32 calls: forget the old marks
-    std::fill(slotCall_.begin(), slotCall_.end(), 0);
-    callMark_ = 1;
-  }
   if (now != 0) lastProgressAt_.store(now, std::memory_order_relaxed);
   startedAt_ = now;
   lastStampAt_ = now;
