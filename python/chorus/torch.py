@@ -5,6 +5,9 @@ Importing this module registers the backend; then, in an unmodified training scr
     import chorus.torch  # noqa: F401
     torch.distributed.init_process_group("chorus")   # env://, tcp://, file:// or store=
 
+``chorus.torch.CompressionState`` and ``chorus.torch.compress_hook`` are chorus.hooks' gradient
+compressors for DDP (``ddp.register_comm_hook(CompressionState("powersgd:2"), compress_hook)``).
+
 Every init method torch supports works: the backend meets its peers through the store torch
 hands it (torchrun's, a FileStore, a group's PrefixStore), so it needs no port or CHORUS_STORE of
 its own. The group's timeout (``init_process_group(timeout=...)``, ``new_group(timeout=...)``)
@@ -15,6 +18,10 @@ import torch
 import torch.distributed as _dist
 
 from chorus import _torch as _ext  # after torch: it extends torch's ProcessGroup
+
+# The compressors as DDP comm hooks (bf16, fp16, int8, powersgd:R with error feedback), also
+# here for users of the backend; they live in chorus.hooks, which needs no backend.
+from chorus.hooks import CompressionState, compress_hook  # noqa: F401
 
 BACKEND = "chorus"
 

@@ -69,6 +69,11 @@ def check(kind, name, group, rank, gloo):
 def main():
     kinds = sys.argv[1:] or KINDS
     rank, _, gloo = init()
+    # The same hooks from the backend's module, where its users look for them.
+    import chorus.torch
+
+    assert chorus.torch.compress_hook is hooks.compress_hook
+    assert chorus.torch.CompressionState is hooks.CompressionState
     for kind in kinds:
         for name, group in (("chorus", None), ("gloo", gloo)):
             check(kind, name, group, rank, gloo)
