@@ -56,9 +56,13 @@ void TcpLink::sayGoodbye(const uint8_t* header) noexcept {
 
 void TcpLink::onEof() {
   if (!sawBye_ && !abortedLater_) lost("connection closed by peer");
+  // Zero-copy sends the peer has read are done once their completions are reaped from the error
+  // queue, where they wait by now. The EOF can be read in the same round as the EPOLLERR that
+  // announces them: reap them before the socket leaves epoll, or their waits never end.
+  if (zeroCopy_.armed()) reapZeroCopy();
   in_ = Inbound::kGone;
   epoll_ctl(epoll_, EPOLL_CTL_DEL, fd_.get(), nullptr);
-  if (recvHead_ || sendHead_) gone();
+  if (recvHead_ || sendHead_ || zeroCopy_.holding()) gone();
 }
 
 void TcpLink::gone() {
