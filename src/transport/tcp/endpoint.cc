@@ -104,9 +104,6 @@ const AutoSizing& autoSizing() {
   return sizes;
 }
 
-// 127.0.0.0/8.
-bool inLoopbackNet(const in_addr& a) { return (ntohl(a.s_addr) >> 24) == 127; }
-
 }  // namespace
 
 bool isLoopbackPeer(int fd) {
@@ -114,7 +111,8 @@ bool isLoopbackPeer(int fd) {
   socklen_t len = sizeof(a);
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
   if (a.ss_family == AF_INET) {
-    return inLoopbackNet(reinterpret_cast<const sockaddr_in&>(a).sin_addr);
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
+    return (ntohl(v4.sin_addr.s_addr) >> 24) == 127;
   }
   if (a.ss_family == AF_INET6) {
     const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
@@ -214,7 +212,7 @@ std::string chooseListenAddress(const std::string& ifname, const std::string& ro
   }
   in_addr target{};
   if (routeHost.empty() || !resolveIpv4(routeHost, &target)) return "127.0.0.1";
-  if (inLoopbackNet(target)) return "127.0.0.1";
+  if ((ntohl(target.s_addr) >> 24) == 127) return "127.0.0.1";
   // A connected UDP socket sends nothing; it only asks the kernel which source address routes
   // there.
   Fd probe(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
