@@ -106,21 +106,6 @@ const AutoSizing& autoSizing() {
 
 }  // namespace
 
-bool isLoopbackPeer(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof(a);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
-  if (a.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
-    return (ntohl(v4.sin_addr.s_addr) >> 24) == 127;
-  }
-  if (a.ss_family == AF_INET6) {
-    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
-    return IN6_IS_ADDR_LOOPBACK(&v6.sin6_addr);
-  }
-  return false;
-}
-
 void tuneSocket(int fd, int bufferBytes) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -185,6 +185,9 @@ int main(int argc, char** argv) {
     chorus_barrier(c);
     say("HELD rank=" + std::to_string(r) +
         " segments=" + std::to_string(registeredSegmentsMapped()));
+    // Both ranks have said so before either dies: the launcher stops the others at the first
+    // death, which could otherwise come before the other rank's line.
+    chorus_barrier(c);
     ::raise(SIGKILL);
   }
   say("usage: registered_worker check registered|unregistered|mixed | kill9");
