@@ -52,9 +52,24 @@ double nanosPerTick() {
   return static_cast<double>(now.ns - r.ns) / static_cast<double>(now.ticks - r.ticks);
 }
 
+double roughTicksPerMicro() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t a = ticks();
+  auto t1 = t0;
+  while (t1 - t0 < std::chrono::microseconds(200)) t1 = std::chrono::steady_clock::now();
+  const uint64_t b = ticks();
+  const double us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+  return b > a ? static_cast<double>(b - a) / us : 1000.0;
+}
+
 }  // namespace
 
 void startTickClock() { (void)reference(); }
+
+uint64_t roughTicksOf(double micros) {
+  static const double perMicro = roughTicksPerMicro();
+  return static_cast<uint64_t>(micros * perMicro);
+}
 
 WallClock WallClock::now() {
   const Reference& r = reference();

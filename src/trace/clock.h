@@ -31,6 +31,9 @@ inline uint64_t wallMicros() {
 
 // Fixes the reference point of the conversion (once per process; call before recording).
 void startTickClock();
+// About how many ticks make `micros` microseconds: the rate is measured once per process over
+// a fifth of a millisecond, close enough for intervals that only bound how often a thing is done.
+uint64_t roughTicksOf(double micros);
 // Converts tick counts to wall-clock time. The rate is measured between the reference point and
 // the moment the converter is made, so it sharpens as the process runs; a converter made within
 // 50 ms of the reference point waits for the rest of those 50 ms. Make one per dump.

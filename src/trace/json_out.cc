@@ -121,6 +121,9 @@ void entryJson(std::string& out, const EntryCopy& e) {
   number(out, "started_us", e.startedUs);
   out += ", ";
   number(out, "ended_us", e.endedUs);
+  // Only where a call's traffic was not followed (its peers list is then empty; older dumps
+  // follow every call).
+  if (!e.detailed) out += ", \"detailed\": false";
   out += ", \"peers\": [";
   for (int i = 0; i < e.peerCount; ++i) {
     const auto& p = e.peers[i];

@@ -43,8 +43,12 @@ uint64_t lagOfBucket(int bucket) {
 // and the hot path looked up a slot five times per call.
 static size_t ringCapacity(size_t asked) { return asked == 0 ? 0 : std::bit_ceil(asked); }
 
-Recorder::Recorder(size_t capacity, int rank, int size)
-    : capacity_(ringCapacity(capacity)), mask_(capacity_ - 1), rank_(rank), size_(size) {
+Recorder::Recorder(size_t capacity, int rank, int size, double detailMicros)
+    : capacity_(ringCapacity(capacity)),
+      mask_(capacity_ - 1),
+      detailGap_(capacity_ > 0 && detailMicros > 0 ? roughTicksOf(detailMicros) : 0),
+      rank_(rank),
+      size_(size) {
   if (capacity_ == 0) return;
   startTickClock();
   const auto n = static_cast<size_t>(size);
@@ -89,6 +93,7 @@ bool Recorder::copy(const Entry& e, EntryCopy* out, const WallClock& clock) cons
     out->startedUs = clock.micros(e.startedAt.load(r));
     out->endedUs = clock.micros(e.endedAt.load(r));
     out->started = out->startedUs != 0;
+    out->detailed = e.detailed.load(r) != 0;
     out->peerCount = std::min<int>(e.peerCount.load(std::memory_order_acquire), kPeerSlots);
     for (int i = 0; i < out->peerCount; ++i) {
       const PeerSlot& s = e.peers[i];

@@ -37,6 +37,15 @@ inline constexpr uint64_t kEndAtLastStamp = 0;
 // Lag histogram: four buckets per power of two of ticks, up to about 2^49 ticks (days).
 inline constexpr int kLagBuckets = 200;
 
+// Detail: a call's per-peer traffic and arrivals (the transport's part of the recording, most of
+// its cost on a small call). Every call that reads the clock at its start anyway (large,
+// non-blocking, point-to-point) is followed in detail, and so is a small blocking call whose
+// previous call ended at least the detail interval (CHORUS_TRACE_DETAIL_US) after the last
+// detailed call started; the others record their issue, start, waits and end only. So detailed
+// small calls start at least an interval apart, which bounds the cost as a fraction of time: a
+// tight loop of microsecond calls has about one per interval, while a rank that waits for its
+// peers has every call detailed, and one that finds them there every other (docs/trace-format.md).
+
 // Laid out so that a call with two peers touches two cache lines of the ring.
 struct PeerSlot {
   std::atomic<int32_t> rank{-1};
@@ -58,6 +67,7 @@ struct alignas(64) Entry {
   std::atomic<uint8_t> kind{0}, algo{0}, dtype{0}, op{0}, wire{0};
   std::atomic<uint8_t> state{0};
   std::atomic<uint8_t> peerCount{0};
+  std::atomic<uint8_t> detailed{1};  // 0: per-peer traffic and arrivals not followed (Detail)
   PeerSlot peers[kPeerSlots];
 };
 
@@ -71,6 +81,7 @@ struct EntryCopy {
   ReduceOp op = ReduceOp::kSum;
   WireFormat wire = WireFormat::kNative;  // an all-reduce's wire format (CallOptions)
   CallState state = CallState::kQueued;
+  bool detailed = true;  // peers were followed (else the list is empty)
   int32_t root = -1, waitingOn = -1;
   uint64_t count = 0, bytes = 0, issuedUs = 0, startedUs = 0, endedUs = 0;
   struct Peer {
@@ -108,8 +119,8 @@ struct StragglerCopy {
 class Recorder {
  public:
   // capacity 0: off (enabled() is false and nothing may be recorded); others are rounded up to
-  // a power of two.
-  Recorder(size_t capacity, int rank, int size);
+  // a power of two. detailMicros: the detail interval (0: every call in detail).
+  Recorder(size_t capacity, int rank, int size, double detailMicros = 0);
 
   bool enabled() const { return capacity_ > 0; }
   size_t capacity() const { return capacity_; }
@@ -123,6 +134,8 @@ class Recorder {
   // kStampAtFirstWaitBelowBytes; collectives only, then `now` of start() is 0 as well).
   uint64_t issue(const OpDesc& d, uint64_t bytes, uint64_t now);
   void start(uint64_t id, AlgorithmId algo, uint64_t now);
+  // Whether the call started last is followed in detail (sent, received and arrived count).
+  bool detailed() const { return detail_; }
   // When the call started (ticks), once stamped; 0 before or when no longer in the ring.
   uint64_t startedTicks(uint64_t id) const;
   // `now`: ticks(), or kEndAtLastStamp for a call whose start was stamped at its first wait
@@ -251,6 +264,7 @@ class Recorder {
 
   const size_t capacity_;
   const size_t mask_;  // capacity_ - 1
+  const uint64_t detailGap_;  // ticks; 0: every call in detail
   const int rank_;
   const int size_;
   std::unique_ptr<Entry[]> ring_;
@@ -265,6 +279,9 @@ class Recorder {
   // The call in progress, its peers (slot i: slotRank_[i]), and the writer's copy of what it
   // wrote there (driving thread only).
   Entry* current_ = nullptr;
+  bool detail_ = true;         // the current call is followed in detail
+  uint64_t lastEndAt_ = 0;     // the end stamp of the last call
+  uint64_t nextDetailAt_ = 0;  // the last detailed call's start + the interval
   uint64_t startedAt_ = 0;
   uint64_t lastStampAt_ = 0;  // the latest clock reading of the current call
   int peerCount_ = 0;
@@ -315,6 +332,7 @@ inline uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
   e.startedAt.store(0, r);
   e.endedAt.store(0, r);
   e.peerCount.store(0, r);  // slots are cleared when a call claims them (Recorder::slot)
+  e.detailed.store(1, r);   // until its start decides
   e.version.store(2 * id, std::memory_order_release);
   recorded_.store(id, std::memory_order_release);
   if (d.kind != CollectiveKind::kSendRecv) bump(issued_);
@@ -330,7 +348,12 @@ inline void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
   peerCount_ = 0;
   arrivedMask_ = 0;
   earlyMask_ = 0;
+  // A small blocking call (now 0: its clock is read at its first wait) is detailed when the
+  // previous call ended at least the interval after the last detailed call started: judged by
+  // the last end stamp, so no clock is read here.
+  detail_ = now != 0 || lastEndAt_ >= nextDetailAt_;
   if (e == nullptr) return;
+  e->detailed.store(detail_, std::memory_order_relaxed);
   e->algo.store(static_cast<uint8_t>(algo), std::memory_order_relaxed);
   e->startedAt.store(now, std::memory_order_relaxed);
   e->state.store(static_cast<uint8_t>(CallState::kStarted), std::memory_order_relaxed);
@@ -352,8 +375,10 @@ inline void Recorder::end(uint64_t id, bool ok, uint64_t now) {
   if (now == kEndAtLastStamp) now = wasCurrent && lastStampAt_ != 0 ? lastStampAt_ : ticks();
   if (wasCurrent) {
     if (startedAt_ == 0) stamp(now);  // never waited
+    if (detail_) nextDetailAt_ = startedAt_ + detailGap_;
     current_ = nullptr;
   }
+  lastEndAt_ = now;
   Entry* e = entryOf(id);
   if (e == nullptr) return;
   constexpr auto r = std::memory_order_relaxed;

@@ -35,6 +35,9 @@ Settings Settings::fromEnv() {
     s.progressSeconds = d;
   }
   if (auto v = envVar("CHORUS_REPORT")) s.report = *v == "1";
+  if (auto v = envVar("CHORUS_TRACE_DETAIL_US")) {
+    s.detailMicros = static_cast<double>(parseEnvNumber("CHORUS_TRACE_DETAIL_US", *v, 0, 60000000));
+  }
   return s;
 }
 

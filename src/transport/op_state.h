@@ -28,21 +28,23 @@ struct OpState {
   bool dry = false;
   // While a wait of the current call is in progress: the latest clock reading (trace::ticks())
   // of the waiting thread, which the recorder uses as the arrival time of what the next polls
-  // find; 0 outside a wait, or with the recorder off.
+  // find; 0 outside a wait, with the recorder off, or in a call it does not follow in detail.
   uint64_t polledAt = 0;
   // A new reading for polledAt, within such a wait only.
   void refreshPolledAt() {
     if (polledAt != 0) polledAt = trace::ticks();
   }
 
+  // The current call's traffic, for a call the recorder follows in detail (trace/recorder.h).
+  bool detailed() const { return recorder && recorder->detailed(); }
   void sent(int peer, uint64_t bytes) {
-    if (recorder) recorder->sent(peer, bytes);
+    if (detailed()) recorder->sent(peer, bytes);
   }
   void received(int peer, uint64_t bytes) {
-    if (recorder) recorder->received(peer, bytes);
+    if (detailed()) recorder->received(peer, bytes);
   }
   void arrived(int peer) {
-    if (recorder) recorder->arrived(peer, !dry, polledAt);
+    if (detailed()) recorder->arrived(peer, !dry, polledAt);
   }
 
   // Recent calls, to describe a late frame from a peer in mismatch messages.

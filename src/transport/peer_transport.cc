@@ -118,9 +118,11 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
     OpState& op;
     ~PolledAtReset() { op.polledAt = 0; }
   } polledAtReset{op_};
-  if (op_.recorder) {
+  if (op_.detailed()) {
     op_.polledAt = trace::ticks();
     op_.recorder->waitingOn(r.peer, op_.polledAt);
+  } else if (op_.recorder) {
+    op_.recorder->waitingOn(r.peer);  // reads the clock only for the call's first wait
   }
   std::unique_ptr<Error> mine;  // set once this wait has timed out
   // Over TCP, the rate so far tells when a large request will end (wait_policy.h). Smaller ones

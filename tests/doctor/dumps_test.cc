@@ -61,6 +61,30 @@ TEST(DoctorDumps, VerdictOfEachCase) {
   }
 }
 
+// Calls whose per-peer traffic the ranks did not follow (docs/trace-format.md, "Detail"): the
+// verdicts claim nothing that only the traffic could show, and keep what the calls' states show.
+TEST(DoctorDumps, UndetailedCallsClaimNothingAboutTraffic) {
+  auto undetailed = [](const char* folder) {
+    auto dumps = loadDumps(fixture(folder)).dumps;
+    for (auto& d : dumps) {
+      for (auto& e : d.entries) {
+        e.detailed = false;
+        e.peers.clear();
+      }
+    }
+    auto findings = diagnoseDumps(dumps);
+    return findings.size() == 1 ? findings[0].verdict : std::string("(no single finding)");
+  };
+  EXPECT_EQ(undetailed("missing_dump"),
+            "rank 2 left no dump and its peers wait for it in allreduce #5; ranks 0 and 1 wait "
+            "in it for rank 2");
+  // A finished all-reduce had every rank's data, followed or not.
+  EXPECT_EQ(undetailed("lost"), "rank 3 was lost after completing allreduce #41 (ranks 0, 1, 2 "
+                                "report it)");
+  EXPECT_EQ(undetailed("hang"),
+            "rank 2 never entered allreduce #9; ranks 0, 1, 3 wait in it for rank 2");
+}
+
 TEST(DoctorDumps, MissingDumpsAreCounted) {
   auto r = runDoctor(fixture("lost"));
   EXPECT_NE(r.out.find("3 of 4 seen, nothing from rank 3"), std::string::npos) << r.out;

@@ -156,5 +156,50 @@ TEST(SpanLog, KeepsTheLastSpansInOrder) {
   EXPECT_TRUE(off.spans().empty());
 }
 
+// A small blocking call (no clock read at its start) is followed in detail when the previous
+// call ended at least the interval after the last detailed one started; calls stamped at their
+// start always are.
+TEST(CallDetail, SmallCallsInATightLoopOncePerInterval) {
+  Recorder rec(64, 0, 2, /*detailMicros=*/5000);
+  auto smallCall = [&](uint64_t j) {
+    const uint64_t id = rec.issue(call(j), 8, 0);
+    rec.start(id, AlgorithmId::kRecursiveDoubling, 0);
+    const bool detailed = rec.detailed();
+    rec.waitingOn(1);
+    rec.running();
+    rec.end(id, true, kEndAtLastStamp);
+    return detailed;
+  };
+  EXPECT_TRUE(smallCall(0));  // the first one
+  int detailed = 0;
+  for (uint64_t j = 1; j <= 20; ++j) detailed += smallCall(j);
+  EXPECT_EQ(detailed, 0);  // 20 calls back to back: well within 5 ms of the first
+  // A call stamped at its start (large, queued or non-blocking) is always detailed.
+  const uint64_t id = rec.issue(call(21), 1 << 20, ticks());
+  rec.start(id, AlgorithmId::kRing, ticks());
+  EXPECT_TRUE(rec.detailed());
+  rec.end(id, true, ticks());
+  // The next small call follows the large one too closely; the one after a pause does not.
+  std::this_thread::sleep_for(std::chrono::milliseconds(12));
+  EXPECT_FALSE(smallCall(22));
+  EXPECT_TRUE(smallCall(23));
+  // A call that lasted the interval (it waited for a peer) makes the next one detailed.
+  const uint64_t id2 = rec.issue(call(24), 8, 0);
+  rec.start(id2, AlgorithmId::kRecursiveDoubling, 0);
+  rec.waitingOn(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(12));
+  rec.arrived(1, false);
+  rec.end(id2, true, kEndAtLastStamp);
+  EXPECT_TRUE(smallCall(25));
+  // Interval 0: every call.
+  Recorder every(64, 0, 2, 0);
+  for (uint64_t j = 0; j < 5; ++j) {
+    const uint64_t i = every.issue(call(j), 8, 0);
+    every.start(i, AlgorithmId::kRecursiveDoubling, 0);
+    EXPECT_TRUE(every.detailed());
+    every.end(i, true, kEndAtLastStamp);
+  }
+}
+
 }  // namespace
 }  // namespace chorus::trace

@@ -130,6 +130,35 @@ TEST(TraceDump, RequestedDumpThroughTheCApiAndWithoutDirectory) {
   EXPECT_EQ(chorus_dump_trace(none, dir.path().c_str()), CHORUS_ERR_INVALID_ARGUMENT);
 }
 
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Small blocking calls back to back: only the first of the detail interval has its per-peer
+// traffic followed, and the dump says which did not; interval 0 follows every call.
+TEST(TraceDump, DetailIntervalFollowsFewCallsOfATightLoop) {
+  ScratchDir dir;
+  constexpr int kCalls = 40;
+  for (const char* interval : {"60000000", "0"}) {
+    SCOPED_TRACE(interval);
+    ScopedEnv env;
+    env.set("CHORUS_TRACE_DETAIL_US", interval);
+    std::string dumps[2];
+    expectRanks(2, [&](Communicator& comm) {
+      for (int i = 0; i < kCalls; ++i) allReduceOnce(comm);
+      dumps[comm.rank()] = readFile(comm.dumpTrace(dir.path()));
+    });
+    for (const std::string& json : dumps) {
+      const bool every = std::string(interval) == "0";
+      EXPECT_EQ(occurrences(json, "\"detailed\": false"), every ? 0u : kCalls - 1u) << json;
+      EXPECT_EQ(occurrences(json, "\"peers\": [{"), every ? kCalls : 1u) << json;
+      EXPECT_EQ(occurrences(json, "\"state\": \"done\""), static_cast<size_t>(kCalls));
+    }
+  }
+}
+
 TEST(TraceDump, RecorderOffRefusesDumps) {
   ScopedEnv env;
   env.set("CHORUS_TRACE_ENTRIES", "0");

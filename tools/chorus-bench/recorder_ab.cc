@@ -47,11 +47,15 @@ int main(int argc, char** argv) {
   size_t bytes = 8;
   int block = 1000, blocks = 200;
   std::string json;
+  bool bothOff = false;
   CLI::App app{"recorder-ab: the flight recorder's cost per call, on and off in one process"};
   app.add_option("--bytes", bytes, "all-reduce size (f32 sum)")->check(CLI::Range(4, 1 << 20));
   app.add_option("--block", block, "calls per block")->check(CLI::Range(1, 1000000));
   app.add_option("--blocks", blocks, "blocks per communicator")->check(CLI::Range(2, 100000));
   app.add_option("--json", json, "also write the figures as JSON to this file");
+  app.add_flag("--both-off", bothOff,
+               "the recorder off in both communicators: the ratio then shows the method's own bias "
+               "(the two communicators' rings and placement), which a real on/off ratio includes");
   CLI11_PARSE(app, argc, argv);
 
   chorus_comm* parent = nullptr;
@@ -60,7 +64,7 @@ int main(int argc, char** argv) {
     const int rank = chorus_rank(parent);
     const char* given = std::getenv("CHORUS_TRACE_ENTRIES");
     const std::string onEntries = given && std::string(given) != "0" ? given : "2048";
-    chorus_comm* comms[2] = {splitWithEntries(parent, onEntries.c_str(), rank),
+    chorus_comm* comms[2] = {splitWithEntries(parent, bothOff ? "0" : onEntries.c_str(), rank),
                              splitWithEntries(parent, "0", rank)};
     const size_t count = bytes / sizeof(float);
     std::vector<float> in(count, 1.0f), out(count);

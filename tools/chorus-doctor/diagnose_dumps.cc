@@ -108,6 +108,15 @@ std::set<int> lostRanksNamedIn(const std::string& error) {
   return ranks;
 }
 
+// Collectives whose result on any rank depends on every rank's data: one that finished on a
+// rank had every rank's part.
+bool needsEveryRank(const std::string& collective) {
+  static const std::set<std::string> kAll = {"allreduce",     "all_gather",       "reduce_scatter",
+                                             "barrier",       "all_gather_v",     "reduce_scatter_v",
+                                             "all_to_all",    "all_to_all_v"};
+  return kAll.count(collective) > 0;
+}
+
 std::optional<Finding> findLostRank(const Group& g, Finding f) {
   // A rank counts as lost when it left no dump and a peer lost its connection to it.
   std::map<int, std::vector<int>> reporters;
@@ -135,6 +144,14 @@ std::optional<Finding> findLostRank(const Group& g, Finding f) {
       for (const Dump* d : g) {
         const Entry* e = d->collective(n);
         if (!e) continue;
+        if (!e->detailed) {
+          // Traffic not followed: a finished call that needs every rank's data had its part.
+          if (e->done() && needsEveryRank(e->collective)) {
+            involved = heard = true;
+            name = e->name();
+          }
+          continue;
+        }
         const PeerIo* p = e->peer(rank);
         if (!p) continue;
         involved = true;
@@ -227,9 +244,11 @@ std::optional<Finding> findHang(const Group& g, Finding f) {
     if (!d) {
       for (const Dump* other : g) {
         const Entry* e = other->collective(first);
+        if (e && !e->detailed) r.heardKnown = false;
         const PeerIo* io = e ? e->peer(rank) : nullptr;
         if (io && (io->firstArrivalUs > 0 || io->received > 0)) r.peersHeardFromIt = true;
       }
+      if (r.peersHeardFromIt) r.heardKnown = true;
       p.ranks.push_back(r);
       continue;
     }

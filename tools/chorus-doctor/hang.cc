@@ -108,11 +108,11 @@ HangVerdict describeHang(const HangPicture& p) {
                     " queued but never started it");
     v.culprits.insert(v.culprits.end(), queued.begin(), queued.end());
   }
-  std::vector<int> silentRoots, unheard, heard;
+  std::vector<int> silentRoots, unheard, heard, untold;
   for (const auto& r : p.ranks) {
     if (r.state != RankState::kUnknown || !roots.count(r.rank)) continue;
     silentRoots.push_back(r.rank);
-    (r.peersHeardFromIt ? heard : unheard).push_back(r.rank);
+    (r.peersHeardFromIt ? heard : r.heardKnown ? unheard : untold).push_back(r.rank);
   }
   if (!silentRoots.empty()) {
     const char* nothing = p.live ? " published no progress record" : " left no dump";
@@ -121,6 +121,11 @@ HangVerdict describeHang(const HangPicture& p) {
                       (p.live ? "" : " and its peers heard nothing from it in " + p.call));
     }
     if (!heard.empty()) parts.push_back(rankList(heard) + nothing + " after it entered " + p.call);
+    // Whether it sent anything in the call is unknown (a peer did not follow the call's
+    // traffic, trace-format.md "Detail"); that its peers wait for it is known (a root).
+    if (!untold.empty()) {
+      parts.push_back(rankList(untold) + nothing + " and its peers wait for it in " + p.call);
+    }
     v.culprits.insert(v.culprits.end(), silentRoots.begin(), silentRoots.end());
   }
   if (!parts.empty()) {

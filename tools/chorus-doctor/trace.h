@@ -33,6 +33,9 @@ struct Entry {
   int64_t startedUs = 0;
   int64_t endedUs = 0;
   std::vector<PeerIo> peers;
+  // false: this rank did not follow the call's per-peer traffic (peers is empty, and says
+  // nothing about what was exchanged).
+  bool detailed = true;
 
   bool done() const { return state == "done"; }
   // "allreduce #5"

@@ -49,6 +49,7 @@ Entry parseEntry(const json& j) {
   e.issuedUs = field<int64_t>(j, "issued_us", 0);
   e.startedUs = field<int64_t>(j, "started_us", 0);
   e.endedUs = field<int64_t>(j, "ended_us", 0);
+  e.detailed = field<bool>(j, "detailed", true);
   if (auto it = j.find("peers"); it != j.end() && it->is_array()) {
     for (const auto& p : *it) e.peers.push_back(parsePeer(p));
   }
