@@ -76,10 +76,14 @@ Link& PeerTransport::link(int peer) {
 }
 
 void PeerTransport::beginOp(const OpDesc& op) {
-  if (op_.deferred) throw *op_.deferred;
   op_.current = op;
   op_.remember(op);
   op_.inOp = true;
+  // A peer failed in a call this rank has now reached (read while this rank was still in an
+  // earlier one, which could finish). It fails here, under this call's number: the abort this
+  // rank sends names the call it is in, and peers still in the previous one (finished here)
+  // must not fail there.
+  if (op_.deferred && op.seq >= op_.deferredSeq) throw *op_.deferred;
   op_.dry = false;
   for (auto& s : sockets_) {
     if (s) s->onBeginOp();

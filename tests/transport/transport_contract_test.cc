@@ -199,6 +199,70 @@ TEST_P(TransportContract, PeerAbortCarriesItsReason) {
   }
 }
 
+// A chain of failures one call ahead: rank 2 fails in call B while rank 1 is still in call A;
+// rank 1 finishes A (rank 2 sent all it owed for it) and fails at the start of B. Rank 0, still
+// in A, must finish A too: rank 1 finished it, and its abort says it failed in B. Both then fail
+// in B, naming a failed rank.
+TEST_P(TransportContract, AbortAtTheStartOfACallLetsPeersFinishThePreviousOne) {
+  auto txs = connect(3);
+  const OpDesc a = op(1), b = op(3);
+  std::atomic<bool> aborted[3] = {false, false, false};
+  auto until = [&](int rank) {
+    const auto limit = Clock::now() + 5s;
+    while (!aborted[rank].load() && Clock::now() < limit) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(30ms);  // its abort is on its way to the peers
+  };
+  std::string failedInB[2];
+  auto start = Clock::now();
+  auto errors = runOnRanks(txs, [&](Transport& tx, int rank) {
+    uint8_t out[8] = {1, 2, 3, 4, 5, 6, 7, 8}, in1[8], in2[8];
+    Request s, r1, r2;
+    tx.beginOp(a);
+    if (rank == 2) {
+      tx.postSend(s, 1, out, sizeof(out), 0);
+      tx.wait(s, Deadline::after(10s));
+      tx.beginOp(b);
+      tx.abort(Error(ErrorCode::kInvalidArgument, "rank 2 gave up in call B"));
+      aborted[2] = true;
+      return;
+    }
+    if (rank == 1) {
+      tx.postSend(s, 0, out, sizeof(out), 0);
+      tx.wait(s, Deadline::after(10s));
+      tx.postRecv(r2, 2, in2, sizeof(in2), 0);
+      until(2);
+      tx.wait(r2, Deadline::after(10s));  // rank 2's part of A, and then its abort from B
+      Request s2;
+      tx.postSend(s2, 0, out, sizeof(out), 1);
+      tx.wait(s2, Deadline::after(10s));
+    } else {
+      tx.postRecv(r1, 1, in1, sizeof(in1), 0);
+      tx.postRecv(r2, 1, in2, sizeof(in2), 1);
+      tx.wait(r1, Deadline::after(10s));
+      until(1);
+      tx.wait(r2, Deadline::after(10s));  // rank 1's last message of A, then its abort from B
+      EXPECT_EQ(std::memcmp(in2, out, sizeof(out)), 0);
+    }
+    // Call B: rank 2 failed in it (and rank 1 with it).
+    try {
+      tx.beginOp(b);
+      Request rb;
+      tx.postRecv(rb, rank == 1 ? 2 : 1, in1, sizeof(in1), 0);
+      tx.wait(rb, Deadline::after(10s));
+      ADD_FAILURE() << "rank " << rank << ": call B completed";
+    } catch (const Error& e) {
+      failedInB[rank] = e.what();
+      if (rank == 1) tx.abort(e);
+      aborted[rank] = true;
+    }
+  });
+  expectNoErrors(errors);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(failedInB[r].find("rank 2 gave up in call B"), std::string::npos) << failedInB[r];
+  }
+  EXPECT_LT(Clock::now() - start, 8s);
+}
+
 // interrupt() from another thread ends a wait that nothing would complete, promptly.
 TEST_P(TransportContract, InterruptEndsAWaitPromptly) {
   auto txs = connect(2);

@@ -104,7 +104,24 @@ const AutoSizing& autoSizing() {
   return sizes;
 }
 
+// 127.0.0.0/8.
+bool inLoopbackNet(const in_addr& a) { return (ntohl(a.s_addr) >> 24) == 127; }
+
 }  // namespace
+
+bool isLoopbackPeer(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof(a);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
+  if (a.ss_family == AF_INET) {
+    return inLoopbackNet(reinterpret_cast<const sockaddr_in&>(a).sin_addr);
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
+    return IN6_IS_ADDR_LOOPBACK(&v6.sin6_addr);
+  }
+  return false;
+}
 
 void tuneSocket(int fd, int bufferBytes) {
   int one = 1;
@@ -197,7 +214,7 @@ std::string chooseListenAddress(const std::string& ifname, const std::string& ro
   }
   in_addr target{};
   if (routeHost.empty() || !resolveIpv4(routeHost, &target)) return "127.0.0.1";
-  if ((ntohl(target.s_addr) >> 24) == 127) return "127.0.0.1";
+  if (inLoopbackNet(target)) return "127.0.0.1";
   // A connected UDP socket sends nothing; it only asks the kernel which source address routes
   // there.
   Fd probe(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));

@@ -19,6 +19,10 @@ sockaddr_in parseAddress(const std::string& hostPort);
 // sizing where that reaches bufferBytes (net.ipv4.tcp_rmem maximum, tcp_moderate_rcvbuf).
 void tuneSocket(int fd, int bufferBytes);
 
+// Whether the socket's peer is a loopback address (127.0.0.0/8, ::1): a connection that never
+// leaves the machine's own stack.
+bool isLoopbackPeer(int fd);
+
 // Listening socket on ip:0; *boundPort receives the port.
 Fd listenOn(const std::string& ip, int bufferBytes, int* boundPort);
 

@@ -4,6 +4,7 @@
 #include "common/socket_io.h"
 #include "transport/mismatch.h"
 #include "transport/request_queue.h"
+#include "transport/tcp/endpoint.h"
 
 #include <poll.h>
 #include <sys/epoll.h>
@@ -29,6 +30,7 @@ TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
       epoll_(epollFd),
       sealed_(std::move(sealed)) {
   setNonBlocking(fd_.get());
+  loopback_ = isLoopbackPeer(fd_.get());
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.u64 = static_cast<uint64_t>(peer_);
@@ -289,16 +291,20 @@ bool TcpLink::readSome(uint8_t* dst, size_t want, size_t& got, bool& drained) {
     // A large read also takes what follows the payload into the stage (the next frame's header,
     // mostly): one system call per frame instead of two while data streams in. Every recv that
     // frees much of the receive buffer may send a window update through the whole network path,
-    // which costs more than the call itself.
+    // which costs more than the call itself. Over loopback neither holds: more data is there
+    // again by the next call and an update costs little, so it reads on after a short read and
+    // into the payload only (measured: 13% less CPU per byte and 15% more busbw at 64 MiB,
+    // docs/performance.md, "CPU cost per byte").
+    const bool readAhead = !staged && !loopback_;
     iovec iov[2] = {{dst + got, want - got}, {stage_, kStageBytes}};
     msghdr m{};
     m.msg_iov = staged ? iov + 1 : iov;
-    m.msg_iovlen = staged ? 1 : 2;
-    const size_t asked = staged ? kStageBytes : want - got + kStageBytes;
+    m.msg_iovlen = readAhead ? 2 : 1;
+    const size_t asked = staged ? kStageBytes : want - got + (readAhead ? kStageBytes : 0);
     ssize_t k = ::recvmsg(fd_.get(), &m, MSG_DONTWAIT);
     if (k > 0) {
       const auto n = static_cast<size_t>(k);
-      drained = n < asked;
+      drained = n < asked && !loopback_;
       const size_t direct = staged ? 0 : std::min(n, want - got);
       got += direct;
       stageAt_ = 0;
@@ -369,7 +375,10 @@ void TcpLink::onAbortText() {
                "rank " + std::to_string(peer_) + " failed: " + abortText_.substr(4));
   if (op_.inOp && abortSeq_ > op_.current.seq) {
     abortedLater_ = true;
-    if (!op_.deferred) op_.deferred = std::make_unique<Error>(remote);
+    if (!op_.deferred) {
+      op_.deferred = std::make_unique<Error>(remote);
+      op_.deferredSeq = abortSeq_;
+    }
     return;
   }
   op_.abortFrom = peer_;

@@ -101,6 +101,9 @@ class TcpLink final : public Link {
   uint32_t events_ = 0;  // epoll mask currently registered
   bool halfClosed_ = false;
   bool sawBye_ = false;
+  // The peer is on a loopback address: data arrives at memory speed and a window update costs
+  // little, so reads go on after a short one and take no read-ahead (TcpLink::readSome).
+  bool loopback_ = false;
   // Outbound: FIFO of sends; the head's header is encoded in sendHeader_.
   Request* sendHead_ = nullptr;
   Request* sendTail_ = nullptr;
