@@ -9,6 +9,7 @@
 #include "algo/in_place.h"
 #include "algo/select.h"
 #include "common/deadline.h"
+#include "core/choice_memo.h"
 #include "core/work_state.h"
 #include "trace/subject.h"
 #include "transport/transport.h"
@@ -129,6 +130,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   std::unique_ptr<algo::SharedMemoryAccess> shared_;
   std::unique_ptr<algo::Hierarchy> hier_;  // subgroups by host; null for a flat layout
   algo::Placement placement_;              // hosts and ranks per host, for the algorithm choice
+  ChoiceMemo choices_;                     // the choice for recent call shapes
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -14,6 +14,7 @@
 #include <chorus/error.hpp>
 
 #include <cstdio>
+#include <optional>
 #include <utility>
 
 namespace chorus {
@@ -77,24 +78,36 @@ Communicator::Impl::~Impl() {
 void Communicator::Impl::prepare(algo::Args& args) {
   OpDesc& desc = args.desc;
   validateArgs(args, rank, size);
-  algo::Choice choice = algo::chooseAlgorithm(desc.kind, desc.count * sizeOf(desc.dtype),
-                                              desc.dtype, size, placement_, options, desc.wire);
-  desc.algo = choice.algo;
-  if (options.debug == DebugLevel::kAll || (options.debug == DebugLevel::kRank0 && rank == 0)) {
-    OpDesc shown = desc;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      shown.seq = OpDesc::collectiveSeq(collectives_);  // what issue() is about to give it
+  const uint64_t bytes = desc.count * sizeOf(desc.dtype);
+  const bool explains =
+      options.debug == DebugLevel::kAll || (options.debug == DebugLevel::kRank0 && rank == 0);
+  // A shape seen before takes its remembered choice; CHORUS_DEBUG shows the model's figures, so
+  // it always asks the model.
+  std::optional<AlgorithmId> known;
+  if (!explains) known = choices_.find(desc.kind, bytes, desc.dtype, desc.wire);
+  if (known) {
+    desc.algo = *known;
+  } else {
+    algo::Choice choice =
+        algo::chooseAlgorithm(desc.kind, bytes, desc.dtype, size, placement_, options, desc.wire);
+    desc.algo = choice.algo;
+    choices_.remember(desc.kind, bytes, desc.dtype, desc.wire, desc.algo);
+    if (explains) {
+      OpDesc shown = desc;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        shown.seq = OpDesc::collectiveSeq(collectives_);  // what issue() is about to give it
+      }
+      std::fprintf(stderr, "chorus[%d]: %s\n", rank,
+                   algo::explain(shown, size, placement_, choice).c_str());
     }
-    std::fprintf(stderr, "chorus[%d]: %s\n", rank,
-                 algo::explain(shown, size, placement_, choice).c_str());
   }
   lastAlgo.store(static_cast<int>(desc.algo), std::memory_order_relaxed);
   if (desc.kind == CollectiveKind::kSendRecv) {
     // Every message between two collectives travels under one description, so that one that
     // arrives while the receiver still waits for an earlier one is not taken for another call;
     // the transport checks each message's size instead.
-    args.bytes = desc.count * sizeOf(desc.dtype);
+    args.bytes = bytes;
     desc.count = 0;
     desc.dtype = DataType::kU8;
   }
