@@ -48,7 +48,9 @@ demo-torch:
 demo-c: build
 	$(BUILD)/tools/chorus-run/chorus-run -n $(RANKS) -- $(BUILD)/examples/allreduce_demo
 
+# The trainer's tests read Fashion-MNIST and the timeline test draws with matplotlib: --train.
 test: deps
+	scripts/install-deps --train
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCHORUS_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
