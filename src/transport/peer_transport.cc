@@ -39,6 +39,7 @@ PeerTransport::PeerTransport(int rank, int size, Fd listener,
       rings_(static_cast<size_t>(size)),
       data_(static_cast<size_t>(size), nullptr),
       peerFailed_(new std::atomic<bool>[static_cast<size_t>(size)]()) {
+  rates_.resize(2 * static_cast<size_t>(size));
   epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!epoll_ || !wake_) throw Error(ErrorCode::kSystem, "epoll/eventfd: " + errnoText(errno));
@@ -135,7 +136,17 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
       r.bytes - r.moved > kRateSampleBytes && std::strcmp(pathTo(r.peer), "tcp") == 0;
   const auto began = paced ? Clock::now() : Clock::time_point{};
   const size_t movedBefore = r.moved;
+  // Until this wait has a rate of its own, the last one's on this link and direction, if recent
+  // (a ring's next segment, mostly): without it, each segment's wait polled at full speed through
+  // its first kRateSampleBytes, half a millisecond per segment at 1 Gbit/s.
+  LinkRate* rate = nullptr;
+  double carried = 0;
+  if (paced) {
+    rate = &rates_[2 * static_cast<size_t>(r.peer) + (data_[r.peer]->holdsSend(&r) ? 1 : 0)];
+    if (began - rate->at < kCarriedRateFor) carried = rate->bytesPerNs;
+  }
   bool firstPass = true;
+  bool looked = false;  // a pass of progress ran
   while (!r.done()) {
     // A pass of progress that moved other data may have taken a while: read the clock again.
     if (!firstPass) op_.refreshPolledAt();
@@ -154,15 +165,17 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
     }
     if (!mine) {
       if (paced) {
-        const size_t moved = r.moved - movedBefore;
-        const auto elapsed = Clock::now() - began;
-        spinNow_ = !endIsFar(moved, elapsed, r.bytes - r.moved, kFarSpins * spin_.duration);
-        if (!spinNow_) {
-          std::this_thread::sleep_for(napFor(moved, elapsed));
+        double bytesPerNs = rateOf(r.moved - movedBefore, Clock::now() - began);
+        if (bytesPerNs <= 0) bytesPerNs = carried;
+        spinNow_ = !endIsFarAt(bytesPerNs, r.bytes - r.moved, kFarSpins * spin_.duration);
+        // The first pass reads what is already there (or sleeps until something comes) first.
+        if (!spinNow_ && looked) {
+          std::this_thread::sleep_for(napAt(bytesPerNs));
           op_.refreshPolledAt();
         }
       }
       pollStuck(r, deadline);
+      looked = true;
       spinNow_ = true;
       continue;
     }
@@ -172,6 +185,11 @@ void PeerTransport::wait(Request& r, Deadline deadline) {
       if (op_.abortFrom == r.peer) throw;
       // Another rank's account of the same stall; keep waiting for the one that matters.
     }
+  }
+  if (rate) {
+    const auto now = Clock::now();
+    const double measured = rateOf(r.moved - movedBefore, now - began);
+    if (measured > 0) *rate = {measured, now};
   }
   if (op_.recorder) op_.recorder->running();
 }

@@ -110,6 +110,13 @@ class PeerTransport final : public Transport {
   // its end is further than kFarSpins spins away (wait_policy.h).
   bool spinNow_ = true;
   static constexpr int kFarSpins = 1;
+  // The rate of the last paced wait per peer and direction (index 2 * peer + sending), for the
+  // next one (wait_policy.h, kCarriedRateFor).
+  struct LinkRate {
+    double bytesPerNs = 0;
+    std::chrono::steady_clock::time_point at{};
+  };
+  std::vector<LinkRate> rates_;
   uint64_t communicatorId_ = 0;
   // Per peer: set once this transport saw it fail (failedPeers; read from any thread).
   std::unique_ptr<std::atomic<bool>[]> peerFailed_;

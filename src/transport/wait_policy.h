@@ -23,24 +23,40 @@ inline constexpr size_t kRateSampleBytes = 64 << 10;
 inline constexpr size_t kNapBytes = 64 << 10;
 inline constexpr std::chrono::microseconds kLongestNap{500};
 
-// Whether the request's end is far: `moved` bytes moved in `elapsed` since the wait began,
-// `remaining` still to move, at that rate, take longer than `farAfter`.
+// A wait's rate estimate: `moved` bytes in `elapsed` since it began, trusted from
+// kRateSampleBytes on.
+inline double rateOf(size_t moved, std::chrono::nanoseconds elapsed) {
+  if (moved < kRateSampleBytes || elapsed.count() <= 0) return 0;
+  return static_cast<double>(moved) / static_cast<double>(elapsed.count());  // bytes per ns
+}
+
+// Whether a request's end is far: `remaining` bytes at `bytesPerNs` (0: unknown, not far) take
+// longer than `farAfter`.
+inline bool endIsFarAt(double bytesPerNs, size_t remaining, std::chrono::nanoseconds farAfter) {
+  if (bytesPerNs <= 0) return false;
+  return static_cast<double>(remaining) / bytesPerNs > static_cast<double>(farAfter.count());
+}
 inline bool endIsFar(size_t moved, std::chrono::nanoseconds elapsed, size_t remaining,
                      std::chrono::nanoseconds farAfter) {
-  if (moved < kRateSampleBytes || elapsed.count() <= 0) return false;
-  const double secondsLeft = static_cast<double>(remaining) / static_cast<double>(moved) *
-                             static_cast<double>(elapsed.count());
-  return secondsLeft > static_cast<double>(farAfter.count());
+  return endIsFarAt(rateOf(moved, elapsed), remaining, farAfter);
 }
 
 // How long to nap before looking again at a request whose end is far: the time kNapBytes take
-// at the rate so far, at most kLongestNap.
-inline std::chrono::nanoseconds napFor(size_t moved, std::chrono::nanoseconds elapsed) {
-  if (moved == 0) return std::chrono::nanoseconds(0);
-  const double ns = static_cast<double>(kNapBytes) / static_cast<double>(moved) *
-                    static_cast<double>(elapsed.count());
+// at that rate, at most kLongestNap.
+inline std::chrono::nanoseconds napAt(double bytesPerNs) {
+  if (bytesPerNs <= 0) return std::chrono::nanoseconds(0);
+  const double ns = static_cast<double>(kNapBytes) / bytesPerNs;
   return std::min(std::chrono::nanoseconds(static_cast<long long>(ns)),
                   std::chrono::nanoseconds(kLongestNap));
 }
+inline std::chrono::nanoseconds napFor(size_t moved, std::chrono::nanoseconds elapsed) {
+  if (moved == 0 || elapsed.count() <= 0) return std::chrono::nanoseconds(0);
+  return napAt(static_cast<double>(moved) / static_cast<double>(elapsed.count()));
+}
+
+// How long a wait's rate stays a fair guess for the next wait on the same peer and direction
+// (the next segment of a ring step, mostly): until the next wait has a sample of its own, it
+// naps at that rate instead of polling through its first kRateSampleBytes.
+inline constexpr std::chrono::milliseconds kCarriedRateFor{200};
 
 }  // namespace chorus::transport

@@ -37,5 +37,22 @@ TEST(WaitPolicy, NapGathersABatchAtMostTheLongestNap) {
   EXPECT_EQ(napFor(0, microseconds(1000)).count(), 0);
 }
 
+TEST(WaitPolicy, RateIsTrustedFromTheSampleOn) {
+  EXPECT_EQ(rateOf(kRateSampleBytes - 1, microseconds(100)), 0.0);
+  EXPECT_EQ(rateOf(1 << 20, microseconds(0)), 0.0);
+  EXPECT_DOUBLE_EQ(rateOf(125000, microseconds(1000)), 0.125);  // 1 Gbit/s in bytes per ns
+}
+
+TEST(WaitPolicy, ACarriedRateDecidesLikeAMeasuredOne) {
+  // The previous segment's 1 Gbit/s: 512 KiB are about 4.2 ms away, far beyond 1 ms of spin.
+  EXPECT_TRUE(endIsFarAt(0.125, 512 << 10, microseconds(1000)));
+  EXPECT_FALSE(endIsFarAt(0.125, 64 << 10, microseconds(1000)));
+  // No rate known: never far (poll as before).
+  EXPECT_FALSE(endIsFarAt(0, 64 << 20, microseconds(1)));
+  // The nap at a rate is the one napFor gives for the same rate.
+  EXPECT_EQ(napAt(0.125), napFor(125000, microseconds(1000)));
+  EXPECT_EQ(napAt(0).count(), 0);
+}
+
 }  // namespace
 }  // namespace chorus::transport
