@@ -4,6 +4,7 @@
 #include "common/op_desc.h"
 #include "transport/data_path.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -110,6 +111,15 @@ struct Group {
   Scratch* scratch = nullptr;
   std::chrono::milliseconds timeout{300000};
   size_t segmentBytes = 512 * 1024;
+  // Over TCP (some link of this group is TCP, as every rank of it knows alike): the largest
+  // ring segment (Options::tcpSegmentBytes); 0: segmentBytes always.
+  size_t tcpSegmentBytes = 0;
+  // The segment of a ring whose largest block has `blockBytes`: segmentBytes, or over TCP about a
+  // quarter of the block, between segmentBytes and tcpSegmentBytes.
+  size_t ringSegmentBytes(size_t blockBytes) const {
+    if (tcpSegmentBytes <= segmentBytes) return segmentBytes;
+    return std::clamp(blockBytes / 4, segmentBytes, tcpSegmentBytes);
+  }
   // Ring all-reduces from this size (and 3 ranks) run as two rings, one each way (0: never;
   // Tuning::ringBidirectionalBytes).
   size_t ringBidirectionalBytes = 0;

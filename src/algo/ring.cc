@@ -106,7 +106,7 @@ RingTask::RingTask(const Group& g, const RingSpec& s) : g_(g), s_(s) {
     throw Error(ErrorCode::kInternal, "ring: a wire format needs an f32 all-reduce");
   }
   size_t segElems = wired_ ? wireSegmentElems(s.wire, g.segmentBytes)
-                           : std::max<size_t>(1, g.segmentBytes / esize_);
+                           : std::max<size_t>(1, g.ringSegmentBytes(maxBlock * esize_) / esize_);
   segs_ = std::max<size_t>(1, (maxBlock + segElems - 1) / segElems);
   // With a wire format every (block, segment) has a place in one buffer of wire bytes: what is
   // sent is encoded there, and what the all-gather receives lands there and is forwarded as is.

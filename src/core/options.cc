@@ -98,6 +98,14 @@ Options Options::fromEnv() {
   if (auto v = env("CHORUS_SEGMENT_BYTES")) {
     o.segmentBytes = static_cast<size_t>(parseNumber("CHORUS_SEGMENT_BYTES", *v, 64, 1LL << 30));
   }
+  if (auto v = env("CHORUS_TCP_SEGMENT_BYTES")) {
+    const auto n = parseNumber("CHORUS_TCP_SEGMENT_BYTES", *v, 0, 1LL << 30);
+    if (n != 0 && n < 64) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "CHORUS_TCP_SEGMENT_BYTES='" + *v + "' is neither 0 nor in [64, 1 GiB]");
+    }
+    o.tcpSegmentBytes = static_cast<size_t>(n);
+  }
   applyTuningOverridesFromEnv(o.tuning);
   if (auto v = env("CHORUS_SOCKET_BUFFER")) {
     o.socketBufferBytes = static_cast<int>(parseNumber("CHORUS_SOCKET_BUFFER", *v, 0, 1LL << 30));

@@ -33,6 +33,12 @@ Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::
   group_.scratch = &scratch_;
   group_.timeout = options.timeout;
   group_.segmentBytes = options.segmentBytes;
+  // Some link is TCP where the ranks span hosts or the application asked for TCP: the same on
+  // every rank, so every rank cuts a ring's blocks alike.
+  if (tx_ && (algo::topologyOf(tx_->hosts()).hostCount() > 1 ||
+              options.transport == TransportKind::kTcp)) {
+    group_.tcpSegmentBytes = options.tcpSegmentBytes;
+  }
   group_.ringBidirectionalBytes = static_cast<size_t>(options.tuning.ringBidirectionalBytes);
   if (tx_) {
     hier_ = algo::makeHierarchy(group_, tx_->hosts(), options);
