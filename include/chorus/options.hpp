@@ -130,10 +130,10 @@ struct Options {
   AlgorithmSetting algorithm;
   // CHORUS_SEGMENT_BYTES (default 512 KiB): pipelining unit of the ring algorithms.
   size_t segmentBytes{512 * 1024};
-  // CHORUS_TCP_SEGMENT_BYTES (default 2 MiB; 0: segmentBytes everywhere): a ring whose links
-  // include TCP cuts each block into about four segments, between segmentBytes and this size:
-  // fewer, larger messages cost the kernel and the waits less per byte once a block is large
-  // enough to keep four in flight. Every rank must use the same value.
+  // CHORUS_TCP_SEGMENT_BYTES (default 2 MiB; 0: segmentBytes everywhere): a ring across hosts
+  // cuts each block into about four segments, between segmentBytes and this size: fewer, larger
+  // messages cost the kernel and the waits less per byte once a block is large enough to keep
+  // four in flight. Rings within one host keep segmentBytes. Every rank must use the same value.
   size_t tcpSegmentBytes{2 * 1024 * 1024};
   // CHORUS_TUNING_FILE: cost-model constants for the automatic choice (see Tuning). Every rank
   // must use the same values, or the ranks report mismatched calls.

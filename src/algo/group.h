@@ -111,8 +111,8 @@ struct Group {
   Scratch* scratch = nullptr;
   std::chrono::milliseconds timeout{300000};
   size_t segmentBytes = 512 * 1024;
-  // Over TCP (some link of this group is TCP, as every rank of it knows alike): the largest
-  // ring segment (Options::tcpSegmentBytes); 0: segmentBytes always.
+  // Where the group spans hosts (its links leave the machine, as every rank of it knows alike):
+  // the largest ring segment (Options::tcpSegmentBytes); 0: segmentBytes always.
   size_t tcpSegmentBytes = 0;
   // The segment of a ring whose largest block has `blockBytes`: segmentBytes, or over TCP about a
   // quarter of the block, between segmentBytes and tcpSegmentBytes.

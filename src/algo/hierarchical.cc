@@ -50,8 +50,8 @@ std::unique_ptr<Hierarchy> makeHierarchy(const Group& g, std::shared_ptr<const T
     sub.tx = tx.get();
   };
   subgroup(h->local, h->localTx, t.hosts[static_cast<size_t>(h->hostIndex)]);
-  // The host's group talks over shared memory unless the application asked for TCP.
-  if (options.transport != TransportKind::kTcp) h->local.tcpSegmentBytes = 0;
+  // The host's group stays on this machine (shared memory, or TCP over loopback).
+  h->local.tcpSegmentBytes = 0;
   h->inCross = t.even || localRank == 0;
   if (h->inCross) {
     std::vector<int> cross;

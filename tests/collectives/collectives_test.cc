@@ -302,9 +302,9 @@ std::vector<Param> params() {
   p.push_back({5, "tree", 1024, "tcp"});
   for (int n : {2, 3, 5}) p.push_back({n, "auto", 512 * 1024, "tcp"});
   p.push_back({4, "ring", 4096, "tcp"});
-  // Over TCP a block's segments grow to about a quarter of it (Options::tcpSegmentBytes): with
-  // 4 KiB as the smallest, every large case here cuts its blocks into uneven quarters.
-  p.push_back({5, "ring", 4096, "tcp"});
+  // Across hosts a block's segments grow to about a quarter of it (Options::tcpSegmentBytes):
+  // with 4 KiB as the smallest, every large case here cuts its blocks into uneven quarters.
+  p.push_back({5, "ring", 4096, "auto", "ABCDE"});
   // Hierarchical layouts: even (contiguous and interleaved ranks), uneven, one rank alone.
   for (const char* layout : {"AABB", "ABAB", "AAABBB", "AABBCCDD", "AAB", "ABBBA", "AABBBCC"}) {
     const int n = static_cast<int>(std::string(layout).size());
