@@ -263,7 +263,7 @@ class Recorder {
   bool copy(const Entry& e, EntryCopy* out, const WallClock& clock) const;
 
   const size_t capacity_;
-  const size_t mask_;  // capacity_ - 1
+  const size_t mask_;         // capacity_ - 1
   const uint64_t detailGap_;  // ticks; 0: every call in detail
   const int rank_;
   const int size_;

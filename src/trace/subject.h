@@ -24,7 +24,9 @@ inline constexpr size_t kSpanCapacity = 1024;
 
 struct Subject {
   Subject(Settings s, uint64_t communicatorId, int rank, int size)
-      : settings(std::move(s)), id(hexId(communicatorId)), recorder(settings.entries, rank, size, settings.detailMicros) {}
+      : settings(std::move(s)),
+        id(hexId(communicatorId)),
+        recorder(settings.entries, rank, size, settings.detailMicros) {}
 
   static std::string hexId(uint64_t v);
 

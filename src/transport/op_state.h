@@ -21,7 +21,7 @@ struct OpState {
   // for this one, so the current collective may still finish; the next one fails with this.
   std::unique_ptr<Error> deferred;
   uint64_t deferredSeq = 0;  // the call that peer failed in: deferred fails this rank's call there
-  int abortFrom = -1;  // peer whose abort message was read last
+  int abortFrom = -1;        // peer whose abort message was read last
   // The flight recorder (null: off), told about the current call's traffic by the links.
   trace::Recorder* recorder = nullptr;
   // A progress pass of the current call found nothing to do: messages that arrive from now on

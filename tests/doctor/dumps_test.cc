@@ -79,8 +79,9 @@ TEST(DoctorDumps, UndetailedCallsClaimNothingAboutTraffic) {
             "rank 2 left no dump and its peers wait for it in allreduce #5; ranks 0 and 1 wait "
             "in it for rank 2");
   // A finished all-reduce had every rank's data, followed or not.
-  EXPECT_EQ(undetailed("lost"), "rank 3 was lost after completing allreduce #41 (ranks 0, 1, 2 "
-                                "report it)");
+  EXPECT_EQ(undetailed("lost"),
+            "rank 3 was lost after completing allreduce #41 (ranks 0, 1, 2 "
+            "report it)");
   EXPECT_EQ(undetailed("hang"),
             "rank 2 never entered allreduce #9; ranks 0, 1, 3 wait in it for rank 2");
 }

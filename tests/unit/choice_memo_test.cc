@@ -30,8 +30,9 @@ TEST(ChoiceMemo, AnswersOnlyForTheShapeItWasGiven) {
 TEST(ChoiceMemo, ManyShapesNeverAnswerWrongly) {
   ChoiceMemo memo;
   auto algoOf = [](uint64_t bytes) {
-    return bytes % 3 == 0 ? AlgorithmId::kRing
-                          : bytes % 3 == 1 ? AlgorithmId::kRecursiveDoubling : AlgorithmId::kTwoShot;
+    return bytes % 3 == 0   ? AlgorithmId::kRing
+           : bytes % 3 == 1 ? AlgorithmId::kRecursiveDoubling
+                            : AlgorithmId::kTwoShot;
   };
   for (uint64_t b = 1; b < 5000; b += 7) {
     memo.remember(CollectiveKind::kAllReduce, b, DataType::kF32, WireFormat::kNative, algoOf(b));

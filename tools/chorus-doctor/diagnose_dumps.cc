@@ -111,9 +111,9 @@ std::set<int> lostRanksNamedIn(const std::string& error) {
 // Collectives whose result on any rank depends on every rank's data: one that finished on a
 // rank had every rank's part.
 bool needsEveryRank(const std::string& collective) {
-  static const std::set<std::string> kAll = {"allreduce",     "all_gather",       "reduce_scatter",
-                                             "barrier",       "all_gather_v",     "reduce_scatter_v",
-                                             "all_to_all",    "all_to_all_v"};
+  static const std::set<std::string> kAll = {"allreduce",  "all_gather",   "reduce_scatter",
+                                             "barrier",    "all_gather_v", "reduce_scatter_v",
+                                             "all_to_all", "all_to_all_v"};
   return kAll.count(collective) > 0;
 }
 
