@@ -90,7 +90,10 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
  private:
   struct Task {
     algo::Args args;
-    std::shared_ptr<detail::WorkState> state;
+    // Null for a blocking call that runs at once on its caller's thread (runBlocking): its
+    // outcome goes to `error`, and nobody else can wait for it.
+    std::shared_ptr<detail::WorkState> state{};
+    std::exception_ptr error{};
     uint64_t traceId = 0;    // the call's entry in the flight recorder (0: none)
     uint64_t issuedAt = 0;   // trace::ticks() at issue
     uint64_t startedAt = 0;  // trace::ticks() at start
@@ -99,6 +102,11 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   };
   void workerLoop();
   void execute(Task& task);
+  // The task's outcome, to its waiters (or its caller, for a task without a state).
+  static void finish(Task& task, std::exception_ptr error) {
+    if (task.state) return task.state->finish(std::move(error));
+    task.error = std::move(error);
+  }
   // Sends and receives between the same two collectives, run together (point_to_point.cc).
   void executePointToPoint(Task& first);
   // Runs a task on the calling thread, which has set busy_ (runBlocking, runIfNext).

@@ -43,7 +43,7 @@ void Communicator::Impl::executePointToPoint(Task& first) {
     for (size_t i = finished; i < tasks.size(); ++i) traceEnd(*tasks[i], false);
     abortWith(err);  // aborts the transport first: the requests may go away after it
     for (size_t i = finished; i < tasks.size(); ++i) {
-      tasks[i]->state->finish(std::make_exception_ptr(err));
+      finish(*tasks[i], std::make_exception_ptr(err));
     }
   };
   try {
@@ -66,7 +66,7 @@ void Communicator::Impl::executePointToPoint(Task& first) {
       while (requests.size() < tasks.size()) post(*tasks[requests.size()]);
       while (finished < tasks.size() && requests[finished].done()) {
         traceEnd(*tasks[finished], true);
-        tasks[finished++]->state->finish(nullptr);
+        finish(*tasks[finished++], nullptr);
         progressed = true;
       }
       if (finished == tasks.size()) return;

@@ -150,10 +150,26 @@ Work Communicator::Impl::issue(algo::Args args, Run run) {
   return Work(state);
 }
 
+namespace {
+
+// What a blocking call that ran at once returns: a finished, successful work (one per thread, so
+// that the calls of different threads share no reference count).
+const std::shared_ptr<detail::WorkState>& finishedWork() {
+  thread_local const std::shared_ptr<detail::WorkState> done = [] {
+    auto s = std::make_shared<detail::WorkState>();
+    s->finishedEarly(nullptr);
+    return s;
+  }();
+  return done;
+}
+
+}  // namespace
+
 std::shared_ptr<detail::WorkState> Communicator::Impl::runBlocking(algo::Args args) {
   prepare(args);
-  Task task{std::move(args), std::make_shared<detail::WorkState>()};
-  task.state->pin = registered::pin(task.args.in, task.args.out);
+  // A call that runs at once on this thread needs no shared state: nobody else waits for it.
+  Task task{std::move(args)};
+  std::shared_ptr<void> pin = registered::pin(task.args.in, task.args.out);
   {
     std::unique_lock<std::mutex> lock(mu_);
     task.args.desc.seq = takeSeq(task.args.desc.kind);
@@ -163,6 +179,8 @@ std::shared_ptr<detail::WorkState> Communicator::Impl::runBlocking(algo::Args ar
       std::rethrow_exception(abortedError(task.args.desc));
     }
     if (!queue_.empty() || busy_) {
+      task.state = std::make_shared<detail::WorkState>();
+      task.state->pin = std::move(pin);
       task.state->owner = weak_from_this();
       queue_.push_back(task);
       lock.unlock();
@@ -174,8 +192,9 @@ std::shared_ptr<detail::WorkState> Communicator::Impl::runBlocking(algo::Args ar
     task.startsAtIssue = true;
   }
   runTask(task);
-  if (task.state->error) std::rethrow_exception(task.state->error);
-  return task.state;
+  pin.reset();  // the call is done with its buffers
+  if (task.error) std::rethrow_exception(task.error);
+  return finishedWork();
 }
 
 void Communicator::Impl::runIfNext(detail::WorkState& state) {
@@ -285,7 +304,7 @@ void Communicator::Impl::workerLoop() {
       if (abortCause_) {
         lock.unlock();  // completion callbacks may issue new work
         if (recorder_) recorder_->dropQueued(task.traceId, trace::ticks());
-        task.state->finish(abortedError(task.args.desc));
+        finish(task, abortedError(task.args.desc));
         continue;
       }
       busy_ = true;
@@ -307,7 +326,7 @@ void Communicator::Impl::execute(Task& task) {
     if (tx_) tx_->beginOp(d);
     algo::run(group_, task.args);
     traceEnd(task, true);
-    task.state->finish(nullptr);
+    finish(task, nullptr);
     return;
   } catch (const Error& e) {
     Error err(e.code(), d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
@@ -321,7 +340,7 @@ void Communicator::Impl::execute(Task& task) {
     if (e.code() == ErrorCode::kTimeout || e.code() == ErrorCode::kPeerFailure) {
       culprit = stallDiagnosis(task);
     }
-    if (culprit.empty()) return task.state->finish(stored ? stored : std::make_exception_ptr(err));
+    if (culprit.empty()) return finish(task, stored ? stored : std::make_exception_ptr(err));
     const std::exception_ptr full = std::make_exception_ptr(Error(
         e.code(), d.name() + " (rank " + std::to_string(rank) + "): " + culprit + "; " + e.what()));
     {
@@ -329,13 +348,13 @@ void Communicator::Impl::execute(Task& task) {
       std::lock_guard<std::mutex> lock(mu_);
       if (stored && abortCause_ == stored) abortCause_ = full;
     }
-    task.state->finish(full);
+    finish(task, full);
   } catch (const std::exception& e) {
     Error err(ErrorCode::kInternal, d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
     traceFailure(err);
     traceEnd(task, false);
     abortWith(err);
-    task.state->finish(std::make_exception_ptr(err));
+    finish(task, std::make_exception_ptr(err));
   }
 }
 

@@ -114,6 +114,43 @@ TEST(InlineWait, ConcurrentWaitersOnOneCommunicator) {
   }
 }
 
+// A blocking call that runs at once returns a finished work (no state of its own); one issued
+// behind queued work waits in turn, with a state of its own; either way the results are right
+// and in issue order, and a blocking call on an aborted communicator throws.
+TEST(InlineWait, BlockingCallsReturnFinishedWorkInlineOrQueued) {
+  for (int n : {1, 2, 3}) {
+    SCOPED_TRACE("world size " + std::to_string(n));
+    expectRanks(n, [n](Communicator& c) {
+      std::vector<int64_t> a = inputs(c.rank(), 13, 0), b = inputs(c.rank(), 13, 5);
+      Work w =
+          c.allReduce(a.data(), a.data(), a.size(), DataType::kI64, ReduceOp::kSum, Run::kBlocking);
+      EXPECT_TRUE(w.isCompleted());
+      EXPECT_EQ(w.exception(), nullptr);
+      bool ran = false;
+      w.onComplete([&](std::exception_ptr e) { ran = e == nullptr; });
+      EXPECT_TRUE(ran) << "onComplete on a finished work runs at once";
+      w.wait();
+      expectSums(a, n, 0, "inline");
+      // Queued: a non-blocking call first, then a blocking one that must wait for it.
+      std::vector<int64_t> d = inputs(c.rank(), 1031, 9);
+      Work first = c.allReduce(std::span<int64_t>(d));
+      Work second =
+          c.allReduce(b.data(), b.data(), b.size(), DataType::kI64, ReduceOp::kSum, Run::kBlocking);
+      EXPECT_TRUE(second.isCompleted());
+      EXPECT_TRUE(first.isCompleted()) << "the earlier call finished first";
+      expectSums(d, n, 9, "queued first");
+      expectSums(b, n, 5, "queued blocking");
+      c.barrier(Run::kBlocking);
+      // (One rank alone: an abort reaches peers that may still be finishing the barrier.)
+      if (n > 1) return;
+      c.abort();
+      EXPECT_THROW(
+          c.allReduce(a.data(), a.data(), a.size(), DataType::kI64, ReduceOp::kSum, Run::kBlocking),
+          Error);
+    });
+  }
+}
+
 // A Work may outlive its communicator: it has completed (or failed) by then.
 TEST(InlineWait, WorkOutlivesItsCommunicator) {
   expectRanks(2, [](Communicator& c) {
