@@ -89,6 +89,7 @@ std::string Communicator::Impl::dumpTrace(const std::string& dir, const char* re
 
 void Communicator::Impl::traceFailure(const Error& e) {
   if (!recorder_ || trace_->settings.dir.empty()) return;
+  recorder_->settle();  // runs on the driving thread: the failed call's entry, if not yet written
   const std::string message = e.what();
   try {
     trace::writeDump(*trace_, trace_->settings.dir,

@@ -34,6 +34,12 @@ inline constexpr uint64_t kStampAtFirstWaitBelowBytes = 64 << 10;
 // message by the time to reduce and return a few bytes, and one clock read (12 ns on the test
 // machines' hypervisor) is about 1.5% of an 8-byte shared-memory all-reduce.
 inline constexpr uint64_t kEndAtLastStamp = 0;
+// And when it is not followed in detail, its entry is written then too (at its first wait, or
+// at its end if it never waits), not at its issue: stores made before the call's first message
+// delay that message, because a core makes its stores visible in program order, and a few
+// dozen of them cost an 8-byte shared-memory all-reduce about 2%. Until then the call is
+// counted (recorded(), issued()) but has no entry; it cannot stall before its first wait, and a
+// failure before it writes the entry first (Recorder::settle).
 // Lag histogram: four buckets per power of two of ticks, up to about 2^49 ticks (days).
 inline constexpr int kLagBuckets = 200;
 
@@ -131,7 +137,8 @@ class Recorder {
   // drives the call (one at a time). A call is named by the id issue() returned.
   // `bytes`: the call's size (send_recv: its message; else count x element size). `now`: ticks(),
   // or 0 for a call whose issue and start are stamped at its first wait (see
-  // kStampAtFirstWaitBelowBytes; collectives only, then `now` of start() is 0 as well).
+  // kStampAtFirstWaitBelowBytes; collectives only, then `now` of start() is 0 as well, start()
+  // follows at once on the same thread, and `d` stays in place until the call's end).
   uint64_t issue(const OpDesc& d, uint64_t bytes, uint64_t now);
   void start(uint64_t id, AlgorithmId algo, uint64_t now);
   // Whether the call started last is followed in detail (sent, received and arrived count).
@@ -143,12 +150,19 @@ class Recorder {
   void end(uint64_t id, bool ok, uint64_t now);
   // A call that never ran (failed while queued).
   void dropQueued(uint64_t id, uint64_t now);
+  // Writes the entry of the current call if it is still to be written (kEndAtLastStamp), before
+  // a dump on the driving thread.
+  void settle() {
+    if (deferred_ != nullptr) {
+      writeDeferred(ticks(), current_ == &ring_[(deferredId_ - 1) & mask_]);
+    }
+  }
 
   // --- the call in progress (started, not ended), from the transport.
   // `now`: a clock reading the waiting thread has just made (ticks()), or 0 to read it here.
   void waitingOn(int peer, uint64_t now = 0) {
     if (Entry* e = current_) {
-      if (startedAt_ == 0) stamp(now != 0 ? now : ticks());
+      if (startedAt_ == 0) stamp(now != 0 ? now : ticks());  // the entry too, if still to write
       e->waitingOn.store(peer, std::memory_order_relaxed);
       e->state.store(static_cast<uint8_t>(CallState::kWaiting), std::memory_order_relaxed);
     }
@@ -259,6 +273,9 @@ class Recorder {
   }
   // The current call's deferred start (and issue) stamp.
   void stamp(uint64_t now);
+  // Writes the whole entry of a call whose writing was deferred (kEndAtLastStamp): issued (and,
+  // if `started`, started) at `now`, 0 for a stamp to come.
+  void writeDeferred(uint64_t now, bool started);
   void countStraggler();
   bool copy(const Entry& e, EntryCopy* out, const WallClock& clock) const;
 
@@ -279,6 +296,11 @@ class Recorder {
   // The call in progress, its peers (slot i: slotRank_[i]), and the writer's copy of what it
   // wrote there (driving thread only).
   Entry* current_ = nullptr;
+  // The call whose entry is still to be written (kEndAtLastStamp): its description, id and
+  // algorithm (once started).
+  const OpDesc* deferred_ = nullptr;
+  uint64_t deferredId_ = 0;
+  AlgorithmId deferredAlgo_ = AlgorithmId::kNone;
   bool detail_ = true;         // the current call is followed in detail
   uint64_t lastEndAt_ = 0;     // the end stamp of the last call
   uint64_t nextDetailAt_ = 0;  // the last detailed call's start + the interval
@@ -314,6 +336,13 @@ uint64_t lagOfBucket(int bucket);
 
 inline uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
   const uint64_t id = recorded_.load(std::memory_order_relaxed) + 1;
+  if (now == 0) {  // written at its start, or later if it is not followed in detail
+    deferred_ = &d;
+    deferredId_ = id;
+    recorded_.store(id, std::memory_order_release);
+    bump(issued_);
+    return id;
+  }
   Entry& e = ring_[(id - 1) & mask_];
   e.version.store(2 * id - 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
@@ -340,8 +369,6 @@ inline uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
 }
 
 inline void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
-  Entry* e = entryOf(id);
-  current_ = e;
   if (now != 0) lastProgressAt_.store(now, std::memory_order_relaxed);
   startedAt_ = now;
   lastStampAt_ = now;
@@ -352,6 +379,16 @@ inline void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
   // previous call ended at least the interval after the last detailed call started: judged by
   // the last end stamp, so no clock is read here.
   detail_ = now != 0 || lastEndAt_ >= nextDetailAt_;
+  if (deferred_ != nullptr && deferredId_ == id) {
+    deferredAlgo_ = algo;
+    current_ = &ring_[(id - 1) & mask_];
+    // Written at its first wait or its end (kEndAtLastStamp); a call followed in detail now,
+    // as its peers are written from its first message on.
+    if (detail_) writeDeferred(0, true);
+    return;
+  }
+  Entry* e = entryOf(id);
+  current_ = e;
   if (e == nullptr) return;
   e->detailed.store(detail_, std::memory_order_relaxed);
   e->algo.store(static_cast<uint8_t>(algo), std::memory_order_relaxed);
@@ -360,6 +397,7 @@ inline void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
 }
 
 inline void Recorder::stamp(uint64_t now) {
+  if (deferred_ != nullptr) return writeDeferred(now, true);
   constexpr auto r = std::memory_order_relaxed;
   startedAt_ = now;
   lastStampAt_ = now;
@@ -368,11 +406,43 @@ inline void Recorder::stamp(uint64_t now) {
   current_->startedAt.store(now, r);
 }
 
+inline void Recorder::writeDeferred(uint64_t now, bool started) {
+  const OpDesc& d = *deferred_;
+  const uint64_t id = deferredId_;
+  deferred_ = nullptr;
+  Entry& e = ring_[(id - 1) & mask_];
+  e.version.store(2 * id - 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  constexpr auto r = std::memory_order_relaxed;
+  e.number.store(d.seq / 2, r);
+  e.kind.store(static_cast<uint8_t>(d.kind), r);
+  e.algo.store(static_cast<uint8_t>(started ? deferredAlgo_ : AlgorithmId::kNone), r);
+  e.dtype.store(static_cast<uint8_t>(d.dtype), r);
+  e.op.store(static_cast<uint8_t>(d.op), r);
+  e.wire.store(static_cast<uint8_t>(d.wire), r);
+  e.state.store(static_cast<uint8_t>(started ? CallState::kStarted : CallState::kQueued), r);
+  e.root.store(d.root, r);
+  e.waitingOn.store(-1, r);
+  e.count.store(d.count, r);
+  e.issuedAt.store(now, r);
+  e.startedAt.store(started ? now : 0, r);
+  e.endedAt.store(0, r);
+  e.peerCount.store(0, r);
+  e.detailed.store(started ? detail_ : 1, r);
+  e.version.store(2 * id, std::memory_order_release);
+  if (now == 0 || !started) return;
+  startedAt_ = now;
+  lastStampAt_ = now;
+  lastProgressAt_.store(now, r);
+}
+
 inline void Recorder::end(uint64_t id, bool ok, uint64_t now) {
   // Sends and receives run several calls at once: the traffic goes to the one started last,
   // until it ends.
   const bool wasCurrent = id != 0 && current_ == &ring_[(id - 1) & mask_];
   if (now == kEndAtLastStamp) now = wasCurrent && lastStampAt_ != 0 ? lastStampAt_ : ticks();
+  // Its entry, if still to be written: a call that never waited, or never started.
+  if (deferred_ != nullptr && deferredId_ == id) writeDeferred(now, wasCurrent);
   if (wasCurrent) {
     if (startedAt_ == 0) stamp(now);  // never waited
     if (detail_) nextDetailAt_ = startedAt_ + detailGap_;

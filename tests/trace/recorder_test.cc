@@ -143,6 +143,85 @@ TEST(Recorder, ShowsTheWaitAndTheQueue) {
   EXPECT_EQ(entries[1].state, CallState::kFailed);
 }
 
+// A small blocking call that is not followed in detail writes its entry at its first wait (or
+// at its end, or before a dump), not at its issue: it is counted at once, and its entry is whole.
+TEST(Recorder, UndetailedSmallCallWritesItsEntryWhenItWaits) {
+  Recorder rec(8, 0, 2, /*detailMicros=*/1e9);
+  const WallClock clock = WallClock::now();
+  // The first call is followed in detail; the next ones, within the interval, are not.
+  const OpDesc d0 = call(0, 2);
+  uint64_t id = rec.issue(d0, 8, 0);
+  rec.start(id, AlgorithmId::kRing, 0);
+  EXPECT_TRUE(rec.detailed());
+  rec.waitingOn(1);
+  rec.running();
+  rec.end(id, true, kEndAtLastStamp);
+
+  const OpDesc d1 = call(1, 3);
+  id = rec.issue(d1, 12, 0);
+  EXPECT_EQ(rec.recorded(), 2u);
+  EXPECT_EQ(rec.issued(), 2u);
+  rec.start(id, AlgorithmId::kRecursiveDoubling, 0);
+  EXPECT_FALSE(rec.detailed());
+  EXPECT_EQ(rec.entries(clock).size(), 1u);  // not written yet
+  rec.waitingOn(1);
+  auto entries = rec.entries(clock);
+  ASSERT_EQ(entries.size(), 2u);
+  EntryCopy e = entries.back();
+  EXPECT_EQ(e.number, 1u);
+  EXPECT_EQ(e.kind, CollectiveKind::kAllReduce);
+  EXPECT_EQ(e.algo, AlgorithmId::kRecursiveDoubling);
+  EXPECT_EQ(e.dtype, DataType::kF32);
+  EXPECT_EQ(e.op, ReduceOp::kMax);
+  EXPECT_EQ(e.count, 3u);
+  EXPECT_EQ(e.state, CallState::kWaiting);
+  EXPECT_EQ(e.waitingOn, 1);
+  EXPECT_FALSE(e.detailed);
+  EXPECT_TRUE(e.started);
+  EXPECT_EQ(e.issuedUs, e.startedUs);
+  rec.running();
+  rec.end(id, true, kEndAtLastStamp);
+  e = rec.entries(clock).back();
+  EXPECT_EQ(e.state, CallState::kDone);
+  EXPECT_GE(e.endedUs, e.startedUs);
+  EXPECT_EQ(rec.completed(), 2u);
+
+  // One that never waits is written at its end.
+  const OpDesc d2 = call(2, 1);
+  id = rec.issue(d2, 4, 0);
+  rec.start(id, AlgorithmId::kRing, 0);
+  rec.end(id, true, kEndAtLastStamp);
+  e = rec.entries(clock).back();
+  EXPECT_EQ(e.number, 2u);
+  EXPECT_EQ(e.state, CallState::kDone);
+  EXPECT_TRUE(e.started);
+  EXPECT_EQ(e.endedUs, e.startedUs);
+
+  // One that fails before it starts, as failed and never started.
+  const OpDesc d3 = call(3, 1);
+  id = rec.issue(d3, 4, 0);
+  rec.dropQueued(id, ticks());
+  e = rec.entries(clock).back();
+  EXPECT_EQ(e.number, 3u);
+  EXPECT_EQ(e.state, CallState::kFailed);
+  EXPECT_FALSE(e.started);
+
+  // A dump before its first wait (settle) shows it started.
+  const OpDesc d4 = call(4, 1);
+  id = rec.issue(d4, 4, 0);
+  rec.start(id, AlgorithmId::kRing, 0);
+  rec.settle();
+  e = rec.entries(clock).back();
+  EXPECT_EQ(e.number, 4u);
+  EXPECT_EQ(e.state, CallState::kStarted);
+  EXPECT_TRUE(e.started);
+  rec.end(id, false, kEndAtLastStamp);
+  e = rec.entries(clock).back();
+  EXPECT_EQ(e.number, 4u);
+  EXPECT_EQ(e.state, CallState::kFailed);
+  EXPECT_EQ(rec.entries(clock).size(), 5u);
+}
+
 TEST(Recorder, OffRecordsNothing) {
   Recorder rec(0, 0, 2);
   EXPECT_FALSE(rec.enabled());
