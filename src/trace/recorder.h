@@ -406,6 +406,8 @@ inline void Recorder::stamp(uint64_t now) {
   current_->startedAt.store(now, r);
 }
 
+// The same stores as issue()'s, with the start's fields. Kept apart from issue(): a shared
+// writer for both measured 0.4-0.5 points more on the 8-byte call (three alternating sittings).
 inline void Recorder::writeDeferred(uint64_t now, bool started) {
   const OpDesc& d = *deferred_;
   const uint64_t id = deferredId_;
