@@ -137,8 +137,8 @@ class Recorder {
   // drives the call (one at a time). A call is named by the id issue() returned.
   // `bytes`: the call's size (send_recv: its message; else count x element size). `now`: ticks(),
   // or 0 for a call whose issue and start are stamped at its first wait (see
-  // kStampAtFirstWaitBelowBytes; collectives only, then `now` of start() is 0 as well, start()
-  // follows at once on the same thread, and `d` stays in place until the call's end).
+  // kStampAtFirstWaitBelowBytes; collectives only, then `now` of start() is 0 as well and start()
+  // follows at once on the same thread). The recorder keeps a copy of what it needs of `d`.
   uint64_t issue(const OpDesc& d, uint64_t bytes, uint64_t now);
   void start(uint64_t id, AlgorithmId algo, uint64_t now);
   // Whether the call started last is followed in detail (sent, received and arrived count).
@@ -153,7 +153,7 @@ class Recorder {
   // Writes the entry of the current call if it is still to be written (kEndAtLastStamp), before
   // a dump on the driving thread.
   void settle() {
-    if (deferred_ != nullptr) {
+    if (deferred_) {
       writeDeferred(ticks(), current_ == &ring_[(deferredId_ - 1) & mask_]);
     }
   }
@@ -297,8 +297,11 @@ class Recorder {
   // wrote there (driving thread only).
   Entry* current_ = nullptr;
   // The call whose entry is still to be written (kEndAtLastStamp): its description, id and
-  // algorithm (once started).
-  const OpDesc* deferred_ = nullptr;
+  // algorithm (once started). The description is a copy (32 bytes, stores to this rank's own
+  // lines): the caller's may be gone before the entry is written, for example a call that fails
+  // before its end is recorded and is settled at a dump.
+  bool deferred_ = false;
+  OpDesc deferredDesc_;
   uint64_t deferredId_ = 0;
   AlgorithmId deferredAlgo_ = AlgorithmId::kNone;
   bool detail_ = true;         // the current call is followed in detail
@@ -337,7 +340,8 @@ uint64_t lagOfBucket(int bucket);
 inline uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
   const uint64_t id = recorded_.load(std::memory_order_relaxed) + 1;
   if (now == 0) {  // written at its start, or later if it is not followed in detail
-    deferred_ = &d;
+    deferred_ = true;
+    deferredDesc_ = d;
     deferredId_ = id;
     recorded_.store(id, std::memory_order_release);
     bump(issued_);
@@ -379,7 +383,7 @@ inline void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
   // previous call ended at least the interval after the last detailed call started: judged by
   // the last end stamp, so no clock is read here.
   detail_ = now != 0 || lastEndAt_ >= nextDetailAt_;
-  if (deferred_ != nullptr && deferredId_ == id) {
+  if (deferred_ && deferredId_ == id) {
     deferredAlgo_ = algo;
     current_ = &ring_[(id - 1) & mask_];
     // Written at its first wait or its end (kEndAtLastStamp); a call followed in detail now,
@@ -397,7 +401,7 @@ inline void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
 }
 
 inline void Recorder::stamp(uint64_t now) {
-  if (deferred_ != nullptr) return writeDeferred(now, true);
+  if (deferred_) return writeDeferred(now, true);
   constexpr auto r = std::memory_order_relaxed;
   startedAt_ = now;
   lastStampAt_ = now;
@@ -409,9 +413,9 @@ inline void Recorder::stamp(uint64_t now) {
 // The same stores as issue()'s, with the start's fields. Kept apart from issue(): a shared
 // writer for both measured 0.4-0.5 points more on the 8-byte call (three alternating sittings).
 inline void Recorder::writeDeferred(uint64_t now, bool started) {
-  const OpDesc& d = *deferred_;
+  const OpDesc& d = deferredDesc_;
   const uint64_t id = deferredId_;
-  deferred_ = nullptr;
+  deferred_ = false;
   Entry& e = ring_[(id - 1) & mask_];
   e.version.store(2 * id - 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
@@ -444,7 +448,7 @@ inline void Recorder::end(uint64_t id, bool ok, uint64_t now) {
   const bool wasCurrent = id != 0 && current_ == &ring_[(id - 1) & mask_];
   if (now == kEndAtLastStamp) now = wasCurrent && lastStampAt_ != 0 ? lastStampAt_ : ticks();
   // Its entry, if still to be written: a call that never waited, or never started.
-  if (deferred_ != nullptr && deferredId_ == id) writeDeferred(now, wasCurrent);
+  if (deferred_ && deferredId_ == id) writeDeferred(now, wasCurrent);
   if (wasCurrent) {
     if (startedAt_ == 0) stamp(now);  // never waited
     if (detail_) nextDetailAt_ = startedAt_ + detailGap_;

@@ -143,6 +143,36 @@ TEST(Recorder, ShowsTheWaitAndTheQueue) {
   EXPECT_EQ(entries[1].state, CallState::kFailed);
 }
 
+// A deferred entry is written from the recorder's own copy of the call's description: the
+// caller's may be changed or gone by the first wait (a temporary, a call's frame that unwound).
+// Without the copy the entry shows what the caller's memory holds then (and AddressSanitizer
+// reports a use after scope).
+TEST(Recorder, DeferredEntryKeepsItsOwnCopyOfTheCall) {
+  Recorder rec(8, 0, 2, /*detailMicros=*/1e9);
+  const WallClock clock = WallClock::now();
+  uint64_t id = rec.issue(call(0, 2), 8, 0);  // the first call, followed in detail
+  rec.start(id, AlgorithmId::kRing, 0);
+  rec.end(id, true, kEndAtLastStamp);
+
+  {
+    OpDesc d = call(1, 5);
+    id = rec.issue(d, 20, 0);
+    rec.start(id, AlgorithmId::kRing, 0);
+    ASSERT_FALSE(rec.detailed());
+    d = OpDesc::of(CollectiveKind::kBroadcast, 99, DataType::kU8, ReduceOp::kSum, 3);
+  }
+  rec.waitingOn(1);
+  auto entries = rec.entries(clock);
+  ASSERT_EQ(entries.size(), 2u);
+  const EntryCopy& e = entries[1];
+  EXPECT_EQ(e.number, 1u);
+  EXPECT_EQ(e.kind, CollectiveKind::kAllReduce);
+  EXPECT_EQ(e.dtype, DataType::kF32);
+  EXPECT_EQ(e.op, ReduceOp::kMax);
+  EXPECT_EQ(e.count, 5u);
+  EXPECT_EQ(e.root, 0);
+}
+
 // A small blocking call that is not followed in detail writes its entry at its first wait (or
 // at its end, or before a dump), not at its issue: it is counted at once, and its entry is whole.
 TEST(Recorder, UndetailedSmallCallWritesItsEntryWhenItWaits) {
