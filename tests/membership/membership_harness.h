@@ -5,7 +5,6 @@
 #include <chorus/chorus.hpp>
 
 #include <dirent.h>
-#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -140,17 +139,6 @@ inline int openFds() {
     closedir(d);
   }
   return n;
-}
-
-// Resident memory of this process, in bytes.
-inline long long residentBytes() {
-  malloc_trim(0);  // freed memory counts as gone even where the allocator kept it
-  long long pages = 0, resident = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%lld %lld", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return resident * sysconf(_SC_PAGESIZE);
 }
 
 inline std::vector<std::string> devShmEntries() {

@@ -3,6 +3,7 @@
 // shrink itself, a shrink with nothing lost, and 100 shrinks in a row without leaks. Every new
 // communicator runs every collective against values computed by the test.
 #include "core/membership.h"
+#include "harness/memory_held.h"
 #include "membership/membership_harness.h"
 
 #include <gtest/gtest.h>
@@ -194,12 +195,12 @@ TEST(Shrink, HundredShrinksLeakNothing) {
       sync.arrive_and_wait();
       if (r == 0 && i == 1) {
         fdsBefore = openFds();
-        memBefore = residentBytes();
+        memBefore = test::memoryHeldBytes();
         shmBefore = devShmEntries();
       }
       if (r == 0 && i == 101) {
         fdsAfter = openFds();
-        memAfter = residentBytes();
+        memAfter = test::memoryHeldBytes();
         shmAfter = devShmEntries();
       }
       sync.arrive_and_wait();
@@ -210,8 +211,8 @@ TEST(Shrink, HundredShrinksLeakNothing) {
   EXPECT_EQ(fdsAfter, fdsBefore);
   EXPECT_EQ(shmAfter, shmBefore);
   // A bound, not a measurement: 100 communicators' worth of rings and buffers would be far more.
-  std::printf("resident memory after shrink 2: %lld bytes, after shrink 101: %lld bytes\n",
-              memBefore, memAfter);
+  std::printf("memory held (%s) after shrink 2: %lld bytes, after shrink 101: %lld bytes\n",
+              test::memoryHeldMeaning(), memBefore, memAfter);
   EXPECT_LT(memAfter - memBefore, 32ll << 20) << memBefore << " -> " << memAfter << " bytes";
 }
 
