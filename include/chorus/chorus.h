@@ -282,9 +282,10 @@ void* chorus_mem_alloc(chorus_comm* comm, size_t bytes);
  * not one, or while a request in flight uses it (nothing is freed then). */
 chorus_status chorus_mem_free(chorus_comm* comm, void* ptr);
 
-/* Message of this communicator's last failure ("" if none). Valid until the next call on comm.
- * With comm == NULL: the last failure on this thread that had no communicator (chorus_init*,
- * a call with a null communicator or request). */
+/* Message of this communicator's last failure ("" if none), from any thread, also while another
+ * thread is in a call on comm. The string is the calling thread's copy: valid until this thread
+ * calls chorus_last_error(comm) again. With comm == NULL: the last failure on this thread that had
+ * no communicator (chorus_init*, a call with a null communicator or request). */
 const char* chorus_last_error(const chorus_comm* comm);
 const char* chorus_status_string(chorus_status status);
 

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 using namespace chorus::capi;
@@ -143,7 +144,7 @@ chorus_status chorus_barrier(chorus_comm* comm) {
 chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_comm** out) {
   if (out == nullptr) {
     initError = "chorus_comm_split: out pointer is null";
-    if (comm) comm->lastError = initError;
+    if (comm) comm->setError(initError);
     return CHORUS_ERR_INVALID_ARGUMENT;
   }
   *out = nullptr;
@@ -159,7 +160,7 @@ chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_co
 chorus_status chorus_comm_shrink(chorus_comm* comm, chorus_comm** out) {
   if (out == nullptr) {
     initError = "chorus_comm_shrink: out pointer is null";
-    if (comm) comm->lastError = initError;
+    if (comm) comm->setError(initError);
     return CHORUS_ERR_INVALID_ARGUMENT;
   }
   *out = nullptr;
@@ -300,7 +301,7 @@ chorus_status chorus_wait(chorus_request* request) {
 chorus_status chorus_test(chorus_request* request, int* done) {
   if (request == nullptr || done == nullptr) {
     initError = "chorus_test: request or done is null";
-    if (request) request->comm->lastError = initError;
+    if (request) request->comm->setError(initError);
     return CHORUS_ERR_INVALID_ARGUMENT;
   }
   *done = request->work.isCompleted() ? 1 : 0;
@@ -327,7 +328,7 @@ chorus_status chorus_dump_trace(chorus_comm* comm, const char* path) {
 chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* status) {
   if (status == nullptr) {
     initError = "chorus_comm_get_async_error: status is null";
-    if (comm) comm->lastError = initError;
+    if (comm) comm->setError(initError);
     return CHORUS_ERR_INVALID_ARGUMENT;
   }
   *status = CHORUS_OK;
@@ -341,7 +342,14 @@ chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* stat
 }
 
 const char* chorus_last_error(const chorus_comm* comm) {
-  return comm ? comm->lastError.c_str() : initError.c_str();
+  if (comm == nullptr) return initError.c_str();
+  // A copy per thread and communicator: the string stays valid on this thread while other threads
+  // fail calls on comm. Keyed by address: a communicator made where a destroyed one was reuses
+  // its slot, overwritten here before it is returned.
+  thread_local std::unordered_map<const chorus_comm*, std::string> copies;
+  std::string& copy = copies[comm];
+  copy = comm->error();
+  return copy.c_str();
 }
 
 const char* chorus_status_string(chorus_status status) {

@@ -8,10 +8,26 @@
 #include "core/c_enum.h"
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 struct chorus_comm {
   std::unique_ptr<chorus::Communicator> comm;
+
+  // The last failure's message. Written by whichever thread's call failed and read from any
+  // thread (chorus_comm_get_async_error and chorus_dump_trace are meant for a second thread
+  // while a call is stuck), so under a lock; chorus_last_error hands out a per-thread copy.
+  void setError(std::string message) {
+    std::lock_guard<std::mutex> lock(errorMutex);
+    lastError = std::move(message);
+  }
+  std::string error() const {
+    std::lock_guard<std::mutex> lock(errorMutex);
+    return lastError;
+  }
+
+ private:
+  mutable std::mutex errorMutex;
   std::string lastError;
 };
 
@@ -38,13 +54,13 @@ chorus_status guarded(chorus_comm* c, F&& f) {
     f();
     return CHORUS_OK;
   } catch (const chorus::Error& e) {
-    c->lastError = e.what();
+    c->setError(e.what());
     return toStatus(e.code());
   } catch (const std::bad_alloc&) {
-    c->lastError = "out of memory";
+    c->setError("out of memory");
     return CHORUS_ERR_SYSTEM;
   } catch (const std::exception& e) {
-    c->lastError = e.what();
+    c->setError(e.what());
     return CHORUS_ERR_INTERNAL;
   }
 }
@@ -84,7 +100,7 @@ inline chorus::ReduceOp rop(const chorus_op& o) {
 template <class Issue>
 chorus_status startRequest(chorus_comm* c, chorus_request** req, Issue&& issue) {
   if (req == nullptr) {
-    if (c) c->lastError = "request pointer is null";
+    if (c) c->setError("request pointer is null");
     return CHORUS_ERR_INVALID_ARGUMENT;
   }
   *req = nullptr;

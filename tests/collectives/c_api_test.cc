@@ -343,6 +343,41 @@ TEST(CApiAbort, FromAnotherThreadFailsThisRankAndTellsThePeer) {
   });
 }
 
+// A second thread reads the asynchronous error and the last error's message while the calling
+// thread's call fails and writes its own: every string read is whole (the failure's message or
+// ""), and ThreadSanitizer sees no race on the message (make test-tsan).
+TEST(CApiAbort, LastErrorIsReadableFromAnotherThreadWhileACallFails) {
+  runRanks(2, [](chorus_comm* comm, int r) {
+    std::vector<int32_t> v = inputs(r, 100);
+    if (r == 1) {
+      std::this_thread::sleep_for(milliseconds(400));
+      chorus_barrier(comm);  // fails: rank 0 aborted
+      return;
+    }
+    std::atomic<bool> callDone{false};
+    std::thread watcher([&] {
+      std::this_thread::sleep_for(milliseconds(100));
+      EXPECT_EQ(chorus_abort(comm), CHORUS_OK);
+      int reads = 0;
+      while (!callDone.load() || reads < 100) {
+        chorus_status st = CHORUS_OK;
+        EXPECT_EQ(chorus_comm_get_async_error(comm, &st), CHORUS_OK);
+        const std::string why = chorus_last_error(comm);
+        if (st != CHORUS_OK) {
+          EXPECT_NE(why.find("abort"), std::string::npos) << why;
+        }
+        ++reads;
+      }
+    });
+    EXPECT_EQ(chorus_all_reduce(comm, v.data(), v.data(), v.size(), CHORUS_I32, CHORUS_SUM),
+              CHORUS_ERR_ABORTED);
+    const std::string mine = chorus_last_error(comm);
+    callDone = true;
+    watcher.join();
+    EXPECT_NE(mine.find("abort"), std::string::npos) << mine;
+  });
+}
+
 // Ranks 0..n-2 start an all-reduce and do not wait on it; rank n-1 aborts instead of joining.
 // The others learn of it through chorus_comm_get_async_error alone.
 TEST(CApiAbort, PeerAbortShowsAsAsyncErrorWithoutWaiting) {
