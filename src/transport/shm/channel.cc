@@ -1,5 +1,7 @@
 #include "transport/shm/channel.h"
 
+#include "transport/shm/tsan_ring_sync.h"
+
 #include "common/errno_text.h"
 #include "transport/frame.h"
 #include "transport/mismatch.h"
@@ -74,7 +76,10 @@ bool Channel::pumpSends(const OpDesc& current) {
   bool moved = false;
   const size_t cap = c_.ringBytes;
   auto space = [&] { return cap - static_cast<size_t>(head_ - tailSeen_); };
-  auto refresh = [&] { tailSeen_ = c_.out->tail.load(std::memory_order_acquire); };
+  auto refresh = [&] {
+    tailSeen_ = c_.out->tail.load(std::memory_order_acquire);
+    ringAcquired(c_.outSyncKey, RingWord::kTail);
+  };
   if (!outWarm_) {
     warmRing(*c_.out, cap);
     outWarm_ = true;
@@ -126,6 +131,7 @@ bool Channel::pumpSends(const OpDesc& current) {
       r.moved += n;
       head_ += n;
       moved = true;
+      ringReleased(c_.outSyncKey, RingWord::kHead);
       c_.out->head.store(head_, std::memory_order_release);
     }
     if (r.moved < r.bytes) break;
@@ -141,12 +147,16 @@ bool Channel::pumpSends(const OpDesc& current) {
     op_.sent(c_.peer, r.bytes);
     moved = true;
   }
-  if (moved) c_.out->head.store(head_, std::memory_order_release);
+  if (moved) {
+    ringReleased(c_.outSyncKey, RingWord::kHead);
+    c_.out->head.store(head_, std::memory_order_release);
+  }
   return moved;
 }
 
 bool Channel::pumpAcks() {
   uint64_t acked = c_.out->acked.load(std::memory_order_acquire);
+  ringAcquired(c_.outSyncKey, RingWord::kAcked);
   bool moved = false;
   while (ackHead_ && ackHead_->moved <= acked) {
     Request* r = popRequest(ackHead_, ackTail_);
@@ -210,7 +220,10 @@ bool Channel::pumpRecvs(const OpDesc& current) {
   bool moved = false;
   const size_t cap = c_.ringBytes;
   auto avail = [&] { return static_cast<size_t>(headSeen_ - tail_); };
-  auto refresh = [&] { headSeen_ = c_.in->head.load(std::memory_order_acquire); };
+  auto refresh = [&] {
+    headSeen_ = c_.in->head.load(std::memory_order_acquire);
+    ringAcquired(c_.inSyncKey, RingWord::kHead);
+  };
   while (recvHead_) {
     Request& r = *recvHead_;
     if (!slotRead_) {
@@ -231,7 +244,9 @@ bool Channel::pumpRecvs(const OpDesc& current) {
       moved = true;
       if (source != 0) {
         readSingleCopy(r, source);
+        ringReleased(c_.inSyncKey, RingWord::kTail);
         c_.in->tail.store(tail_, std::memory_order_release);
+        ringReleased(c_.inSyncKey, RingWord::kAcked);
         c_.in->acked.store(++acksGiven_, std::memory_order_release);
         popRequest(recvHead_, recvTail_);
         r.state = Request::State::kDone;
@@ -254,6 +269,7 @@ bool Channel::pumpRecvs(const OpDesc& current) {
       deliver(r, c_.inData + at, n);
       tail_ += n;
       moved = true;
+      ringReleased(c_.inSyncKey, RingWord::kTail);
       c_.in->tail.store(tail_, std::memory_order_release);
     }
     if (r.moved < r.bytes) break;
@@ -269,7 +285,10 @@ bool Channel::pumpRecvs(const OpDesc& current) {
     op_.received(c_.peer, r.bytes);
     moved = true;
   }
-  if (moved) c_.in->tail.store(tail_, std::memory_order_release);
+  if (moved) {
+    ringReleased(c_.inSyncKey, RingWord::kTail);
+    c_.in->tail.store(tail_, std::memory_order_release);
+  }
   return moved;
 }
 

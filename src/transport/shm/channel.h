@@ -31,6 +31,9 @@ struct ChannelConfig {
   // Sends of at least this many bytes go single-copy (the peer said it can read this process's
   // memory); 0: never.
   size_t singleCopyBytes = 0;
+  // The two rings' identities, for ThreadSanitizer (tsan_ring_sync.h).
+  uint64_t outSyncKey = 0;
+  uint64_t inSyncKey = 0;
 };
 
 class Channel {
