@@ -29,8 +29,9 @@
 #include <string>
 #include <vector>
 
-// Backend virtuals that appeared after 2.6 (the oldest 2.x built against): abort(), shutdown()
-// and supportsCoalescing() are in 2.7's Backend.hpp.
+// Backend virtuals that appeared in 2.7 (abort(), shutdown(), supportsCoalescing()); without
+// them this still compiles against 2.6's headers, though 2.6's PyPI wheels use the old libstdc++
+// ABI, which libchorus does not (scripts/install-torch2).
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 7)
 #define CHORUS_TORCH_BACKEND_ABORT 1
 #else
