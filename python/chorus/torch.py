@@ -61,14 +61,22 @@ def _register():
         _dist.Backend.register_backend(BACKEND, _create, extended_api=True)
 
 
+# TORCH_DISTRIBUTED_DEBUG=DETAIL wraps a group's backend in a ProcessGroupWrapper, which checks
+# every collective's arguments across the ranks (through a gloo group of its own) first.
+_WRAPPER = getattr(_dist.distributed_c10d, "_ProcessGroupWrapper", None)
+
+
 def _backend_of(pg):
     """The chorus backend object of a ProcessGroup, or None where its CPU backend is another."""
-    if not _TORCH2:
-        return pg if pg.name().lower() == BACKEND else None
-    try:
-        backend = pg._get_backend(torch.device("cpu"))
-    except RuntimeError:  # no backend for the CPU in this group
-        return None
+    if _TORCH2:
+        try:
+            backend = pg._get_backend(torch.device("cpu"))
+        except RuntimeError:  # no backend for the CPU in this group
+            return None
+    else:
+        backend = pg
+    if _WRAPPER is not None and isinstance(backend, _WRAPPER):
+        backend = backend.wrapped_pg
     return backend if backend.name().lower() == BACKEND else None
 
 
