@@ -53,6 +53,29 @@ def sequence(g):
     return g._get_backend(torch.device("cpu"))._get_sequence_number_for_group()
 
 
+def wrapped(g):
+    """Whether TORCH_DISTRIBUTED_DEBUG=DETAIL wrapped the group's backend in a ProcessGroupWrapper."""
+    wrapper = getattr(dist.distributed_c10d, "_ProcessGroupWrapper", None)
+    return wrapper is not None and isinstance(g._get_backend(torch.device("cpu")), wrapper)
+
+
+def unless_wrapper_lacks(g, what, fn):
+    """Runs fn(); False where torch's ProcessGroupWrapper does not forward the operation.
+
+    The wrapper of torch 2.7 forwards no coalesced all-gather or reduce-scatter (2.15's does):
+    it raises "Backend chorus does not support ..." at once on every rank, before anything is
+    sent, so the ranks stay in step and the check is skipped.
+    """
+    try:
+        fn()
+        return True
+    except RuntimeError as e:
+        if wrapped(g) and "does not support" in str(e):
+            h.say(f"note: {what} skipped (torch's ProcessGroupWrapper): {str(e)[:120]}")
+            return False
+        raise
+
+
 def init():
     global rank, size
     rank, size = h.rank_and_size()
@@ -154,23 +177,32 @@ def coalescing():
         # Fast path, asynchronous: the coalesced all-gather, then the coalesced reduce-scatter.
         ins = [contribution(rank, c, d, salt=s) for d, c, s in specs]
         outs = [torch.empty(n * c, dtype=d) for d, c, _ in specs]
-        with dist._coalescing_manager(group=g, async_ops=True) as cm:
-            for o, i in zip(outs, ins):
-                dist.all_gather_into_tensor(o, i, group=g)
-        cm.wait()
-        for (d, c, s), o in zip(specs, outs):
-            want = torch.cat([contribution(m, c, d, salt=s) for m in members])
-            h.expect_equal(o, want, f"{name}: coalesced all_gather_into_tensor {d} n={c}")
+
+        def gather_coalesced():
+            with dist._coalescing_manager(group=g, async_ops=True) as cm:
+                for o, i in zip(outs, ins):
+                    dist.all_gather_into_tensor(o, i, group=g)
+            cm.wait()
+
+        if unless_wrapper_lacks(g, f"{name}: coalesced all_gather_into_tensor", gather_coalesced):
+            for (d, c, s), o in zip(specs, outs):
+                want = torch.cat([contribution(m, c, d, salt=s) for m in members])
+                h.expect_equal(o, want, f"{name}: coalesced all_gather_into_tensor {d} n={c}")
         fulls = [torch.cat([contribution(rank, c, d, salt=s + i) for i in range(n)])
                  for d, c, s in specs]
         outs = [torch.empty(c, dtype=d) for d, c, _ in specs]
-        with dist._coalescing_manager(group=g, async_ops=True) as cm:
-            for o, f in zip(outs, fulls):
-                dist.reduce_scatter_tensor(o, f, group=g)
-        cm.wait()
-        for (d, c, s), o in zip(specs, outs):
-            h.expect_equal(o, reference_sum(members, c, d, salt=s + me),
-                           f"{name}: coalesced reduce_scatter_tensor {d} n={c}")
+
+        def reduce_scatter_coalesced():
+            with dist._coalescing_manager(group=g, async_ops=True) as cm:
+                for o, f in zip(outs, fulls):
+                    dist.reduce_scatter_tensor(o, f, group=g)
+            cm.wait()
+
+        if unless_wrapper_lacks(g, f"{name}: coalesced reduce_scatter_tensor",
+                                reduce_scatter_coalesced):
+            for (d, c, s), o in zip(specs, outs):
+                h.expect_equal(o, reference_sum(members, c, d, salt=s + me),
+                               f"{name}: coalesced reduce_scatter_tensor {d} n={c}")
         # With a device: startCoalescing / endCoalescing around all_reduces (captured, issued as
         # one allreduce_coalesced) and broadcasts (issued one by one into the batch).
         a = contribution(rank, 7, torch.float64, salt=4)
@@ -223,14 +255,17 @@ def functional():
                 out = funcol.all_reduce(mine, "max", g)  # waited for when read
                 h.expect_equal(out * 1, reference_max(members, count, dtype, salt=9),
                                f"{name}: functional all_reduce max {dtype} n={count}")
-                gathered = funcol.wait_tensor(funcol.all_gather_tensor(mine, 0, g))
-                h.expect_equal(gathered,
-                               torch.cat([contribution(m, count, dtype, salt=9) for m in members]),
-                               f"{name}: functional all_gather_tensor {dtype} n={count}")
+                got = []
+                if unless_wrapper_lacks(g, f"{name}: functional all_gather_tensor", lambda: got.append(
+                        funcol.wait_tensor(funcol.all_gather_tensor(mine, 0, g)))):
+                    h.expect_equal(got[-1], torch.cat([contribution(m, count, dtype, salt=9)
+                                                       for m in members]),
+                                   f"{name}: functional all_gather_tensor {dtype} n={count}")
                 full = torch.cat([contribution(rank, count, dtype, salt=10 + i) for i in range(n)])
-                scattered = funcol.wait_tensor(funcol.reduce_scatter_tensor(full, "sum", 0, g))
-                h.expect_equal(scattered, reference_sum(members, count, dtype, salt=10 + me),
-                               f"{name}: functional reduce_scatter_tensor {dtype} n={count}")
+                if unless_wrapper_lacks(g, f"{name}: functional reduce_scatter_tensor", lambda: got.append(
+                        funcol.wait_tensor(funcol.reduce_scatter_tensor(full, "sum", 0, g)))):
+                    h.expect_equal(got[-1], reference_sum(members, count, dtype, salt=10 + me),
+                                   f"{name}: functional reduce_scatter_tensor {dtype} n={count}")
         # Several in flight, waited for in reverse order.
         ins = [contribution(rank, 5 + k, torch.float32, salt=k) for k in range(4)]
         outs = [funcol.all_reduce(t, "sum", g) for t in ins]
