@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train demo-torch test test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
+.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch2 test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
 
 all: build
 
@@ -54,6 +54,20 @@ test: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCHORUS_WERROR=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# The torch.distributed backend against PyPI's torch 2.x: each torch in a virtual environment of
+# its own (scripts/install-torch2; the first time it downloads the wheels, several GB with their
+# CUDA libraries) and a build folder of its own, $(BUILD)-torch-<version>; builds and runs the
+# Python tests (ctest -L python). TORCH2: newest (the default), oldest, all, or versions.
+TORCH2 ?= newest
+test-torch2: deps
+	set -e; for venv in $$(scripts/install-torch2 $(TORCH2)); do \
+	  dir=$(BUILD)-$${venv##*/venv-}; \
+	  cmake -S . -B $$dir -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCHORUS_WERROR=ON \
+	    -DPython3_EXECUTABLE=$$venv/bin/python $(CMAKE_FLAGS); \
+	  cmake --build $$dir -j $(JOBS); \
+	  (cd $$dir && ctest -L python --output-on-failure -j $(JOBS) --timeout 600); \
+	done
 
 # `pip install .` into a temporary venv (offline, Debian's setuptools), then 2 ranks all_reduce
 # through it; a full CMake build the first time (build-pip/), so not part of `make test`.

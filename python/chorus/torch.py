@@ -12,6 +12,10 @@ Every init method torch supports works: the backend meets its peers through the 
 hands it (torchrun's, a FileStore, a group's PrefixStore), so it needs no port or CHORUS_STORE of
 its own. The group's timeout (``init_process_group(timeout=...)``, ``new_group(timeout=...)``)
 bounds every step of every collective. CHORUS_* variables (docs/config.md) tune the rest.
+
+On torch 2.x the backend serves CPU tensors (``devices=["cpu"]``): ``init_process_group("chorus")``
+maps the CPU to it, and ``init_process_group("cpu:chorus,cuda:nccl")`` pairs it with NCCL for
+CUDA tensors. On torch 1.13 it is a process group of its own, for CPU tensors only.
 """
 
 import torch
@@ -25,10 +29,19 @@ from chorus.hooks import CompressionState, compress_hook  # noqa: F401
 
 BACKEND = "chorus"
 
+# torch 2.x: the backend is a c10d.Backend that torch's ProcessGroup holds per device type;
+# torch 1.13: it is the ProcessGroup.
+_TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
 
 def _create(backend_options, pg_options):
     if pg_options is not None:
         raise ValueError("the chorus backend takes no pg_options; set CHORUS_* variables instead")
+    if getattr(backend_options, "enable_reconfigure", False):
+        raise ValueError(
+            "the chorus backend does not support enable_reconfigure (torch's in-place "
+            "reconfiguration); Chorus's own shrink and join are in docs/fault-tolerance.md"
+        )
     return _ext.create_process_group(
         backend_options.store,
         backend_options.group_rank,
@@ -42,17 +55,40 @@ def _create(backend_options, pg_options):
 def _register():
     if BACKEND.upper() in _dist.Backend._plugins:
         return
-    _dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+    if _TORCH2:
+        _dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
+    else:  # 1.13's register_backend knows no devices
+        _dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+
+
+# TORCH_DISTRIBUTED_DEBUG=DETAIL wraps a group's backend in a ProcessGroupWrapper, which checks
+# every collective's arguments across the ranks (through a gloo group of its own) first.
+_WRAPPER = getattr(_dist.distributed_c10d, "_ProcessGroupWrapper", None)
+
+
+def _backend_of(pg):
+    """The chorus backend object of a ProcessGroup, or None where its CPU backend is another."""
+    if _TORCH2:
+        try:
+            backend = pg._get_backend(torch.device("cpu"))
+        except RuntimeError:  # no backend for the CPU in this group
+            return None
+    else:
+        backend = pg
+    if _WRAPPER is not None and isinstance(backend, _WRAPPER):
+        backend = backend.wrapped_pg
+    return backend if backend.name().lower() == BACKEND else None
 
 
 def _is_chorus(group):
     pg = _dist.distributed_c10d._get_default_group() if group is None else group
-    return _dist.get_backend(pg).lower() == BACKEND
+    return _backend_of(pg) is not None
 
 
 def _patch_monitored_barrier():
-    # torch 1.13's dist.monitored_barrier accepts only gloo groups, although it only calls the
-    # group's monitored_barrier, which this backend implements.
+    # dist.monitored_barrier of torch 1.13 to 2.x (2.6, 2.7 at least) accepts only gloo groups,
+    # although it only calls the group's monitored_barrier, which reaches this backend (on 2.x
+    # through the group's CPU backend); newer torch accepts any group with a CPU backend.
     original = _dist.monitored_barrier
     if getattr(original, "_chorus", False):
         return
@@ -87,7 +123,11 @@ def abort(group=None):
 
 
 def _group(group):
-    return _dist.distributed_c10d._get_default_group() if group is None else group
+    pg = _dist.distributed_c10d._get_default_group() if group is None else group
+    backend = _backend_of(pg)
+    if backend is None:
+        raise TypeError(f"not a process group of the chorus backend: {pg}")
+    return backend
 
 
 _register()

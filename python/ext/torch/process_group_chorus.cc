@@ -53,6 +53,50 @@ void unpackFrom(const uint8_t* src, std::vector<at::Tensor>& list) {
 
 uint8_t* bytesOf(const at::Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
 
+// Releases the GIL for its lifetime when this thread holds it. Joining the communicator's worker
+// (and the completer's threads) needs it released: they may be dropping the last reference to a
+// tensor whose Python object Python gave up, which takes the GIL (destroy_process_group, a group
+// collected by Python).
+class NoGil {
+ public:
+  NoGil() {
+#if PY_VERSION_HEX >= 0x030D0000
+    const bool finalizing = Py_IsFinalizing();
+#else
+    const bool finalizing = _Py_IsFinalizing();
+#endif
+    if (Py_IsInitialized() && !finalizing && PyGILState_Check()) release_.emplace();
+  }
+
+ private:
+  std::optional<pybind11::gil_scoped_release> release_;
+};
+
+// Tensors grouped by dtype, in the order each dtype first appears (the same on every rank that
+// passes the same tensors): a reduction needs one dtype per Chorus call.
+std::vector<std::vector<size_t>> byDtype(const std::vector<at::Tensor>& tensors) {
+  std::vector<std::vector<size_t>> groups;
+  std::vector<at::ScalarType> types;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto t = tensors[i].scalar_type();
+    const auto it = std::find(types.begin(), types.end(), t);
+    if (it == types.end()) {
+      types.push_back(t);
+      groups.push_back({i});
+    } else {
+      groups[static_cast<size_t>(it - types.begin())].push_back(i);
+    }
+  }
+  return groups;
+}
+
+std::vector<at::Tensor> pick(const std::vector<at::Tensor>& all, const std::vector<size_t>& idx) {
+  std::vector<at::Tensor> out;
+  out.reserve(idx.size());
+  for (auto i : idx) out.push_back(all[i]);
+  return out;
+}
+
 // The copy from a staging buffer back into the caller's tensor; nothing when the operation
 // worked on the tensor itself.
 std::function<void()> copyBack(at::Tensor target, at::Tensor staged) {
@@ -83,7 +127,7 @@ at::Tensor byteBuffer(size_t bytes) {
 ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                        int size, std::chrono::milliseconds timeout,
                                        std::vector<int64_t> globalRanks, std::string groupName)
-    : c10d::ProcessGroup(rank, size),
+    : BackendBase(rank, size),
       store_(bridgeStore(store)),
       timeout_(timeout),
       globalRanks_(std::move(globalRanks)),
@@ -100,14 +144,47 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
 }
 
 ProcessGroupChorus::~ProcessGroupChorus() {
-  // The communicator's worker (and the completer's threads) may be dropping the last reference to
-  // a tensor whose Python object Python gave up, which takes the GIL: joining them while this
-  // thread holds the GIL (destroy_process_group, a group collected by Python) would deadlock.
-  std::optional<pybind11::gil_scoped_release> noGil;
-  if (Py_IsInitialized() && !_Py_IsFinalizing() && PyGILState_Check()) noGil.emplace();
+  const NoGil noGil;
   comm_.reset();
   completer_.reset();
 }
+
+Communicator& ProcessGroupChorus::communicator(const char* op) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  TORCH_CHECK(!closed_ && comm_, "chorus backend: ", op, " on ", describeGroup(),
+              ", which was shut down (destroy_process_group)");
+  return *comm_;
+}
+
+void ProcessGroupChorus::abortGroup() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (comm_) comm_->abort();
+}
+
+#if CHORUS_TORCH_BACKEND_ABORT
+void ProcessGroupChorus::shutdown() {
+  chorus::Work last;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    last = lastPart_;
+  }
+  const NoGil noGil;
+  try {
+    last.wait();  // operations complete in issue order: this one ends last
+  } catch (...) {
+    // Its failure belongs to its own Work.
+  }
+  std::unique_ptr<Communicator> comm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    lastPart_ = chorus::Work();
+    comm = std::move(comm_);
+  }
+  comm.reset();
+}
+#endif
 
 std::string ProcessGroupChorus::describeGroup() const {
   std::ostringstream s;
@@ -132,17 +209,42 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::launch(
     c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
     std::vector<at::Tensor> keepAlive, std::function<void()> copyOut,
     const std::function<chorus::Work()>& issue, std::shared_ptr<void> extra, int source) {
+  return launchParts(
+      type, title, std::move(outputs), std::move(keepAlive), std::move(copyOut),
+      [&](std::vector<chorus::Work>& parts) { parts.push_back(issue()); }, std::move(extra),
+      source);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::launchParts(
+    c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
+    std::vector<at::Tensor> keepAlive, std::function<void()> copyOut,
+    const std::function<void(std::vector<chorus::Work>&)>& issue, std::shared_ptr<void> extra,
+    int source) {
+  communicator(title);  // a clear error after shutdown()
   auto work = c10::make_intrusive<WorkChorus>(getRank(), type, title, std::move(outputs),
                                               std::move(keepAlive), std::move(copyOut), completer_);
   work->holdAlso(std::move(extra));
   work->setSourceRank(source);
-  chorus::Work issued;
+  std::vector<chorus::Work> parts;
+  auto tie = [&] {
+    ++sequence_;
+    const chorus::Work last = parts.back();
+    WorkChorus::attach(work, std::move(parts));
+    std::lock_guard<std::mutex> lock(mu_);
+    lastPart_ = last;
+    if (coalescing_) batch_.push_back(work);
+  };
   try {
-    issued = issue();
-  } catch (const Error& e) {
-    rethrowIssueError(e);
+    issue(parts);
+  } catch (...) {
+    if (!parts.empty()) tie();  // what was issued runs on: keep its buffers alive
+    try {
+      throw;
+    } catch (const Error& e) {
+      rethrowIssueError(e);
+    }
   }
-  WorkChorus::attach(work, std::move(issued));
+  tie();
   return work;
 }
 
@@ -163,24 +265,38 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK_VALUE(!tensors.empty(), "chorus backend: allreduce_coalesced got no tensors");
-  for (const auto& t : tensors) {
-    checkCpuDense(t, "allreduce_coalesced");
-    TORCH_CHECK_TYPE(t.scalar_type() == tensors[0].scalar_type(),
-                     "chorus backend: allreduce_coalesced needs tensors of one dtype");
+  for (const auto& t : tensors) checkCpuDense(t, "allreduce_coalesced");
+  // One flat buffer and one all-reduce per dtype.
+  struct Group {
+    at::Tensor flat;
+    Reduction red;
+  };
+  std::vector<Group> groups;
+  std::vector<at::Tensor> keep;
+  std::vector<std::function<void()>> copies;
+  for (const auto& idx : byDtype(tensors)) {
+    const auto members = pick(tensors, idx);
+    const Reduction red = reductionFor(members[0], opts.reduceOp, "allreduce_coalesced");
+    const size_t bytes = totalBytes(members);
+    at::Tensor flat =
+        at::empty({static_cast<int64_t>(bytes / members[0].element_size())}, members[0].options());
+    packInto(bytesOf(flat), members);
+    if (red.premul) flat.mul_(*red.premul);
+    groups.push_back({flat, red});
+    keep.push_back(flat);
+    copies.push_back(unpackInto(members, flat));
   }
-  const Reduction red = reductionFor(tensors[0], opts.reduceOp, "allreduce_coalesced");
-  const size_t bytes = totalBytes(tensors);
-  at::Tensor flat =
-      at::empty({static_cast<int64_t>(bytes / tensors[0].element_size())}, tensors[0].options());
-  packInto(bytesOf(flat), tensors);
-  if (red.premul) flat.mul_(*red.premul);
-  std::vector<at::Tensor> outs = tensors;
-  auto copyOut = unpackInto(outs, flat);
-  return launch(c10d::OpType::ALLREDUCE_COALESCED, "chorus:all_reduce_coalesced", tensors, {flat},
-                std::move(copyOut), [&] {
-                  return comm_->allReduce(flat.data_ptr(), flat.data_ptr(),
-                                          static_cast<size_t>(flat.numel()), red.type, red.op);
-                });
+  auto copyOut = [copies = std::move(copies)] {
+    for (const auto& c : copies) c();
+  };
+  return launchParts(c10d::OpType::ALLREDUCE_COALESCED, "chorus:all_reduce_coalesced", tensors,
+                     std::move(keep), std::move(copyOut), [&](std::vector<chorus::Work>& parts) {
+                       for (const auto& g : groups) {
+                         parts.push_back(comm_->allReduce(g.flat.data_ptr(), g.flat.data_ptr(),
+                                                          static_cast<size_t>(g.flat.numel()),
+                                                          g.red.type, g.red.op));
+                       }
+                     });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
@@ -380,6 +496,128 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(
                                               static_cast<size_t>(out.numel()), red.type, red.op);
                 });
 }
+
+#if TORCH_VERSION_MAJOR >= 2
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(),
+                    "chorus backend: allgather_into_tensor_coalesced takes as many outputs as "
+                    "inputs, at least one; got ",
+                    outputs.size(), " and ", inputs.size());
+  if (inputs.size() == 1) return _allgather_base(outputs[0], inputs[0], opts);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkFlatPair(outputs[i], inputs[i], getSize(), "allgather_into_tensor_coalesced", "output");
+  }
+  // Bytes move unreduced: one all-gather of every input packed together, whatever the dtypes.
+  // Rank r's block of the result holds its inputs in order; input i's part goes to row r of
+  // output i.
+  const auto n = static_cast<size_t>(getSize());
+  const size_t block = totalBytes(inputs);
+  at::Tensor in = byteBuffer(block);
+  packInto(bytesOf(in), inputs);
+  at::Tensor flat = byteBuffer(block * n);
+  std::vector<at::Tensor> outs = outputs;
+  auto copyOut = [outs, flat, block, n]() mutable {
+    const uint8_t* src = bytesOf(flat);
+    size_t offset = 0;  // of input i's part in each rank's block
+    for (auto& out : outs) {
+      at::Tensor dst = contiguousOf(out);
+      const size_t part = byteCount(out) / n;
+      for (size_t r = 0; r < n && part != 0; ++r) {
+        std::memcpy(bytesOf(dst) + r * part, src + r * block + offset, part);
+      }
+      if (!dst.is_same(out)) out.copy_(dst);
+      offset += part;
+    }
+  };
+  // OpType has a value of its own for this only after 2.7.
+  return launch(c10d::OpType::COALESCED, "chorus:all_gather_into_tensor_coalesced", outputs,
+                {in, flat}, std::move(copyOut), [&] {
+                  return comm_->allGather(in.data_ptr(), flat.data_ptr(), block, DataType::kU8);
+                });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !inputs.empty(),
+                    "chorus backend: reduce_scatter_tensor_coalesced takes as many outputs as "
+                    "inputs, at least one; got ",
+                    outputs.size(), " and ", inputs.size());
+  if (inputs.size() == 1) return _reduce_scatter_base(outputs[0], inputs[0], opts);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkFlatPair(inputs[i], outputs[i], getSize(), "reduce_scatter_tensor_coalesced", "input");
+  }
+  // One reduce-scatter per dtype. Its input holds, for each rank r in turn, row r of every input
+  // of that dtype; rank r's result is then the rows of its outputs, one after another.
+  const auto n = static_cast<size_t>(getSize());
+  struct Group {
+    at::Tensor in;
+    at::Tensor out;
+    Reduction red;
+  };
+  std::vector<Group> groups;
+  std::vector<at::Tensor> keep;
+  std::vector<std::function<void()>> copies;
+  for (const auto& idx : byDtype(inputs)) {
+    std::vector<at::Tensor> ins = pick(inputs, idx);
+    for (auto& t : ins) t = contiguousOf(t);
+    auto outs = pick(outputs, idx);
+    const Reduction red = reductionFor(outs[0], opts.reduceOp, "reduce_scatter_tensor_coalesced");
+    int64_t count = 0;
+    for (const auto& o : outs) count += o.numel();
+    at::Tensor in = at::empty({count * getSize()}, outs[0].options());
+    at::Tensor out = at::empty({count}, outs[0].options());
+    uint8_t* dst = bytesOf(in);
+    for (size_t r = 0; r < n; ++r) {
+      for (const auto& t : ins) {
+        const size_t part = byteCount(t) / n;
+        if (part != 0) std::memcpy(dst, bytesOf(t) + r * part, part);
+        dst += part;
+      }
+    }
+    if (red.premul) in.mul_(*red.premul);
+    groups.push_back({in, out, red});
+    keep.push_back(in);
+    keep.push_back(out);
+    copies.push_back(unpackInto(outs, out));
+  }
+  auto copyOut = [copies = std::move(copies)] {
+    for (const auto& c : copies) c();
+  };
+  return launchParts(c10d::OpType::COALESCED, "chorus:reduce_scatter_tensor_coalesced", outputs,
+                     std::move(keep), std::move(copyOut), [&](std::vector<chorus::Work>& parts) {
+                       for (const auto& g : groups) {
+                         parts.push_back(comm_->reduceScatter(g.in.data_ptr(), g.out.data_ptr(),
+                                                              static_cast<size_t>(g.out.numel()),
+                                                              g.red.type, g.red.op));
+                       }
+                     });
+}
+
+void ProcessGroupChorus::startCoalescing() {
+  std::lock_guard<std::mutex> lock(mu_);
+  TORCH_CHECK(!coalescing_, "chorus backend: startCoalescing while a batch is open on ",
+              describeGroup());
+  coalescing_ = true;
+  batch_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::endCoalescing() {
+  std::vector<c10::intrusive_ptr<WorkChorus>> works;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(coalescing_, "chorus backend: endCoalescing without startCoalescing on ",
+                describeGroup());
+    coalescing_ = false;
+    works.swap(batch_);
+  }
+  auto batch = c10::make_intrusive<WorkBatch>(getRank(), std::move(works), completer_);
+  WorkBatch::start(batch);
+  return batch;
+}
+#endif
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& output,
                                                                  at::Tensor& input,

@@ -1,7 +1,9 @@
-// The torch.distributed backend "chorus" (torch 1.13's c10d::ProcessGroup): every collective
-// torch defines, on CPU tensors of every dtype, run by one Chorus communicator per group. The
-// communicator meets its peers through the c10d Store torch hands the backend, and the group's
-// timeout is the deadline of every step.
+// The torch.distributed backend "chorus": every collective torch defines, on CPU tensors of
+// every dtype, run by one Chorus communicator per group. The communicator meets its peers through
+// the c10d Store torch hands the backend, and the group's timeout is the deadline of every step.
+//
+// torch 2.x: a c10d::Backend, which torch's ProcessGroup calls for the CPU device. torch 1.13
+// (Debian): a c10d::ProcessGroup of its own. The two share every operation's signature.
 #pragma once
 
 #include "future_completer.h"
@@ -10,19 +12,41 @@
 #include <chorus/communicator.hpp>
 #include <chorus/store.hpp>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+// Backend virtuals that appeared in 2.7 (abort(), shutdown(), supportsCoalescing()); without
+// them this still compiles against 2.6's headers, though 2.6's PyPI wheels use the old libstdc++
+// ABI, which libchorus does not (scripts/install-torch2).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 7)
+#define CHORUS_TORCH_BACKEND_ABORT 1
+#else
+#define CHORUS_TORCH_BACKEND_ABORT 0
+#endif
+
 namespace chorus::torch_backend {
 
-class ProcessGroupChorus : public c10d::ProcessGroup {
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+class ProcessGroupChorus : public BackendBase {
  public:
   // globalRanks: the world ranks of this group's members (empty: the group is the world), for
   // error messages. Throws (RuntimeError) when the communicator cannot be created.
@@ -60,6 +84,32 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                                                 const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+#if TORCH_VERSION_MAJOR >= 2
+  // One collective per list (several when the dtypes differ); output i / input i as in
+  // _allgather_base and _reduce_scatter_base. Functional collectives reach even a single tensor
+  // through these.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  // Between the two, each operation is issued as usual (and returns its own Work); endCoalescing
+  // returns one Work for all of them (batch_isend_irecv, _coalescing_manager with a device).
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+#endif
+#if CHORUS_TORCH_BACKEND_ABORT
+  bool supportsCoalescing() const override { return true; }
+  // abort(): as abortGroup(). shutdown(): waits for the operations issued so far (their
+  // failures are theirs to report), then closes the communicator; later calls fail clearly.
+  void abort() override { abortGroup(); }
+  void shutdown() override;
+#endif
+  // Operations issued on this group so far, the same on every rank that issued the same ones.
+  uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
+  void setSequenceNumberForGroup() override { sequence_ = 0; }
+
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& outputSplits,
                                                std::vector<int64_t>& inputSplits,
@@ -78,10 +128,10 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
 
   // What the last collective ran ("ring", "rd", ...) and how data reaches a peer ("shm", "tcp").
-  std::string lastAlgorithm() const { return comm_->lastAlgorithm(); }
-  std::string transportTo(int peer) const { return comm_->transportTo(peer); }
+  std::string lastAlgorithm() const { return communicator("last_algorithm").lastAlgorithm(); }
+  std::string transportTo(int peer) const { return communicator("transport_to").transportTo(peer); }
   // Fails every pending and later operation of this group at once (also on the peers).
-  void abortGroup() { comm_->abort(); }
+  void abortGroup();
 
  private:
   // Creates the Work, issues the operation (issue returns the Chorus work) and ties them.
@@ -91,6 +141,15 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
                                         std::function<void()> copyOut,
                                         const std::function<chorus::Work()>& issue,
                                         std::shared_ptr<void> extra = nullptr, int source = -1);
+  // The same for an operation of several Chorus calls: issue appends each one it made to the
+  // list, in order (those it made before a failure are still tied to the Work).
+  c10::intrusive_ptr<c10d::Work> launchParts(
+      c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
+      std::vector<at::Tensor> keepAlive, std::function<void()> copyOut,
+      const std::function<void(std::vector<chorus::Work>&)>& issue,
+      std::shared_ptr<void> extra = nullptr, int source = -1);
+  // The communicator, or a clear error once shutdown() closed it.
+  Communicator& communicator(const char* op) const;
   std::string describeGroup() const;
 
   // torch's store, through the bridge that never lets a c10d wait time out (store_bridge.h).
@@ -101,6 +160,14 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   std::shared_ptr<FutureCompleter> completer_ = std::make_shared<FutureCompleter>();
   std::unique_ptr<chorus::Communicator> comm_;
   std::atomic<uint64_t> monitoredBarriers_{0};
+  std::atomic<uint64_t> sequence_{0};
+  // Guarded by mu_: the batch being coalesced (startCoalescing .. endCoalescing), the last
+  // operation issued (what shutdown() waits for), and whether shutdown() closed the group.
+  mutable std::mutex mu_;
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<WorkChorus>> batch_;
+  chorus::Work lastPart_;
+  bool closed_ = false;
 };
 
 }  // namespace chorus::torch_backend

@@ -1,6 +1,7 @@
 #include "tensor_args.h"
 
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 namespace chorus::torch_backend {
 namespace {
@@ -99,9 +100,16 @@ Reduction reductionFor(const at::Tensor& t, const c10d::ReduceOp& rop, const cha
                        " supports PREMUL_SUM on floating-point tensors only, not ", typeName(t));
       const auto* sup = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(rop.supplement_.get());
       TORCH_CHECK_VALUE(sup != nullptr, "chorus backend: ", name, ": PREMUL_SUM without a factor");
+      // A factor given as a tensor: one tensor in 2.x, a list (one per input) in 1.13.
+#if TORCH_VERSION_MAJOR >= 2
+      if (sup->tensor_factor.defined()) {
+        return {*type, ReduceOp::kSum, sup->tensor_factor.item<double>()};
+      }
+#else
       if (!sup->tensor_factors.empty()) {
         return {*type, ReduceOp::kSum, sup->tensor_factors.front().item<double>()};
       }
+#endif
       return {*type, ReduceOp::kSum, sup->double_factor};
     }
     default:

@@ -1,5 +1,8 @@
 // chorus._torch: the creator torch.distributed calls for backend "chorus", and a few
-// Chorus-specific queries on such a group. Imported by chorus.torch after torch itself.
+// Chorus-specific queries on such a backend. Imported by chorus.torch after torch itself.
+// torch 2.x: the creator returns a c10d.Backend (torch wraps it in a ProcessGroup) and the
+// queries take that Backend (ProcessGroup._get_backend(torch.device("cpu"))); torch 1.13: both
+// are the ProcessGroup itself.
 #include "process_group_chorus.h"
 
 #include <pybind11/chrono.h>
@@ -7,11 +10,13 @@
 #include <torch/python.h>
 
 namespace py = pybind11;
+using chorus::torch_backend::BackendBase;
 using chorus::torch_backend::ProcessGroupChorus;
 
 namespace {
 
-ProcessGroupChorus& chorusGroup(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+ProcessGroupChorus& chorusGroup(const c10::intrusive_ptr<BackendBase>& pg) {
+  TORCH_CHECK_TYPE(pg, "not a process group of the chorus backend");
   auto* p = dynamic_cast<ProcessGroupChorus*>(pg.get());
   TORCH_CHECK_TYPE(p != nullptr, "not a process group of the chorus backend (it is ",
                    pg->getBackendName(), ")");
@@ -22,11 +27,15 @@ ProcessGroupChorus& chorusGroup(const c10::intrusive_ptr<c10d::ProcessGroup>& pg
 
 PYBIND11_MODULE(_torch, m) {
   m.doc() = "The torch.distributed backend 'chorus' (import chorus.torch to register it).";
+  // The torch this module was built against, for chorus.torch to compare with the one imported.
+  m.attr("built_for_torch") = std::to_string(TORCH_VERSION_MAJOR) + "." +
+                              std::to_string(TORCH_VERSION_MINOR) + "." +
+                              std::to_string(TORCH_VERSION_PATCH);
   m.def(
       "create_process_group",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
          std::chrono::milliseconds timeout, std::vector<int64_t> globalRanks,
-         std::string groupName) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+         std::string groupName) -> c10::intrusive_ptr<BackendBase> {
         return c10::make_intrusive<ProcessGroupChorus>(
             store, rank, size, timeout, std::move(globalRanks), std::move(groupName));
       },
@@ -35,18 +44,15 @@ PYBIND11_MODULE(_torch, m) {
       py::call_guard<py::gil_scoped_release>());
   m.def(
       "last_algorithm",
-      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
-        return chorusGroup(pg).lastAlgorithm();
-      },
+      [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).lastAlgorithm(); },
       "The algorithm the group's last collective ran ('ring', 'rd', ...).");
   m.def(
       "transport_to",
-      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg, int peer) {
+      [](const c10::intrusive_ptr<BackendBase>& pg, int peer) {
         return chorusGroup(pg).transportTo(peer);
       },
       "How data reaches a peer of the group: 'shm', 'tcp' or 'self'.");
   m.def(
-      "abort",
-      [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) { chorusGroup(pg).abortGroup(); },
+      "abort", [](const c10::intrusive_ptr<BackendBase>& pg) { chorusGroup(pg).abortGroup(); },
       "Fails every pending and later operation of the group, here and on its peers.");
 }

@@ -70,10 +70,13 @@ def all_reduce():
                     dist.all_reduce(t, op=op)
                     h.expect_equal(t, want, f"all_reduce {name} {dtype} n={count} {layout}")
     if hasattr(dist, "_make_nccl_premul_sum"):
-        # The factor given as a tensor rather than a number.
+        # The factor given as a tensor rather than a number: one tensor on torch 2.x, a list of
+        # them (one per input tensor) on 1.13.
         t = filled(rank, 6, torch.float64)
-        dist.all_reduce(t, op=dist._make_nccl_premul_sum([torch.tensor([0.25],
-                                                                        dtype=torch.float64)]))
+        factor = torch.tensor([0.25], dtype=torch.float64)
+        if int(torch.__version__.split(".")[0]) < 2:
+            factor = [factor]
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor))
         h.expect_equal(t, sum(ints(r, 6) for r in range(size)).double() * 0.25,
                        "all_reduce PREMUL_SUM with a tensor factor")
     else:
