@@ -66,7 +66,7 @@ uint64_t Recorder::startedTicks(uint64_t id) const {
 }
 
 void Recorder::dropQueued(uint64_t id, uint64_t now) {
-  if (deferred_ && deferredId_ == id) writeDeferred(now, false);
+  if (id != 0 && deferredId_ == id) writeDeferred(now, false);
   Entry* e = entryOf(id);
   if (e == nullptr) return;
   e->endedAt.store(now, std::memory_order_relaxed);

@@ -153,7 +153,7 @@ class Recorder {
   // Writes the entry of the current call if it is still to be written (kEndAtLastStamp), before
   // a dump on the driving thread.
   void settle() {
-    if (deferred_) {
+    if (deferredId_ != 0) {
       writeDeferred(ticks(), current_ == &ring_[(deferredId_ - 1) & mask_]);
     }
   }
@@ -296,12 +296,8 @@ class Recorder {
   // The call in progress, its peers (slot i: slotRank_[i]), and the writer's copy of what it
   // wrote there (driving thread only).
   Entry* current_ = nullptr;
-  // The call whose entry is still to be written (kEndAtLastStamp): its description, id and
-  // algorithm (once started). The description is a copy (32 bytes, stores to this rank's own
-  // lines): the caller's may be gone before the entry is written, for example a call that fails
-  // before its end is recorded and is settled at a dump.
-  bool deferred_ = false;
-  OpDesc deferredDesc_;
+  // The call whose entry is still to be written (kEndAtLastStamp): its id (0: none), algorithm
+  // (once started) and description (deferredDesc_, below the hot fields).
   uint64_t deferredId_ = 0;
   AlgorithmId deferredAlgo_ = AlgorithmId::kNone;
   bool detail_ = true;         // the current call is followed in detail
@@ -328,6 +324,11 @@ class Recorder {
   std::unique_ptr<std::atomic<uint64_t>[]> lastCount_;
   std::unique_ptr<std::atomic<uint64_t>[]> lagSamples_;
   std::unique_ptr<std::atomic<uint32_t>[]> lagHist_;  // size x kLagBuckets, of ticks
+
+  // The deferred call's description: a copy (32 bytes, stores to this rank's own lines), as the
+  // caller's may be gone before the entry is written (a call that fails before its end is
+  // recorded, settled at a dump). Last, so that the fields every call writes keep their lines.
+  OpDesc deferredDesc_;
 };
 
 // Bucket of a lag in the histogram, and a value that represents a bucket.
@@ -340,9 +341,8 @@ uint64_t lagOfBucket(int bucket);
 inline uint64_t Recorder::issue(const OpDesc& d, uint64_t bytes, uint64_t now) {
   const uint64_t id = recorded_.load(std::memory_order_relaxed) + 1;
   if (now == 0) {  // written at its start, or later if it is not followed in detail
-    deferred_ = true;
-    deferredDesc_ = d;
     deferredId_ = id;
+    deferredDesc_ = d;
     recorded_.store(id, std::memory_order_release);
     bump(issued_);
     return id;
@@ -383,7 +383,7 @@ inline void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
   // previous call ended at least the interval after the last detailed call started: judged by
   // the last end stamp, so no clock is read here.
   detail_ = now != 0 || lastEndAt_ >= nextDetailAt_;
-  if (deferred_ && deferredId_ == id) {
+  if (id != 0 && deferredId_ == id) {
     deferredAlgo_ = algo;
     current_ = &ring_[(id - 1) & mask_];
     // Written at its first wait or its end (kEndAtLastStamp); a call followed in detail now,
@@ -401,7 +401,7 @@ inline void Recorder::start(uint64_t id, AlgorithmId algo, uint64_t now) {
 }
 
 inline void Recorder::stamp(uint64_t now) {
-  if (deferred_) return writeDeferred(now, true);
+  if (deferredId_ != 0) return writeDeferred(now, true);
   constexpr auto r = std::memory_order_relaxed;
   startedAt_ = now;
   lastStampAt_ = now;
@@ -415,7 +415,7 @@ inline void Recorder::stamp(uint64_t now) {
 inline void Recorder::writeDeferred(uint64_t now, bool started) {
   const OpDesc& d = deferredDesc_;
   const uint64_t id = deferredId_;
-  deferred_ = false;
+  deferredId_ = 0;
   Entry& e = ring_[(id - 1) & mask_];
   e.version.store(2 * id - 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
@@ -448,7 +448,7 @@ inline void Recorder::end(uint64_t id, bool ok, uint64_t now) {
   const bool wasCurrent = id != 0 && current_ == &ring_[(id - 1) & mask_];
   if (now == kEndAtLastStamp) now = wasCurrent && lastStampAt_ != 0 ? lastStampAt_ : ticks();
   // Its entry, if still to be written: a call that never waited, or never started.
-  if (deferred_ && deferredId_ == id) writeDeferred(now, wasCurrent);
+  if (id != 0 && deferredId_ == id) writeDeferred(now, wasCurrent);
   if (wasCurrent) {
     if (startedAt_ == 0) stamp(now);  // never waited
     if (detail_) nextDetailAt_ = startedAt_ + detailGap_;

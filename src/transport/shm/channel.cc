@@ -1,7 +1,5 @@
 #include "transport/shm/channel.h"
 
-#include "transport/shm/tsan_ring_sync.h"
-
 #include "common/errno_text.h"
 #include "transport/frame.h"
 #include "transport/mismatch.h"
@@ -78,7 +76,7 @@ bool Channel::pumpSends(const OpDesc& current) {
   auto space = [&] { return cap - static_cast<size_t>(head_ - tailSeen_); };
   auto refresh = [&] {
     tailSeen_ = c_.out->tail.load(std::memory_order_acquire);
-    ringAcquired(c_.outSyncKey, RingWord::kTail);
+    ringAcquired(c_.syncKeys, RingEnd::kOut, RingWord::kTail);
   };
   if (!outWarm_) {
     warmRing(*c_.out, cap);
@@ -131,7 +129,7 @@ bool Channel::pumpSends(const OpDesc& current) {
       r.moved += n;
       head_ += n;
       moved = true;
-      ringReleased(c_.outSyncKey, RingWord::kHead);
+      ringReleased(c_.syncKeys, RingEnd::kOut, RingWord::kHead);
       c_.out->head.store(head_, std::memory_order_release);
     }
     if (r.moved < r.bytes) break;
@@ -148,7 +146,7 @@ bool Channel::pumpSends(const OpDesc& current) {
     moved = true;
   }
   if (moved) {
-    ringReleased(c_.outSyncKey, RingWord::kHead);
+    ringReleased(c_.syncKeys, RingEnd::kOut, RingWord::kHead);
     c_.out->head.store(head_, std::memory_order_release);
   }
   return moved;
@@ -156,7 +154,7 @@ bool Channel::pumpSends(const OpDesc& current) {
 
 bool Channel::pumpAcks() {
   uint64_t acked = c_.out->acked.load(std::memory_order_acquire);
-  ringAcquired(c_.outSyncKey, RingWord::kAcked);
+  ringAcquired(c_.syncKeys, RingEnd::kOut, RingWord::kAcked);
   bool moved = false;
   while (ackHead_ && ackHead_->moved <= acked) {
     Request* r = popRequest(ackHead_, ackTail_);
@@ -222,7 +220,7 @@ bool Channel::pumpRecvs(const OpDesc& current) {
   auto avail = [&] { return static_cast<size_t>(headSeen_ - tail_); };
   auto refresh = [&] {
     headSeen_ = c_.in->head.load(std::memory_order_acquire);
-    ringAcquired(c_.inSyncKey, RingWord::kHead);
+    ringAcquired(c_.syncKeys, RingEnd::kIn, RingWord::kHead);
   };
   while (recvHead_) {
     Request& r = *recvHead_;
@@ -244,9 +242,9 @@ bool Channel::pumpRecvs(const OpDesc& current) {
       moved = true;
       if (source != 0) {
         readSingleCopy(r, source);
-        ringReleased(c_.inSyncKey, RingWord::kTail);
+        ringReleased(c_.syncKeys, RingEnd::kIn, RingWord::kTail);
         c_.in->tail.store(tail_, std::memory_order_release);
-        ringReleased(c_.inSyncKey, RingWord::kAcked);
+        ringReleased(c_.syncKeys, RingEnd::kIn, RingWord::kAcked);
         c_.in->acked.store(++acksGiven_, std::memory_order_release);
         popRequest(recvHead_, recvTail_);
         r.state = Request::State::kDone;
@@ -269,7 +267,7 @@ bool Channel::pumpRecvs(const OpDesc& current) {
       deliver(r, c_.inData + at, n);
       tail_ += n;
       moved = true;
-      ringReleased(c_.inSyncKey, RingWord::kTail);
+      ringReleased(c_.syncKeys, RingEnd::kIn, RingWord::kTail);
       c_.in->tail.store(tail_, std::memory_order_release);
     }
     if (r.moved < r.bytes) break;
@@ -286,7 +284,7 @@ bool Channel::pumpRecvs(const OpDesc& current) {
     moved = true;
   }
   if (moved) {
-    ringReleased(c_.inSyncKey, RingWord::kTail);
+    ringReleased(c_.syncKeys, RingEnd::kIn, RingWord::kTail);
     c_.in->tail.store(tail_, std::memory_order_release);
   }
   return moved;

@@ -9,6 +9,7 @@
 #include "common/op_desc.h"
 #include "transport/op_state.h"
 #include "transport/shm/segment.h"
+#include "transport/shm/tsan_ring_sync.h"
 #include "transport/transport.h"
 
 #include <cstddef>
@@ -31,9 +32,8 @@ struct ChannelConfig {
   // Sends of at least this many bytes go single-copy (the peer said it can read this process's
   // memory); 0: never.
   size_t singleCopyBytes = 0;
-  // The two rings' identities, for ThreadSanitizer (tsan_ring_sync.h).
-  uint64_t outSyncKey = 0;
-  uint64_t inSyncKey = 0;
+  // The two rings' identities for ThreadSanitizer (tsan_ring_sync.h); nothing in other builds.
+  [[no_unique_address]] RingSyncKeys syncKeys;
 };
 
 class Channel {

@@ -1,7 +1,5 @@
 #include "transport/shm/setup.h"
 
-#include "transport/shm/tsan_ring_sync.h"
-
 #include "common/socket_io.h"
 
 #include <chorus/error.hpp>
@@ -153,8 +151,8 @@ SharedSetup setUp(int rank, const std::vector<std::string>& hosts, const std::ve
     c.singleCopyBytes = (theirs & 2) ? options.shmSingleCopyBytes : 0;
     const SegmentIdentity& myId = out.self.header().id;
     const SegmentIdentity& theirId = pe.link.peerSegment.header().id;
-    c.outSyncKey = ringSyncKey(myId.job, myId.rank, outSlot);
-    c.inSyncKey = ringSyncKey(theirId.job, theirId.rank, inSlot);
+    c.syncKeys = RingSyncKeys::of(ringSyncKey(myId.job, myId.rank, outSlot),
+                                  ringSyncKey(theirId.job, theirId.rank, inSlot));
     out.links.push_back(std::move(pe.link));
   }
   return out;
