@@ -1,6 +1,6 @@
 """Unmodified torch 2.x training code on CPU with backend "chorus", checked against gloo.
 
-    launch.py -n N -- check_training.py ddp|fsdp|hsdp|dtensor|checkpoint
+    launch.py -n N -- check_training.py ddp|ddp_compiled|fsdp|hsdp|dtensor|checkpoint
 
 Every rank joins one world of backend "chorus" (init_process_group("chorus"), env://) and makes
 a gloo group of the same ranks (new_group(backend="gloo")). Each training function runs twice in
@@ -12,6 +12,7 @@ rank. (Destroying the world and joining another of gloo instead hangs now and th
 
 * ddp: DistributedDataParallel over a small MLP, a few SGD steps; without a hook, with torch's
   fp16_compress_hook and bf16_compress_hook, and with chorus.hooks' bf16 compress_hook.
+* ddp_compiled: the same DDP (no hook) of a model under torch.compile (inductor).
 * fsdp: FSDP2 fully_shard over init_device_mesh("cpu", (N,)), fp32 and bf16 mixed precision
   (MixedPrecisionPolicy), reshard_after_forward True and False.
 * hsdp: fully_shard over a 2-D mesh (replicate x shard), 4 ranks.
@@ -118,14 +119,16 @@ def sum_tolerance():
 # DDP
 
 
-def ddp_train(hook, group=None):
-    """group None: the default group, as a user writes it."""
+def ddp_train(hook, group=None, compiled=None):
+    """group None: the default group, as a user writes it. compiled: torch.compile's backend
+    for the model DDP wraps (None: not compiled)."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from chorus import hooks
 
-    model = DDP(mlp(), process_group=group)
+    model = DDP(mlp() if compiled is None else torch.compile(mlp(), backend=compiled),
+                process_group=group)
     if hook == "fp16":
         model.register_comm_hook(group, default_hooks.fp16_compress_hook)
     elif hook == "bf16":
@@ -158,6 +161,35 @@ def ddp():
                 reason=why)
         compare(f"DDP hook={hook} losses", got[1], want[1], atol=atol, reason=why)
         same_on_every_rank(f"DDP hook={hook} parameters", got[0])
+
+
+def ddp_compiled():
+    """DDP of a model under torch.compile (inductor), against the same on the gloo group.
+
+    DDP(torch.compile(model)): torch.compile(DDP(model)) of torch 2.15 compiled no graph on CPU
+    in a 1-rank world of gloo or chorus (Dynamo breaks the graph at DDP's forward, which it
+    marks as skipped: "Attempted to call function marked as skipped ...
+    DistributedDataParallel._inside_ddp_forward") and so ran DDP uncompiled."""
+    import torch._dynamo
+    from torch._inductor.compile_fx import compile_fx
+
+    graphs = []
+
+    def inductor(gm, example_inputs):  # inductor, counting the graphs it is handed
+        graphs.append(gm)
+        return compile_fx(gm, example_inputs)
+
+    got = ddp_train("none", compiled=inductor)
+    h.expect(len(graphs) > 0, f"torch.compile compiled {len(graphs)} graphs")
+    h.say(f"torch.compile: inductor compiled {len(graphs)} graphs")
+    torch._dynamo.reset()
+    want = ddp_train("none", REF, compiled=inductor)
+    torch._dynamo.reset()
+    atol, why = sum_tolerance()
+    compare(f"DDP under torch.compile parameters after {STEPS} steps", got[0], want[0],
+            atol=atol, reason=why)
+    compare("DDP under torch.compile losses", got[1], want[1], atol=atol, reason=why)
+    same_on_every_rank("DDP under torch.compile parameters", got[0])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -396,7 +428,7 @@ def checkpoint():
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["ddp", "fsdp", "hsdp", "dtensor", "checkpoint"])
+    p.add_argument("mode", choices=["ddp", "ddp_compiled", "fsdp", "hsdp", "dtensor", "checkpoint"])
     mode = p.parse_args().mode
     # Where a rank hangs: its threads' stacks, printed before launch.py's timeout kills it.
     faulthandler.dump_traceback_later(float(os.environ.get("CHORUS_TEST_STACKS_AFTER", 70)))
