@@ -62,7 +62,8 @@ def init():
 
 
 def hsdp_ref_groups():
-    """The gloo groups of init_device_mesh("cpu", (2, 2)): replicate across rows, shard along."""
+    """This rank's gloo groups laid out as init_device_mesh("cpu", (2, 2)) lays out its own:
+    dimension 0 (replicate) the columns of [[0, 1], [2, 3]], dimension 1 (shard) the rows."""
     grid = torch.arange(size).view(2, 2)
     mine = []
     for dim in range(2):
@@ -90,7 +91,8 @@ def flat(tensors):
 
 
 def compare(what, got, want, atol=0.0, rtol=0.0, reason=""):
-    """got (chorus) against want (gloo) on this rank, then got identical on every rank."""
+    """got (chorus) against want (gloo) on this rank; the largest difference said where a
+    tolerance applies."""
     label = f"{what}: chorus vs gloo" + (f" (atol {atol}, rtol {rtol}: {reason})" if atol or rtol
                                          else " (bitwise)")
     if got.shape == want.shape and got.dtype == want.dtype:
