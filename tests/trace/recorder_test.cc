@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
 namespace chorus::trace {
 namespace {
 
@@ -145,8 +147,8 @@ TEST(Recorder, ShowsTheWaitAndTheQueue) {
 
 // A deferred entry is written from the recorder's own copy of the call's description: the
 // caller's may be changed or gone by the first wait (a temporary, a call's frame that unwound).
-// Without the copy the entry shows what the caller's memory holds then (and AddressSanitizer
-// reports a use after scope).
+// Without the copy the first call's entry shows the changed description in any build, and
+// AddressSanitizer reports the second call's read after scope.
 TEST(Recorder, DeferredEntryKeepsItsOwnCopyOfTheCall) {
   Recorder rec(8, 0, 2, /*detailMicros=*/1e9);
   const WallClock clock = WallClock::now();
@@ -154,23 +156,37 @@ TEST(Recorder, DeferredEntryKeepsItsOwnCopyOfTheCall) {
   rec.start(id, AlgorithmId::kRing, 0);
   rec.end(id, true, kEndAtLastStamp);
 
-  {
-    OpDesc d = call(1, 5);
-    id = rec.issue(d, 20, 0);
-    rec.start(id, AlgorithmId::kRing, 0);
-    ASSERT_FALSE(rec.detailed());
-    d = OpDesc::of(CollectiveKind::kBroadcast, 99, DataType::kU8, ReduceOp::kSum, 3);
-  }
+  // Changed after its issue.
+  auto changed = std::make_unique<OpDesc>(call(1, 5));
+  id = rec.issue(*changed, 20, 0);
+  rec.start(id, AlgorithmId::kRing, 0);
+  ASSERT_FALSE(rec.detailed());
+  *changed = OpDesc::of(CollectiveKind::kBroadcast, 99, DataType::kU8, ReduceOp::kSum, 3);
   rec.waitingOn(1);
   auto entries = rec.entries(clock);
   ASSERT_EQ(entries.size(), 2u);
-  const EntryCopy& e = entries[1];
-  EXPECT_EQ(e.number, 1u);
-  EXPECT_EQ(e.kind, CollectiveKind::kAllReduce);
-  EXPECT_EQ(e.dtype, DataType::kF32);
-  EXPECT_EQ(e.op, ReduceOp::kMax);
-  EXPECT_EQ(e.count, 5u);
-  EXPECT_EQ(e.root, 0);
+  EXPECT_EQ(entries[1].number, 1u);
+  EXPECT_EQ(entries[1].kind, CollectiveKind::kAllReduce);
+  EXPECT_EQ(entries[1].dtype, DataType::kF32);
+  EXPECT_EQ(entries[1].op, ReduceOp::kMax);
+  EXPECT_EQ(entries[1].count, 5u);
+  EXPECT_EQ(entries[1].root, 0);
+  rec.running();
+  rec.end(id, true, kEndAtLastStamp);
+
+  // Gone before its first wait.
+  {
+    const OpDesc gone = call(2, 7);
+    id = rec.issue(gone, 28, 0);
+    rec.start(id, AlgorithmId::kRing, 0);
+    ASSERT_FALSE(rec.detailed());
+  }
+  rec.waitingOn(1);
+  entries = rec.entries(clock);
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[2].number, 2u);
+  EXPECT_EQ(entries[2].kind, CollectiveKind::kAllReduce);
+  EXPECT_EQ(entries[2].count, 7u);
 }
 
 // A small blocking call that is not followed in detail writes its entry at its first wait (or
