@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch2 test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
+.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
 
 all: build
 
@@ -31,42 +31,55 @@ demo-train:
 	  $(BUILD)/trainer/chorus-train --model mlp --epochs 1 --batch 64 --optimizer adam --lr 1e-3 \
 	  --bucket-mb 1 --metrics $(BUILD)/train-metrics.csv --plot $(BUILD)/train-metrics.png
 
-# The same training from PyTorch: unmodified DDP with the torch.distributed backend "chorus",
-# launched by torchrun on $(RANKS) local ranks; ends with the test accuracy and the parameter
-# check across ranks. TORCH_MODEL=cnn for the CNN; examples/torch/README.md has the other launches.
+# The same training from PyTorch on the newest torch (TORCH=oldest, a version, or debian for
+# Debian's torch 1.13): unmodified DDP with the torch.distributed backend "chorus", launched by
+# torchrun on $(RANKS) local ranks, then the same model under FSDP2's fully_shard (not on 1.13);
+# each run ends with the test accuracy and the parameter check across ranks. TORCH_MODEL=cnn for
+# the CNN; examples/torch/README.md has the other launches.
+TORCH ?= newest
 TORCH_MODEL ?= mlp
 demo-torch:
 	scripts/install-deps
 	scripts/install-deps --train
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
-	cmake --build $(BUILD) -j $(JOBS) --target chorus_py_torch
-	PYTHONPATH=$(abspath $(BUILD))/python OPENBLAS_NUM_THREADS=1 \
-	  /usr/bin/python3 -m torch.distributed.run --standalone --nproc_per_node $(RANKS) --redirects 2 --tee 2 \
-	  examples/torch/train_ddp.py --backend chorus --model $(TORCH_MODEL) --epochs 1
+	set -e; py=$$(scripts/torch-python $(TORCH)); \
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DPython3_EXECUTABLE=$$py $(CMAKE_FLAGS); \
+	cmake --build $(BUILD) -j $(JOBS) --target chorus_py_torch; \
+	run() { PYTHONPATH=$(abspath $(BUILD))/python OPENBLAS_NUM_THREADS=1 $$py -m torch.distributed.run \
+	  --standalone --nproc_per_node $(RANKS) --redirects 2 --tee 2 "$$@" --backend chorus \
+	  --model $(TORCH_MODEL) --epochs 1; }; \
+	run examples/torch/train_ddp.py; \
+	if $$py -c 'import torch.distributed.fsdp as f; f.fully_shard' 2>/dev/null; then \
+	  run examples/torch/train_fsdp.py; else echo "demo-torch: no FSDP2 in this torch"; fi
 
 # Four ranks on this machine All-Reduce a few sizes, verify them and print bandwidth.
 demo-c: build
 	$(BUILD)/tools/chorus-run/chorus-run -n $(RANKS) -- $(BUILD)/examples/allreduce_demo
 
 # The trainer's tests read Fashion-MNIST and the timeline test draws with matplotlib: --train.
+# The Python package and its tests use the newest PyPI torch (TORCH, as for demo-torch), in a
+# virtual environment under ~/.cache/chorus (scripts/install-torch2: the first time it downloads
+# the wheels, several GB with their CUDA libraries, once per machine).
 test: deps
 	scripts/install-deps --train
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCHORUS_WERROR=ON $(CMAKE_FLAGS)
+	set -e; py=$$(scripts/torch-python $(TORCH)); \
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCHORUS_WERROR=ON \
+	  -DPython3_EXECUTABLE=$$py $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
-# The torch.distributed backend against PyPI's torch 2.x: each torch in a virtual environment of
-# its own (scripts/install-torch2; the first time it downloads the wheels, several GB with their
-# CUDA libraries) and a build folder of its own, $(BUILD)-torch-<version>; builds and runs the
-# Python tests (ctest -L python). TORCH2: newest (the default), oldest, all, or versions.
-TORCH2 ?= newest
-test-torch2: deps
-	set -e; for venv in $$(scripts/install-torch2 $(TORCH2)); do \
-	  dir=$(BUILD)-$${venv##*/venv-}; \
+# The backend's Python tests (ctest -L python, but the install one) against the other torches: the
+# oldest supported PyPI torch and Debian's torch 1.13, each in a build folder of its own,
+# $(BUILD)-torch-<version>, which builds only what those tests run (CI runs it after make test).
+# TORCHES: any of newest, oldest, debian, or versions (scripts/torch-python).
+TORCHES ?= oldest debian
+test-torch: deps
+	set -e; for t in $(TORCHES); do \
+	  py=$$(scripts/torch-python $$t); \
+	  dir=$(BUILD)-torch-$$($$py -c 'import torch; print(torch.__version__.split("+")[0])'); \
 	  cmake -S . -B $$dir -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCHORUS_WERROR=ON \
-	    -DPython3_EXECUTABLE=$$venv/bin/python $(CMAKE_FLAGS); \
-	  cmake --build $$dir -j $(JOBS); \
-	  (cd $$dir && ctest -L python --output-on-failure -j $(JOBS) --timeout 600); \
+	    -DPython3_EXECUTABLE=$$py $(CMAKE_FLAGS); \
+	  cmake --build $$dir -j $(JOBS) --target chorus_python_test_deps; \
+	  (cd $$dir && ctest -L python -LE install --output-on-failure -j $(JOBS) --timeout 600); \
 	done
 
 # `pip install .` into a temporary venv (offline, Debian's setuptools), then 2 ranks all_reduce
