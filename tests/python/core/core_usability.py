@@ -4,8 +4,8 @@
 
 help(chorus.Communicator) names argument types (no pybind11 "handle") and shows ReduceOp.SUM as
 op's default; close() and the with block close the communicator and later calls raise
-ValueError; Ctrl-C (SIGINT from rank 1) interrupts rank 0 blocked in a collective and in
-Work.wait() with KeyboardInterrupt within about a second, and rank 1's next call then fails at
+ValueError; Ctrl-C (SIGINT from rank 1) interrupts rank 0 blocked in a collective, in
+Work.wait() and in Work.wait(timeout) with KeyboardInterrupt within about a second, and rank 1's next call then fails at
 once naming rank 0 (not at its timeout; its first may still complete with what rank 0 sent
 before the interrupt). Exit status 77 (skipped) when numpy is missing.
 """
@@ -76,6 +76,7 @@ def interrupted(rank, comm, what, block, marker):
             now = time.time()
             with open(marker) as f:
                 sent = float(f.read())
+            os.remove(marker)
             say(f"{what}: KeyboardInterrupt {now - sent:.2f} s after SIGINT")
             expect(sent > entered, f"{what}: SIGINT came before the call (inconclusive)")
             expect(now - sent < 1.5, f"{what}: KeyboardInterrupt {now - sent:.2f} s after SIGINT")
@@ -85,7 +86,7 @@ def interrupted(rank, comm, what, block, marker):
         f.write(repr(time.time()))
     os.rename(marker + ".tmp", marker)
     os.kill(int(pids[0]), signal.SIGINT)
-    time.sleep(1.5)  # rank 0 is interrupted by now (a barrier here would let its barrier end)
+    time.sleep(2.5)  # rank 0 is interrupted by now (a barrier here would let its barrier end)
     # A first barrier might still complete with what rank 0 sent before it was interrupted; the
     # next cannot.
     start = time.monotonic()
@@ -113,6 +114,9 @@ def main():
     comm = chorus.Communicator.from_env(timeout=TIMEOUT_S)
     interrupted(rank, comm, "Work.wait", lambda: comm.barrier(async_op=True).wait(),
                 os.path.join(tmp, f"chorus-core-usability-{tag}-wait"))
+    comm = chorus.Communicator.from_env(timeout=TIMEOUT_S)
+    interrupted(rank, comm, "Work.wait(timeout)", lambda: comm.barrier(async_op=True).wait(20.0),
+                os.path.join(tmp, f"chorus-core-usability-{tag}-timed"))
     say(f"{len(failures)} failed")
     os._exit(1 if failures else 0)  # the communicators are aborted: no orderly teardown
 

@@ -9,10 +9,11 @@
         have failed, without guessing at mismatched collectives
     launch.py -n 2 -- check_user_reports.py sigint
         rank 1 sends SIGINT to rank 0 blocked in all_reduce (which rank 1 never joins), then in
-        Work.wait() on a new group: KeyboardInterrupt within about a second each time, and rank 1's
-        next collective on that group fails at once naming rank 0
+        Work.wait() and Work.wait(timeout) on new groups: KeyboardInterrupt within about a second
+        each time, and rank 1's next collective on that group fails at once naming rank 0
     chorus-run -n 2 --hang-seconds 1 --hang-action stop -- python check_user_reports.py hang
-        rank 1 stalls before all_reduce: chorus-run's hang watch gives the verdict (hang_test.sh)
+        rank 1 stalls before all_reduce: chorus-run's hang watch gives the verdict
+        (hang_watch_test.sh); hang_subgroup: the same in a group of new_group
 """
 
 import datetime
@@ -108,7 +109,7 @@ def interrupted(rank, group, what, block):
     time.sleep(1.0)  # rank 0 is blocked by now
     store.set(key + "/sent", repr(time.time()))
     os.kill(pid, signal.SIGINT)
-    time.sleep(1.5)  # rank 0 is interrupted by now (an all_reduce here would let its own end)
+    time.sleep(2.5)  # rank 0 is interrupted by now (an all_reduce here would let its own end)
     # A first all_reduce might still complete with what rank 0 sent before it was interrupted;
     # the next cannot.
     def two():
@@ -124,24 +125,28 @@ def interrupted(rank, group, what, block):
 
 def sigint():
     rank, size = h.init(timeout_s=60.0)
-    g1 = dist.new_group([0, 1])
-    g2 = dist.new_group([0, 1])
+    g1, g2, g3 = (dist.new_group([0, 1]) for _ in range(3))
     interrupted(rank, g1, "blocking all_reduce", lambda: dist.all_reduce(torch.ones(2), group=g1))
     interrupted(rank, g2, "Work.wait",
                 lambda: dist.all_reduce(torch.ones(2), group=g2, async_op=True).wait())
+    interrupted(rank, g3, "Work.wait(timeout)",
+                lambda: dist.all_reduce(torch.ones(2), group=g3, async_op=True).wait(
+                    datetime.timedelta(seconds=30)))
 
 
-def hang():
+def hang(subgroup=False):
     rank, size = h.init(timeout_s=60.0)
-    dist.all_reduce(torch.ones(2))
+    group = dist.new_group(list(range(size))) if subgroup else None
+    dist.all_reduce(torch.ones(2), group=group)
     if rank == 1:
         time.sleep(30)  # chorus-run --hang-action stop ends the job long before
-    dist.all_reduce(torch.ones(2))
+    dist.all_reduce(torch.ones(2), group=group)
     h.fail("the job was not stopped")
 
 
 def main():
-    scenarios = {"timeout": timeout, "peer_raises": peer_raises, "sigint": sigint, "hang": hang}
+    scenarios = {"timeout": timeout, "peer_raises": peer_raises, "sigint": sigint, "hang": hang,
+                 "hang_subgroup": lambda: hang(subgroup=True)}
     scenarios[sys.argv[1]]()
     h.say(f"{h.checks} checks, {len(h.failures)} failed")
     sys.stdout.flush()
