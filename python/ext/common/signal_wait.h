@@ -63,6 +63,7 @@ struct Interrupts {
   int pipe[2] = {-1, -1};        // the handler writes a byte, the watcher reads it
   struct sigaction previous {};  // what the handler chains to (Python's)
   bool watching = false;         // guarded by mu: the watcher thread runs
+  pid_t owner = 0;  // the process whose watcher reads the pipe (a fork's child must not write)
 };
 
 inline Interrupts& interrupts() {
@@ -79,8 +80,10 @@ inline void onSigint(int signo, siginfo_t* info, void* context) {
   } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
     prev.sa_handler(signo);
   }
-  const char byte = 'I';
-  [[maybe_unused]] ssize_t n = ::write(in.pipe[1], &byte, 1);
+  if (::getpid() == in.owner) {
+    const char byte = 'I';
+    [[maybe_unused]] ssize_t n = ::write(in.pipe[1], &byte, 1);
+  }
   errno = saved;
 }
 
@@ -134,25 +137,32 @@ inline bool chainSigint() {
   Interrupts& in = interrupts();
   struct sigaction current {};
   if (::sigaction(SIGINT, nullptr, &current) != 0) return false;
-  if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == &onSigint) return true;
-  if (!(current.sa_flags & SA_SIGINFO) &&
+  const bool ours = (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == &onSigint;
+  if (!ours && !(current.sa_flags & SA_SIGINFO) &&
       (current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN)) {
     return false;
   }
   std::lock_guard<std::mutex> lock(in.mu);
-  if (!in.watching) {
+  if (!in.watching || in.owner != ::getpid()) {  // a fork's child has no watcher thread
+    if (in.watching) {
+      ::close(in.pipe[0]);
+      ::close(in.pipe[1]);
+      in.watching = false;
+    }
     if (::pipe2(in.pipe, O_CLOEXEC | O_NONBLOCK) != 0) return false;
     // The reader blocks; the handler's writes never do (a full pipe already says enough).
     ::fcntl(in.pipe[0], F_SETFL, ::fcntl(in.pipe[0], F_GETFL) & ~O_NONBLOCK);
+    in.owner = ::getpid();
     std::thread(watch).detach();
     in.watching = true;
   }
+  if (ours) return true;
   in.previous = current;
-  struct sigaction ours {};
-  ours.sa_sigaction = &onSigint;
-  ours.sa_mask = current.sa_mask;
-  ours.sa_flags = current.sa_flags | SA_SIGINFO;
-  return ::sigaction(SIGINT, &ours, nullptr) == 0;
+  struct sigaction handler {};
+  handler.sa_sigaction = &onSigint;
+  handler.sa_mask = current.sa_mask;
+  handler.sa_flags = current.sa_flags | SA_SIGINFO;
+  return ::sigaction(SIGINT, &handler, nullptr) == 0;
 }
 
 }  // namespace detail
