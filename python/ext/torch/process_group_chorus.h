@@ -1,6 +1,7 @@
 // The torch.distributed backend "chorus": every collective torch defines, on CPU tensors of
 // every dtype, run by one Chorus communicator per group. The communicator meets its peers through
-// the c10d Store torch hands the backend, and the group's timeout is the deadline of every step.
+// the c10d Store torch hands the backend; the group's timeout, or CHORUS_TIMEOUT where shorter
+// (timeout_rule.h), is the deadline of every step.
 //
 // torch 2.x: a c10d::Backend, which torch's ProcessGroup calls for the CPU device. torch 1.13
 // (Debian): a c10d::ProcessGroup of its own. The two share every operation's signature.
