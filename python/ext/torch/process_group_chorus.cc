@@ -67,6 +67,7 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
     timeout_ = chooseTimeout(timeout, describeGroup(), rank);
     options.timeout = timeout_;
     options.progressStore = launcherStore(rank);
+    signalAbort_ = std::make_shared<SignalAbort>(this);
     comm_ = Communicator::create(store_, rank, size, options);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "chorus backend: creating ", describeGroup(), " failed on rank ", rank, ": ",
@@ -76,6 +77,7 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
 }
 
 ProcessGroupChorus::~ProcessGroupChorus() {
+  if (signalAbort_) signalAbort_->detach();
   const NoGil noGil;
   comm_.reset();
   completer_.reset();
@@ -157,7 +159,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::launchParts(
                                               std::move(keepAlive), std::move(copyOut), completer_);
   work->holdAlso(std::move(extra));
   work->setSourceRank(source);
-  work->setOnSignal(abortOnSignal(this));
+  work->setOnSignal(SignalAbort::callback(signalAbort_));
   std::vector<chorus::Work> parts;
   auto tie = [&] {
     ++sequence_;

@@ -41,6 +41,8 @@
 
 namespace chorus::torch_backend {
 
+class SignalAbort;
+
 #if TORCH_VERSION_MAJOR >= 2
 using BackendBase = c10d::Backend;
 #else
@@ -160,6 +162,7 @@ class ProcessGroupChorus : public BackendBase {
   std::string groupName_;
   std::shared_ptr<FutureCompleter> completer_ = std::make_shared<FutureCompleter>();
   std::unique_ptr<chorus::Communicator> comm_;
+  std::shared_ptr<SignalAbort> signalAbort_;  // what Ctrl-C in a wait runs (signal_abort.h)
   std::atomic<uint64_t> monitoredBarriers_{0};
   std::atomic<uint64_t> sequence_{0};
   // Guarded by mu_: the batch being coalesced (startCoalescing .. endCoalescing), the last
