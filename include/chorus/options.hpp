@@ -6,10 +6,13 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 
 namespace chorus {
+
+class Store;
 
 // The constants of the cost model behind the automatic algorithm choice (docs/algorithms.md,
 // "Choosing an algorithm"): a message of b bytes over a link takes alpha + b * beta seconds, and
@@ -166,6 +169,11 @@ struct Options {
   // process_vm_readv moves 5.3 GB/s while the ring's two copies run in parallel on two cores at
   // about 14 GB/s each; it saves CPU time where cores are scarce.
   size_t shmSingleCopyBytes{0};
+  // Where the progress records go (docs/trace-format.md, read by chorus-run --hang-seconds and
+  // chorus-doctor --live). Null (default): the store the ranks meet at. For a binding whose
+  // ranks meet through another library's store while a launcher watches its own (the torch
+  // backend under chorus-run publishes to CHORUS_STORE). Set in code only; every rank alike.
+  std::shared_ptr<Store> progressStore;
 
   // Defaults overridden by the CHORUS_* variables that are set; throws Error on a malformed value.
   static Options fromEnv();

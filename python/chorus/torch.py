@@ -11,7 +11,14 @@ compressors for DDP (``ddp.register_comm_hook(CompressionState("powersgd:2"), co
 Every init method torch supports works: the backend meets its peers through the store torch
 hands it (torchrun's, a FileStore, a group's PrefixStore), so it needs no port or CHORUS_STORE of
 its own. The group's timeout (``init_process_group(timeout=...)``, ``new_group(timeout=...)``)
-bounds every step of every collective. CHORUS_* variables (docs/config.md) tune the rest.
+bounds every step of every collective, or CHORUS_TIMEOUT where that is set and shorter (rank 0
+says which at init when they differ). CHORUS_* variables (docs/config.md) tune the rest.
+
+Ctrl-C interrupts a rank blocked in a collective or in ``Work.wait()``: it raises
+KeyboardInterrupt within about a second and aborts the group, whose peers fail at once naming
+this rank. Launched by chorus-run (CHORUS_STORE set), the backend also publishes its progress
+records to chorus-run's store, so ``chorus-run --hang-seconds`` and ``chorus-doctor --live`` see
+a torch job as they see a C++ one (ranks there are the group's ranks).
 
 On torch 2.x the backend serves CPU tensors (``devices=["cpu"]``): ``init_process_group("chorus")``
 maps the CPU to it, and ``init_process_group("cpu:chorus,cuda:nccl")`` pairs it with NCCL for

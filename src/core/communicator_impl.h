@@ -52,7 +52,8 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   void failWith(const Error& cause);
   std::exception_ptr cause() const;
   const transport::Transport* transport() const { return tx_.get(); }
-  // Starts the progress records (to `root`, the store the ranks met at) and the signal dumps;
+  // Starts the progress records (to `root`, the store the ranks met at, unless
+  // options.progressStore names another) and the signal dumps;
   // rank 0 registers the communicator under chorus/progress/. Called once, after creation.
   void startTracing(std::shared_ptr<Store> root);
   // Writes this rank's dump to dir (empty: CHORUS_TRACE_DIR); returns its path.

@@ -52,6 +52,7 @@ void Communicator::Impl::initTrace() {
 
 void Communicator::Impl::startTracing(std::shared_ptr<Store> root) {
   if (!recorder_) return;
+  if (options.progressStore) root = options.progressStore;
   const trace::Settings& s = trace_->settings;
   const bool publishes = root && size > 1 && s.progressSeconds > 0;
   if (publishes) {

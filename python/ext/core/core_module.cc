@@ -1,5 +1,6 @@
 // chorus._core: the library's collectives on buffer-protocol objects (numpy), without torch.
 // The package `chorus` re-exports what is here.
+#include "../common/signal_wait.h"
 #include "errors.h"
 #include "py_communicator.h"
 #include "py_work.h"
@@ -17,6 +18,7 @@ using chorus::python::PyWork;
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "Chorus collectives on buffer-protocol objects (numpy arrays), without torch.";
+  chorus::python_signals::rememberMainThread();
   chorus::python::registerErrors(m);
 
   py::enum_<ReduceOp>(m, "ReduceOp",
@@ -36,7 +38,8 @@ alive) until the operation finished. Dropping a Work whose operation still runs 
       .def("wait", &PyWork::wait, "timeout"_a = py::none(),
            R"doc(Blocks (the GIL released) until the operation finished, or at most ``timeout``
 seconds. Returns True once it finished, False if the timeout passed first. Raises
-chorus.Error if the operation failed.)doc")
+chorus.Error if the operation failed. Ctrl-C raises KeyboardInterrupt and aborts the
+communicator.)doc")
       .def("is_completed", &PyWork::isCompleted,
            "True once the operation finished, successfully or not. Never blocks.")
       .def("exception", &PyWork::exception,

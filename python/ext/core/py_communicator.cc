@@ -1,7 +1,10 @@
 #include "py_communicator.h"
 
+#include "arg_types.h"
 #include "buffer_args.h"
 #include "py_work.h"
+
+#include "../common/signal_wait.h"
 
 #include <pybind11/stl.h>
 
@@ -16,7 +19,16 @@ namespace chorus::python {
 
 namespace {
 
-Communicator& commOf(py::handle self) { return *self.cast<PyCommunicator&>().comm; }
+// The communicator, or ValueError once close() ran.
+Communicator& commOf(py::handle self, const char* op) {
+  auto& c = self.cast<PyCommunicator&>();
+  if (!c.comm) {
+    throw py::value_error(std::string(op) + ": this chorus.Communicator (rank " +
+                          std::to_string(c.rank) + " of " + std::to_string(c.size) +
+                          ") was closed");
+  }
+  return *c.comm;
+}
 
 Options optionsWithTimeout(std::optional<double> timeoutSeconds) {
   Options options = Options::fromEnv();
@@ -67,8 +79,18 @@ template <class Issue>
 py::object launch(py::handle self, bool asyncOp, std::vector<std::shared_ptr<HeldBuffer>> held,
                   Issue issue) {
   if (!asyncOp) {
+    // On Python's main thread Ctrl-C aborts the communicator, which ends the call at once, and
+    // raises KeyboardInterrupt (python/ext/common/signal_wait.h).
+    Communicator& comm = *self.cast<PyCommunicator&>().comm;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // one that came just before
     py::gil_scoped_release release;
-    issue(Run::kBlocking).wait();
+    const python_signals::BlockingSection section([&comm] { comm.abort(); });
+    try {
+      issue(Run::kBlocking).wait();
+    } catch (...) {
+      python_signals::raiseIfSignalled();
+      throw;
+    }
     return py::none();
   }
   Work work = issue(Run::kInBackground);
@@ -76,9 +98,14 @@ py::object launch(py::handle self, bool asyncOp, std::vector<std::shared_ptr<Hel
       std::move(work), py::reinterpret_borrow<py::object>(self), std::move(held)));
 }
 
-py::object allReduce(py::handle self, py::handle buf, py::handle op, py::handle out, bool asyncOp,
-                     py::handle dtype) {
-  Communicator& comm = commOf(self);
+py::object allReduce(SelfArg selfArg, BufferArg bufArg, ReduceOpArg opArg, OptionalBufferArg outArg,
+                     bool asyncOp, DTypeArg dtypeArg) {
+  const py::handle self = selfArg.obj;
+  const py::handle buf = bufArg.obj;
+  const py::handle op = opArg.obj;
+  const py::handle out = outArg.obj;
+  const py::handle dtype = dtypeArg.obj;
+  Communicator& comm = commOf(self, "all_reduce");
   const ReduceOp rop = parseOp(op);
   if (out.is_none()) {
     Elements io = exportBuffer(buf, "buf", true, Typing::kReduce, dtype);
@@ -95,9 +122,14 @@ py::object allReduce(py::handle self, py::handle buf, py::handle op, py::handle 
   });
 }
 
-py::object reduceScatter(py::handle self, py::handle inbuf, py::handle outbuf, py::handle op,
-                         bool asyncOp, py::handle dtype) {
-  Communicator& comm = commOf(self);
+py::object reduceScatter(SelfArg selfArg, BufferArg inbufArg, BufferArg outbufArg,
+                         ReduceOpArg opArg, bool asyncOp, DTypeArg dtypeArg) {
+  const py::handle self = selfArg.obj;
+  const py::handle inbuf = inbufArg.obj;
+  const py::handle outbuf = outbufArg.obj;
+  const py::handle op = opArg.obj;
+  const py::handle dtype = dtypeArg.obj;
+  Communicator& comm = commOf(self, "reduce_scatter");
   const ReduceOp rop = parseOp(op);
   Elements in = exportBuffer(inbuf, "inbuf", false, Typing::kReduce, dtype);
   Elements o = exportBuffer(outbuf, "outbuf", true, Typing::kReduce, dtype);
@@ -109,9 +141,14 @@ py::object reduceScatter(py::handle self, py::handle inbuf, py::handle outbuf, p
   });
 }
 
-py::object reduce(py::handle self, py::handle inbuf, py::handle outbuf, int root, py::handle op,
-                  bool asyncOp, py::handle dtype) {
-  Communicator& comm = commOf(self);
+py::object reduce(SelfArg selfArg, BufferArg inbufArg, OptionalBufferArg outbufArg, int root,
+                  ReduceOpArg opArg, bool asyncOp, DTypeArg dtypeArg) {
+  const py::handle self = selfArg.obj;
+  const py::handle inbuf = inbufArg.obj;
+  const py::handle outbuf = outbufArg.obj;
+  const py::handle op = opArg.obj;
+  const py::handle dtype = dtypeArg.obj;
+  Communicator& comm = commOf(self, "reduce");
   checkRank(comm, root, "root");
   const ReduceOp rop = parseOp(op);
   const bool isRoot = comm.rank() == root;
@@ -132,8 +169,11 @@ py::object reduce(py::handle self, py::handle inbuf, py::handle outbuf, int root
   });
 }
 
-py::object allGather(py::handle self, py::handle inbuf, py::handle outbuf, bool asyncOp) {
-  Communicator& comm = commOf(self);
+py::object allGather(SelfArg selfArg, BufferArg inbufArg, BufferArg outbufArg, bool asyncOp) {
+  const py::handle self = selfArg.obj;
+  const py::handle inbuf = inbufArg.obj;
+  const py::handle outbuf = outbufArg.obj;
+  Communicator& comm = commOf(self, "all_gather");
   Elements in = exportBuffer(inbuf, "inbuf", false, Typing::kBytes, py::none());
   Elements o = exportBuffer(outbuf, "outbuf", true, Typing::kBytes, py::none());
   checkBytes("all_gather", o, in.held->bytes() * static_cast<size_t>(comm.size()),
@@ -143,8 +183,10 @@ py::object allGather(py::handle self, py::handle inbuf, py::handle outbuf, bool 
   });
 }
 
-py::object broadcast(py::handle self, py::handle buf, int root, bool asyncOp) {
-  Communicator& comm = commOf(self);
+py::object broadcast(SelfArg selfArg, BufferArg bufArg, int root, bool asyncOp) {
+  const py::handle self = selfArg.obj;
+  const py::handle buf = bufArg.obj;
+  Communicator& comm = commOf(self, "broadcast");
   checkRank(comm, root, "root");
   // Only non-roots write; the root's buffer may be read-only.
   Elements b = exportBuffer(buf, "buf", comm.rank() != root, Typing::kBytes, py::none());
@@ -153,8 +195,12 @@ py::object broadcast(py::handle self, py::handle buf, int root, bool asyncOp) {
   });
 }
 
-py::object gather(py::handle self, py::handle inbuf, py::handle outbuf, int root, bool asyncOp) {
-  Communicator& comm = commOf(self);
+py::object gather(SelfArg selfArg, BufferArg inbufArg, OptionalBufferArg outbufArg, int root,
+                  bool asyncOp) {
+  const py::handle self = selfArg.obj;
+  const py::handle inbuf = inbufArg.obj;
+  const py::handle outbuf = outbufArg.obj;
+  Communicator& comm = commOf(self, "gather");
   checkRank(comm, root, "root");
   Elements in = exportBuffer(inbuf, "inbuf", false, Typing::kBytes, py::none());
   if (comm.rank() != root) {
@@ -171,8 +217,12 @@ py::object gather(py::handle self, py::handle inbuf, py::handle outbuf, int root
   });
 }
 
-py::object scatter(py::handle self, py::handle inbuf, py::handle outbuf, int root, bool asyncOp) {
-  Communicator& comm = commOf(self);
+py::object scatter(SelfArg selfArg, OptionalBufferArg inbufArg, BufferArg outbufArg, int root,
+                   bool asyncOp) {
+  const py::handle self = selfArg.obj;
+  const py::handle inbuf = inbufArg.obj;
+  const py::handle outbuf = outbufArg.obj;
+  Communicator& comm = commOf(self, "scatter");
   checkRank(comm, root, "root");
   Elements o = exportBuffer(outbuf, "outbuf", true, Typing::kBytes, py::none());
   if (comm.rank() != root) {
@@ -189,8 +239,11 @@ py::object scatter(py::handle self, py::handle inbuf, py::handle outbuf, int roo
   });
 }
 
-py::object allToAll(py::handle self, py::handle inbuf, py::handle outbuf, bool asyncOp) {
-  Communicator& comm = commOf(self);
+py::object allToAll(SelfArg selfArg, BufferArg inbufArg, BufferArg outbufArg, bool asyncOp) {
+  const py::handle self = selfArg.obj;
+  const py::handle inbuf = inbufArg.obj;
+  const py::handle outbuf = outbufArg.obj;
+  Communicator& comm = commOf(self, "all_to_all");
   Elements in = exportBuffer(inbuf, "inbuf", false, Typing::kBytes, py::none());
   Elements o = exportBuffer(outbuf, "outbuf", true, Typing::kBytes, py::none());
   checkBytes("all_to_all", o, in.held->bytes(), "the size of inbuf");
@@ -205,8 +258,10 @@ py::object allToAll(py::handle self, py::handle inbuf, py::handle outbuf, bool a
   });
 }
 
-py::object send(py::handle self, py::handle buf, int peer, bool asyncOp) {
-  Communicator& comm = commOf(self);
+py::object send(SelfArg selfArg, BufferArg bufArg, int peer, bool asyncOp) {
+  const py::handle self = selfArg.obj;
+  const py::handle buf = bufArg.obj;
+  Communicator& comm = commOf(self, "send");
   checkPeer(comm, peer);
   Elements b = exportBuffer(buf, "buf", false, Typing::kBytes, py::none());
   return launch(self, asyncOp, {b.held}, [&comm, b, peer](Run run) {
@@ -214,8 +269,10 @@ py::object send(py::handle self, py::handle buf, int peer, bool asyncOp) {
   });
 }
 
-py::object recv(py::handle self, py::handle buf, int peer, bool asyncOp) {
-  Communicator& comm = commOf(self);
+py::object recv(SelfArg selfArg, BufferArg bufArg, int peer, bool asyncOp) {
+  const py::handle self = selfArg.obj;
+  const py::handle buf = bufArg.obj;
+  Communicator& comm = commOf(self, "recv");
   checkPeer(comm, peer);
   Elements b = exportBuffer(buf, "buf", true, Typing::kBytes, py::none());
   return launch(self, asyncOp, {b.held}, [&comm, b, peer](Run run) {
@@ -223,13 +280,15 @@ py::object recv(py::handle self, py::handle buf, int peer, bool asyncOp) {
   });
 }
 
-py::object barrier(py::handle self, bool asyncOp) {
-  Communicator& comm = commOf(self);
+py::object barrier(SelfArg selfArg, bool asyncOp) {
+  const py::handle self = selfArg.obj;
+  Communicator& comm = commOf(self, "barrier");
   return launch(self, asyncOp, {}, [&comm](Run run) { return comm.barrier(run); });
 }
 
-py::object split(py::handle self, std::optional<int> color, int key) {
-  Communicator& comm = commOf(self);
+py::object split(SelfArg selfArg, std::optional<int> color, int key) {
+  const py::handle self = selfArg.obj;
+  Communicator& comm = commOf(self, "split");
   std::unique_ptr<Communicator> part;
   {
     py::gil_scoped_release release;
@@ -241,13 +300,14 @@ py::object split(py::handle self, std::optional<int> color, int key) {
 
 }  // namespace
 
-PyCommunicator::~PyCommunicator() {
+void PyCommunicator::close() {
   if (!comm) return;
+  std::unique_ptr<Communicator> closing = std::move(comm);
   if (PyGILState_Check()) {
     py::gil_scoped_release release;
-    comm.reset();
+    closing.reset();
   } else {
-    comm.reset();
+    closing.reset();
   }
 }
 
@@ -266,7 +326,9 @@ Every call blocks (the GIL released) unless ``async_op=True``: then it returns a
 :class:`Work` at once, which keeps the buffers exported until the operation finished.
 A failure (lost peer, timeout, mismatched calls or sizes across ranks) raises
 :class:`Error` and aborts the communicator; wrong arguments on the calling rank raise
-ValueError or TypeError before anything is sent.
+ValueError or TypeError before anything is sent. Ctrl-C in a blocking call or a wait raises
+KeyboardInterrupt and aborts the communicator (the peers' calls fail at once naming this rank).
+``close()``, or the end of a ``with`` block, closes it.
 
 Chorus reads its tuning from the CHORUS_* environment variables (CHORUS_TIMEOUT,
 CHORUS_ALGO, CHORUS_TRANSPORT, ...).
@@ -298,19 +360,21 @@ bounds every step of every later call. Blocks until all ``size`` ranks joined.)d
 chorus-run), or from the variables of mpirun and srun. A program started on its own gets a
 world of one.)doc")
       .def_property_readonly(
-          "rank", [](const PyCommunicator& c) { return c.comm->rank(); }, "This rank, 0..size-1.")
+          "rank", [](const PyCommunicator& c) { return c.rank; }, "This rank, 0..size-1.")
       .def_property_readonly(
-          "size", [](const PyCommunicator& c) { return c.comm->size(); }, "Number of ranks.")
-      .def("all_reduce", &allReduce, "buf"_a, "op"_a = "sum", "out"_a = py::none(), py::kw_only(),
-           "async_op"_a = false, "dtype"_a = py::none(),
+          "size", [](const PyCommunicator& c) { return c.size; }, "Number of ranks.")
+      .def("all_reduce", &allReduce, "buf"_a, py::arg_v("op", ReduceOp::kSum, "ReduceOp.SUM"),
+           "out"_a = py::none(), py::kw_only(), "async_op"_a = false, "dtype"_a = py::none(),
            R"doc(Reduces ``buf`` over all ranks with ``op`` ("sum", "prod", "min", "max", "avg"
 or a ReduceOp): in place, or into ``out`` (same size and type) when given.)doc")
-      .def("reduce_scatter", &reduceScatter, "inbuf"_a, "outbuf"_a, "op"_a = "sum", py::kw_only(),
-           "async_op"_a = false, "dtype"_a = py::none(),
+      .def("reduce_scatter", &reduceScatter, "inbuf"_a, "outbuf"_a,
+           py::arg_v("op", ReduceOp::kSum, "ReduceOp.SUM"), py::kw_only(), "async_op"_a = false,
+           "dtype"_a = py::none(),
            R"doc(``inbuf`` holds size blocks of len(outbuf) elements; this rank receives block
 ``rank`` of their reduction in ``outbuf``.)doc")
-      .def("reduce", &reduce, "inbuf"_a, "outbuf"_a = py::none(), "root"_a = 0, "op"_a = "sum",
-           py::kw_only(), "async_op"_a = false, "dtype"_a = py::none(),
+      .def("reduce", &reduce, "inbuf"_a, "outbuf"_a = py::none(), "root"_a = 0,
+           py::arg_v("op", ReduceOp::kSum, "ReduceOp.SUM"), py::kw_only(), "async_op"_a = false,
+           "dtype"_a = py::none(),
            R"doc(The root receives the reduction of every rank's ``inbuf`` in ``outbuf`` (same
 size), or in ``inbuf`` itself when ``outbuf`` is None. ``outbuf`` is not used elsewhere.)doc")
       .def("all_gather", &allGather, "inbuf"_a, "outbuf"_a, py::kw_only(), "async_op"_a = false,
@@ -340,20 +404,36 @@ the call at the same point among their collectives.)doc")
            R"doc(Collective: ranks passing the same ``color`` form a new Communicator, ranked by
 (key, rank here). ``color`` None (or negative) joins none and returns None.)doc")
       .def(
-          "abort", [](PyCommunicator& c) { c.comm->abort(); },
+          "abort", [](SelfArg self) { commOf(self.obj, "abort").abort(); },
           R"doc(Fails the operation in progress, every queued and every later one (code
 'ABORTED'), and tells the peers, whose calls fail naming this rank. Callable from any thread.)doc")
       .def(
-          "last_algorithm", [](const PyCommunicator& c) { return c.comm->lastAlgorithm(); },
+          "last_algorithm",
+          [](SelfArg self) { return commOf(self.obj, "last_algorithm").lastAlgorithm(); },
           R"doc(The algorithm of the most recent collective ("ring", "rd", "rhd", ..., "none" for a
 world of one), "" before the first.)doc")
       .def(
           "transport_to",
-          [](const PyCommunicator& c, int peer) { return c.comm->transportTo(peer); }, "peer"_a,
-          "How data reaches rank ``peer``: 'shm', 'tcp' or 'self'.")
+          [](SelfArg self, int peer) { return commOf(self.obj, "transport_to").transportTo(peer); },
+          "peer"_a, "How data reaches rank ``peer``: 'shm', 'tcp' or 'self'.")
+      .def("close", &PyCommunicator::close,
+           R"doc(Closes the communicator: the peers are told and the connections freed; an operation
+still queued fails (wait for the Works of ``async_op=True`` calls first). Later calls raise
+ValueError; closing again does nothing. ``with chorus.Communicator(...) as comm:`` closes it at
+the end of the block.)doc")
+      .def(
+          "__enter__", [](SelfArg self) { return py::reinterpret_borrow<py::object>(self.obj); },
+          "Returns the communicator itself.")
+      .def(
+          "__exit__",
+          [](PyCommunicator& c, const py::args&) {
+            c.close();
+            return false;
+          },
+          "Closes the communicator; an exception in the block goes on.")
       .def("__repr__", [](const PyCommunicator& c) {
-        return "<chorus.Communicator rank " + std::to_string(c.comm->rank()) + " of " +
-               std::to_string(c.comm->size()) + ">";
+        return "<chorus.Communicator rank " + std::to_string(c.rank) + " of " +
+               std::to_string(c.size) + (c.comm ? ">" : ", closed>");
       });
 }
 

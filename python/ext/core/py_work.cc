@@ -1,6 +1,9 @@
 #include "py_work.h"
 
 #include "errors.h"
+#include "py_communicator.h"
+
+#include "../common/signal_wait.h"
 
 #include <pybind11/stl.h>
 
@@ -25,19 +28,49 @@ PyWork::~PyWork() {
   }
 }
 
+void abortAndSettle(Communicator& comm, const Work& work) {
+  comm.abort();
+  try {
+    work.wait();  // aborted: it fails at once
+  } catch (...) {
+    // The signal handler's exception is what the caller raises.
+  }
+}
+
 bool PyWork::wait(std::optional<double> timeoutSeconds) {
   if (timeoutSeconds && !(*timeoutSeconds >= 0)) {
     throw py::value_error("timeout must be >= 0 seconds");
   }
+  std::chrono::milliseconds ms{0};
+  if (timeoutSeconds) {
+    ms = std::chrono::milliseconds(
+        static_cast<int64_t>(std::ceil(std::min(*timeoutSeconds, 1e9) * 1000.0)));
+  }
+  // On Python's main thread Ctrl-C aborts the communicator and raises KeyboardInterrupt
+  // (python/ext/common/signal_wait.h).
+  auto& owner = communicator_.cast<PyCommunicator&>();
+  Communicator* comm = owner.comm.get();  // null once closed
   bool done = true;
-  {
+  if (timeoutSeconds && ms.count() > 0) {
+    done = python_signals::waitInterruptibly(
+        [this](std::chrono::milliseconds slice) { return work_.wait(slice); }, ms,
+        [&] {
+          if (comm) abortAndSettle(*comm, work_);
+        });
+  } else {
     py::gil_scoped_release release;
-    if (!timeoutSeconds) {
-      work_.wait();
+    if (timeoutSeconds) {
+      done = work_.wait(ms);  // zero: one look
     } else {
-      const auto ms = std::chrono::milliseconds(
-          static_cast<int64_t>(std::ceil(std::min(*timeoutSeconds, 1e9) * 1000.0)));
-      done = work_.wait(ms);
+      const python_signals::BlockingSection section([comm] {
+        if (comm) comm->abort();
+      });
+      try {
+        work_.wait();
+      } catch (...) {
+        python_signals::raiseIfSignalled();
+        throw;
+      }
     }
   }
   releaseIfDone();

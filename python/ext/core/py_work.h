@@ -4,6 +4,7 @@
 
 #include "buffer_args.h"
 
+#include <chorus/communicator.hpp>
 #include <chorus/work.hpp>
 
 #include <pybind11/pybind11.h>
@@ -13,6 +14,10 @@
 #include <vector>
 
 namespace chorus::python {
+
+// Aborts comm (its peers fail at once, naming this rank) and waits for work, which then ends
+// promptly, so that its buffers may be released: what a wait interrupted by a signal does.
+void abortAndSettle(Communicator& comm, const Work& work);
 
 class PyWork {
  public:
@@ -26,6 +31,8 @@ class PyWork {
 
   // Blocks (GIL released) until the operation finished, or at most timeout seconds. True once
   // finished; False if the timeout passed first. Raises chorus.Error if the operation failed.
+  // On Python's main thread a signal handler that raises (Ctrl-C) aborts the communicator and
+  // its exception comes out of here (python/ext/common/signal_wait.h).
   bool wait(std::optional<double> timeoutSeconds);
   bool isCompleted();
   // The chorus.Error the operation failed with, None while running or after success.

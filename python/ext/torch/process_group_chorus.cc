@@ -1,8 +1,11 @@
 #include "process_group_chorus.h"
 
+#include "launcher_store.h"
+#include "signal_abort.h"
 #include "store_bridge.h"
 #include "tensor_args.h"
 #include "tensor_staging.h"
+#include "timeout_rule.h"
 
 #include <chorus/error.hpp>
 #include <chorus/options.hpp>
@@ -58,9 +61,13 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
       timeout_(timeout),
       globalRanks_(std::move(globalRanks)),
       groupName_(std::move(groupName)) {
-  chorus::Options options = chorus::Options::fromEnv();
-  options.timeout = timeout;
+  chorus::Options options;
   try {
+    options = chorus::Options::fromEnv();
+    timeout_ = chooseTimeout(timeout, describeGroup(), rank);
+    options.timeout = timeout_;
+    options.progressStore = launcherStore(rank);
+    signalAbort_ = std::make_shared<SignalAbort>(this);
     comm_ = Communicator::create(store_, rank, size, options);
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "chorus backend: creating ", describeGroup(), " failed on rank ", rank, ": ",
@@ -70,6 +77,7 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
 }
 
 ProcessGroupChorus::~ProcessGroupChorus() {
+  if (signalAbort_) signalAbort_->detach();
   const NoGil noGil;
   comm_.reset();
   completer_.reset();
@@ -151,6 +159,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::launchParts(
                                               std::move(keepAlive), std::move(copyOut), completer_);
   work->holdAlso(std::move(extra));
   work->setSourceRank(source);
+  work->setOnSignal(SignalAbort::callback(signalAbort_));
   std::vector<chorus::Work> parts;
   auto tie = [&] {
     ++sequence_;

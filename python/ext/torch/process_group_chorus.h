@@ -1,6 +1,7 @@
 // The torch.distributed backend "chorus": every collective torch defines, on CPU tensors of
 // every dtype, run by one Chorus communicator per group. The communicator meets its peers through
-// the c10d Store torch hands the backend, and the group's timeout is the deadline of every step.
+// the c10d Store torch hands the backend; the group's timeout, or CHORUS_TIMEOUT where shorter
+// (timeout_rule.h), is the deadline of every step.
 //
 // torch 2.x: a c10d::Backend, which torch's ProcessGroup calls for the CPU device. torch 1.13
 // (Debian): a c10d::ProcessGroup of its own. The two share every operation's signature.
@@ -39,6 +40,8 @@
 #endif
 
 namespace chorus::torch_backend {
+
+class SignalAbort;
 
 #if TORCH_VERSION_MAJOR >= 2
 using BackendBase = c10d::Backend;
@@ -159,6 +162,7 @@ class ProcessGroupChorus : public BackendBase {
   std::string groupName_;
   std::shared_ptr<FutureCompleter> completer_ = std::make_shared<FutureCompleter>();
   std::unique_ptr<chorus::Communicator> comm_;
+  std::shared_ptr<SignalAbort> signalAbort_;  // what Ctrl-C in a wait runs (signal_abort.h)
   std::atomic<uint64_t> monitoredBarriers_{0};
   std::atomic<uint64_t> sequence_{0};
   // Guarded by mu_: the batch being coalesced (startCoalescing .. endCoalescing), the last

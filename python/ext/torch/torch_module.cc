@@ -5,6 +5,8 @@
 // are the ProcessGroup itself.
 #include "process_group_chorus.h"
 
+#include "../common/signal_wait.h"
+
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 #include <torch/python.h>
@@ -27,6 +29,7 @@ ProcessGroupChorus& chorusGroup(const c10::intrusive_ptr<BackendBase>& pg) {
 
 PYBIND11_MODULE(_torch, m) {
   m.doc() = "The torch.distributed backend 'chorus' (import chorus.torch to register it).";
+  chorus::python_signals::rememberMainThread();
   // The torch this module was built against, for chorus.torch to compare with the one imported.
   m.attr("built_for_torch") = std::to_string(TORCH_VERSION_MAJOR) + "." +
                               std::to_string(TORCH_VERSION_MINOR) + "." +

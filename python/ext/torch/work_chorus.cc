@@ -1,5 +1,7 @@
 #include "work_chorus.h"
 
+#include "../common/signal_wait.h"
+
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
@@ -25,6 +27,34 @@ std::chrono::milliseconds remainingOf(std::chrono::milliseconds timeout, Clock::
   const auto left =
       timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
   return std::max(left, std::chrono::milliseconds(1));
+}
+
+// Waits for one part at most `left` (kNoTimeout: no limit); false when that passed first. On
+// Python's main thread a signal handler that raises (Ctrl-C) ends the wait: onSignal aborts the
+// group (python/ext/common/signal_wait.h).
+bool waitPart(const chorus::Work& part, std::chrono::milliseconds left,
+              const std::function<void()>& onSignal) {
+  namespace sig = python_signals;
+  if (left != kNoTimeout) {
+    if (!sig::handlesSignals()) return part.wait(left);
+    return sig::waitInterruptibly(
+        [&part](std::chrono::milliseconds slice) { return part.wait(slice); }, left, onSignal);
+  }
+  if (!sig::handlesSignals()) {
+    part.wait();  // may run the operation right here
+    return true;
+  }
+  // The watcher that runs onSignal needs the GIL to see Python's handler.
+  PyThreadState* saved = PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+  try {
+    const sig::BlockingSection section(onSignal);
+    part.wait();
+  } catch (...) {
+    if (saved) PyEval_RestoreThread(saved);
+    throw;
+  }
+  if (saved) PyEval_RestoreThread(saved);
+  return true;
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> newTensorListFuture() {
@@ -177,20 +207,24 @@ bool WorkChorus::wait(std::chrono::milliseconds timeout) {
   const auto start = Clock::now();
   for (const auto& part : parts_) {
     try {
-      const auto left = remainingOf(timeout, start);
-      if (left == kNoTimeout) {
-        part.wait();
-      } else if (!part.wait(left)) {
+      if (!waitPart(part, remainingOf(timeout, start), onSignal_)) {
         TORCH_CHECK(false, "chorus backend: ", c10d::opTypeToString(retrieveOpType()),
                     " did not complete within ", timeout.count(), " ms");
       }
     } catch (const c10::Error&) {
       throw;
+    } catch (const pybind11::error_already_set&) {
+      throw;  // a signal handler's exception (KeyboardInterrupt)
     } catch (...) {
       break;  // reported below, once every part has ended
     }
   }
-  waitCompleted();  // the callbacks ran before the Chorus waits returned
+  try {
+    waitCompleted();  // the callbacks ran before the Chorus waits returned
+  } catch (...) {
+    python_signals::raiseIfSignalled();  // aborted by Ctrl-C: KeyboardInterrupt, not the abort
+    throw;
+  }
   return true;
 }
 
@@ -234,6 +268,8 @@ bool WorkBatch::wait(std::chrono::milliseconds timeout) {
     } catch (const c10::Error&) {
       if (!w->isCompleted()) throw;  // this wait ran out of time
       break;                         // the part failed: reported below
+    } catch (const pybind11::error_already_set&) {
+      throw;  // a signal handler's exception (KeyboardInterrupt)
     } catch (...) {
       break;
     }

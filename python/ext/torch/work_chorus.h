@@ -82,6 +82,9 @@ class WorkChorus : public WorkBase {
   void setSourceRank(int r) { sourceRank_ = r; }
   // Anything else the operation needs alive until it finishes (count arrays).
   void holdAlso(std::shared_ptr<void> extra) { extra_ = std::move(extra); }
+  // Runs when a Python signal handler raised (Ctrl-C) while Python's main thread waited here
+  // (python/ext/common/signal_wait.h); the exception then goes to Python.
+  void setOnSignal(std::function<void()> fn) { onSignal_ = std::move(fn); }
 
  private:
   void partDone(std::exception_ptr error);
@@ -90,6 +93,7 @@ class WorkChorus : public WorkBase {
   std::vector<at::Tensor> keepAlive_;
   std::shared_ptr<void> extra_;
   std::function<void()> copyOut_;
+  std::function<void()> onSignal_;
   // Guarded by partsMu_: parts not finished yet, and the first failure among them.
   std::mutex partsMu_;
   size_t partsLeft_ = 0;

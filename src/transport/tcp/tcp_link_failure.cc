@@ -69,8 +69,8 @@ void TcpLink::gone() {
   if (abortedLater_ && op_.deferred) throw *op_.deferred;
   throw Error(ErrorCode::kPeerFailure,
               "rank " + std::to_string(peer_) + " (" + address_ +
-                  ") closed its communicator while this rank still exchanges data with it "
-                  "(did the ranks run different numbers of collectives?)");
+                  ") closed its communicator or exited while this rank still exchanges data "
+                  "with it; it may have failed (see its own output)");
 }
 
 void TcpLink::salvageAbort() noexcept {
