@@ -9,7 +9,8 @@
 #     LD_LIBRARY_PATH (run_two_ranks.sh);
 #  4. the refusal of another torch: the package under the oldest torch's venv when there is one
 #     (else under a recorded torch version altered), an ImportError that names both versions;
-#  5. `pip wheel .` gives a wheel with the same content (skipped with QUICK=1).
+#  5. a venv without torch: pip install . fails at configure with a message that says what to do;
+#  6. `pip wheel .` gives a wheel with the same content (skipped with QUICK=1).
 #   tests/install/pip_install_test.sh [SOURCE]    (make test-pip)
 # Environment: TORCH_VENV (default: the newest torch venv of scripts/install-torch2), OTHER_VENV
 # (a venv with another torch, default: the oldest's), QUICK=1, CMAKE_BUILD_PARALLEL_LEVEL.
@@ -96,7 +97,16 @@ else
   echo "pip install test: refused a recorded torch 0.0.1 ($other_venv: no venv)"
 fi
 
-# 5. pip wheel . : the same files as the installed package.
+# 5. A venv without torch: pip install . stops at configure with what to do.
+"$torch_venv/bin/python" -m venv "$tmp/bare"
+rm -rf "$cache/pip/wheels"
+if "$tmp/bare/bin/pip" install --cache-dir "$cache/pip" "$src" > "$tmp/pip-bare.log" 2>&1; then
+  fail "pip install . succeeded in a venv without torch"
+fi
+tr -s ' \n' ' ' < "$tmp/pip-bare.log" | grep -q "cannot import torch: ModuleNotFoundError.* install torch 2.7 or later there first" ||
+  { tail -n 30 "$tmp/pip-bare.log" >&2; fail "no clear error without torch (log above)"; }
+
+# 6. pip wheel . : the same files as the installed package.
 if [[ ${QUICK:-0} != 1 ]]; then
   start=$SECONDS
   pip_build "$tmp/pip-wheel.log" wheel --no-deps -w "$tmp/wheels"
