@@ -12,11 +12,17 @@
 function(chorus_find_python_torch)
   set(query [=[
 import os, torch
-from torch.utils.cpp_extension import include_paths
+root = os.path.dirname(torch.__file__)
+try:
+    from torch.utils.cpp_extension import include_paths
+    includes = include_paths()
+except ImportError:  # it imports setuptools, which a venv of Python 3.12 or later lacks
+    includes = [os.path.join(root, "include"),
+                os.path.join(root, "include", "torch", "csrc", "api", "include")]
 print(torch.__version__)
 print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
-print(os.path.join(os.path.dirname(torch.__file__), "lib"))
-print("|".join(include_paths()))
+print(os.path.join(root, "lib"))
+print("|".join(includes))
 print("|".join(f'PYBIND11_{k}="{getattr(torch._C, "_PYBIND11_" + k)}"'
                for k in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI") if hasattr(torch._C, "_PYBIND11_" + k)))
 ]=])

@@ -21,7 +21,8 @@ def check(torch):
     package = os.path.dirname(os.path.abspath(__file__))
     rebuild = (
         f"Rebuild chorus in this environment: {sys.executable} -m pip install --force-reinstall "
-        f"--no-cache-dir <chorus source folder> (a CMake build: -DPython3_EXECUTABLE={sys.executable})"
+        f"--no-cache-dir <chorus source folder> (a CMake build: "
+        f"-DPython3_EXECUTABLE={sys.executable})"
     )
     built = _build_info.torch_version
     if built is None:

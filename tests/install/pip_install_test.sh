@@ -69,10 +69,11 @@ for module in "$site"/chorus/_*.so; do
   readelf -d "$module" | grep -q 'RUNPATH.*\[\$ORIGIN\]' || fail "$module: RUNPATH is not \$ORIGIN"
 done
 project_version=$(sed -n 's/^project(Chorus VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
-(cd "$tmp" && "$venv/bin/python" - "$project_version" "$torch_version" << 'EOF') || fail "version check"
+(cd "$tmp" && "$venv/bin/python" - "$project_version" "$torch_version" << 'EOF') ||
+  fail "version check"
 import sys
 import chorus, chorus._build_info as info
-assert chorus.__version__ == sys.argv[1], f"chorus.__version__ {chorus.__version__} != {sys.argv[1]}"
+assert chorus.__version__ == sys.argv[1], f"chorus.__version__ {chorus.__version__}"
 assert info.torch_version == sys.argv[2], f"recorded torch {info.torch_version} != {sys.argv[2]}"
 EOF
 
@@ -85,7 +86,8 @@ refusal() {  # refusal PYTHON BUILT_FOR: import chorus.torch must raise that Imp
   if out=$(cd "$tmp" && PYTHONPATH=$site "$1" -c "import chorus.torch" 2>&1); then
     fail "$1 imported chorus.torch of another torch"
   fi
-  grep -q "ImportError: chorus.torch: .* was built for torch $2 .* but this Python imports torch" <<< "$out" ||
+  local expected="ImportError: chorus.torch: .* was built for torch $2 .* but this Python imports torch"
+  grep -q "$expected" <<< "$out" ||
     fail "no clear refusal of another torch; got: $out"
 }
 if [[ -x $other_venv/bin/python && $other_venv != "$torch_venv" ]]; then
@@ -103,7 +105,8 @@ rm -rf "$cache/pip/wheels"
 if "$tmp/bare/bin/pip" install --cache-dir "$cache/pip" "$src" > "$tmp/pip-bare.log" 2>&1; then
   fail "pip install . succeeded in a venv without torch"
 fi
-tr -s ' \n' ' ' < "$tmp/pip-bare.log" | grep -q "cannot import torch: ModuleNotFoundError.* install torch 2.7 or later there first" ||
+expected="cannot import torch: ModuleNotFoundError.* install torch 2.7 or later there first"
+tr -s ' \n' ' ' < "$tmp/pip-bare.log" | grep -q "$expected" ||
   { tail -n 30 "$tmp/pip-bare.log" >&2; fail "no clear error without torch (log above)"; }
 
 # 6. pip wheel . : the same files as the installed package.

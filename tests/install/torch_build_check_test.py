@@ -17,7 +17,7 @@ code = "import chorus, chorus._build_info as b; print(chorus.__version__, b.torc
 version, torch_version = subprocess.run(
     [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
 ).stdout.split()
-assert version == project_version, f"chorus.__version__ is {version}, the project's {project_version}"
+assert version == project_version, f"chorus.__version__ {version}, the project's {project_version}"
 assert torch_version != "None", "the build tree's package records no torch"
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -32,7 +32,8 @@ with tempfile.TemporaryDirectory() as tmp:
         env=dict(os.environ, PYTHONPATH=tmp), capture_output=True, text=True, timeout=120,
     )
     assert run.returncode != 0, "chorus.torch built for torch 0.0.1 imported under another torch"
-    expected = (r"ImportError: chorus\.torch: the chorus package in .* was built for torch 0\.0\.1 "
-                r"\(C\+\+11 ABI\), but this Python imports torch .* Rebuild chorus in this environment")
+    expected = (r"ImportError: chorus\.torch: the chorus package in .* was built for torch "
+                r"0\.0\.1 \(C\+\+11 ABI\), but this Python imports torch .* "
+                r"Rebuild chorus in this environment")
     assert re.search(expected, run.stderr), f"no clear refusal:\n{run.stderr}"
 print("torch build check passed")
