@@ -82,10 +82,13 @@ test-torch: deps
 	  (cd $$dir && ctest -L python -LE install --output-on-failure -j $(JOBS) --timeout 600); \
 	done
 
-# `pip install .` into a temporary venv (offline, Debian's setuptools), then 2 ranks all_reduce
-# through it; a full CMake build the first time (build-pip/), so not part of `make test`.
+# `pip install .` as a user of PyPI's torch does it (tests/install/pip_install_test.sh): a temporary
+# venv that sees the newest torch venv, pip install . (scikit-build-core from PyPI), 2 ranks
+# all_reduce through it, the refusal of another torch, then pip wheel . (QUICK=1 leaves it out).
+# A full build the first time (build-pip/, kept; ccache), so not part of `make test`.
 test-pip: deps
-	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) tests/install/pip_install_test.sh $(CURDIR)
+	TORCH_VENV=$$(scripts/install-torch2 newest | tail -n 1) CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) \
+	  tests/install/pip_install_test.sh $(CURDIR)
 
 # Every test but the install ones under AddressSanitizer and UndefinedBehaviorSanitizer (CI runs it
 # after make test). Findings in other projects' code are suppressed in tests/sanitizers/*.supp,

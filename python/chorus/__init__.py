@@ -18,6 +18,7 @@ bytearray, memoryview), for programs that would use mpi4py::
 ``import chorus`` does not import torch.
 """
 
+from chorus._build_info import version as __version__
 from chorus._core import Communicator, Error, ReduceOp, Work, launch_info
 
 __all__ = ["Communicator", "Error", "ReduceOp", "Work", "launch_info"]

@@ -28,7 +28,11 @@ CUDA tensors. On torch 1.13 it is a process group of its own, for CPU tensors on
 import torch
 import torch.distributed as _dist
 
-from chorus import _torch as _ext  # after torch: it extends torch's ProcessGroup
+from chorus import _torch_build
+
+_torch_build.check(torch)  # an ImportError that says what to do, not a symbol error or a crash
+
+from chorus import _torch as _ext  # noqa: E402  after torch: it extends torch's ProcessGroup
 
 # The compressors as DDP comm hooks (bf16, fp16, int8, powersgd:R with error feedback), also
 # here for users of the backend; they live in chorus.hooks, which needs no backend.

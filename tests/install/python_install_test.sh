@@ -32,6 +32,12 @@ for module in "$site"/chorus/_*.so; do
 done
 
 PYTHONPATH=$site "$here/run_two_ranks.sh" "$python" "$prefix" "$tmp" || fail "the installed package failed"
+# The installed package says its version (the project's) and the torch it was built for.
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
+(cd "$tmp" && PYTHONPATH=$site "$python" -c "
+import chorus, chorus._build_info as b
+assert chorus.__version__ == '$version', chorus.__version__
+assert b.torch_version, 'no torch recorded'") || fail "chorus.__version__ or the recorded torch of the installed package"
 
 # A venv (seeing Debian's torch) takes the package into its own site-packages.
 "$python" -m venv --system-site-packages --without-pip "$tmp/venv"

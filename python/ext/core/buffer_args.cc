@@ -93,7 +93,7 @@ DataType parseTypeName(py::handle dtype) {
 HeldBuffer::HeldBuffer(py::handle obj, const char* what, bool writable) : what_(what) {
   if (!PyObject_CheckBuffer(obj.ptr())) {
     throw py::type_error(std::string(what) + ": an object of type " +
-                         std::string(py::str(obj.get_type().attr("__name__"))) +
+                         std::string(py::str(py::type::handle_of(obj).attr("__name__"))) +
                          " has no buffer protocol (pass a numpy array, bytearray or memoryview)");
   }
   // Strides and format, writable or not: the checks below give clearer errors than the
