@@ -39,6 +39,13 @@ class NoGil {
   std::optional<pybind11::gil_scoped_release> release_;
 };
 
+// The store the communicator meets its peers through. A group of one has none to meet: it keeps
+// to a store of its own, since torch may give two such groups the same name, and so the same
+// store prefix (new_subgroups(group_size=1, group=...) on disjoint parents).
+std::shared_ptr<Store> storeFor(const c10::intrusive_ptr<c10d::Store>& store, int size) {
+  return size == 1 ? makeHashStore() : bridgeStore(store);
+}
+
 // A Chorus failure at issue time is a misuse found on this rank: torch's ValueError for a bad
 // argument, RuntimeError otherwise.
 [[noreturn]] void rethrowIssueError(const Error& e) {
@@ -54,7 +61,7 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
                                        int size, std::chrono::milliseconds timeout,
                                        std::vector<int64_t> globalRanks, std::string groupName)
     : BackendBase(rank, size),
-      store_(bridgeStore(store)),
+      store_(storeFor(store, size)),
       timeout_(timeout),
       globalRanks_(std::move(globalRanks)),
       groupName_(std::move(groupName)) {

@@ -3,6 +3,7 @@
     launch.py -n 3 -- check_suite_gaps.py sparse     all_reduce of sparse COO tensors
     launch.py -n 3 -- check_suite_gaps.py texts      the words of barrier timeouts and
                                                      monitored_barrier failures
+    launch.py -n 4 -- check_suite_gaps.py groups     groups of one rank under the same name
 
 sparse: the sum of every rank's entries, coalesced, on every rank, as one process computes it:
 ranks with different numbers of entries (one with none), repeated indices (uncoalesced input),
@@ -12,6 +13,9 @@ monitored_barrier says "Rank 1 failed to pass monitoredBarrier" (rank 0),
 "Ranks 1, 2 failed ..." (wait_all_ranks), "Rank 0 timed out in monitoredBarrier" (no time left)
 and "Rank 2 successfully reached monitoredBarrier, but received errors while waiting for
 send/recv from rank 0" (the others), each after the backend, the operation and the rank.
+groups: new_subgroups(group_size=1, group=...) on the disjoint groups {0, 2} and {1, 3}, where
+torch names the groups of one the same on both (and so gives them the same store prefix): every
+rank gets its own, and collectives work on each level.
 """
 
 import datetime
@@ -143,5 +147,25 @@ def texts():
     h.finish()
 
 
+def groups():
+    rank, size = h.init(timeout_s=20.0)
+    pairs = [list(range(start, size, 2)) for start in (0, 1)]
+    mine, _ = dist.new_subgroups_by_enumeration(ranks_per_subgroup_list=pairs, backend="chorus")
+    single, singles = dist.new_subgroups(group_size=1, group=mine, backend="chorus")
+    h.expect(len(singles) == len(pairs[rank % 2]), f"{len(singles)} groups of one, not "
+             f"{len(pairs[rank % 2])}")
+    h.expect(single.size() == 1, f"a group of one has size {single.size()}")
+    t = torch.full((3,), float(rank))
+    dist.all_reduce(t, group=single)
+    h.expect_equal(t, torch.full((3,), float(rank)), "all_reduce on a group of one")
+    t = torch.full((3,), float(rank))
+    dist.all_reduce(t, group=mine)
+    h.expect_equal(t, torch.full((3,), float(sum(pairs[rank % 2]))), "all_reduce on the pair")
+    for g in singles:
+        dist.destroy_process_group(g)
+    dist.destroy_process_group(mine)
+    h.finish()
+
+
 if __name__ == "__main__":
-    {"sparse": sparse, "texts": texts}[sys.argv[1]]()
+    {"sparse": sparse, "texts": texts, "groups": groups}[sys.argv[1]]()
