@@ -164,6 +164,9 @@ def groups():
     for g in singles:
         dist.destroy_process_group(g)
     dist.destroy_process_group(mine)
+    # The pairs are independent: without this, rank 0 (which hosts the env:// store) could leave
+    # while the other pair still meets through the store.
+    dist.barrier()
     h.finish()
 
 
