@@ -22,10 +22,12 @@ importing torch's test modules costs seconds of CPU per rank) or spawned as PyTo
 """
 
 import argparse
+import atexit
 import fnmatch
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -77,6 +79,7 @@ def _configure_environment(backend, world_size, timeout):
     os.environ["DISTRIBUTED_TESTS_DEFAULT_TIMEOUT"] = str(timeout)
     if "TEMP_DIR" not in os.environ:
         os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="chorus-suite-")
+        atexit.register(shutil.rmtree, os.environ["TEMP_DIR"], True)
     # As PyTorch's CI runs it with file://: the tests that re-create the default group use it
     # (each test joins through a file of its own).
     os.environ.setdefault("INIT_METHOD", f"file://{os.environ['TEMP_DIR']}/shared_init_file")
@@ -209,8 +212,10 @@ def main(argv=None):
     tests = unittest.TestSuite(case(n) for n in names)
     stream = sys.stderr
     runner = unittest.TextTestRunner(stream=stream, verbosity=2, resultclass=_Recorder)
+    log = None
     if not args.verbose:
-        # The ranks' logs (tracebacks of expected errors, warnings) go to a file, not the screen.
+        # The ranks' logs (tracebacks of expected errors, warnings) go to a file, not the screen;
+        # it is kept when a test failed.
         log = tempfile.NamedTemporaryFile("w", prefix="chorus-suite-ranks-", suffix=".log",
                                           delete=False)
         print(f"run_suite: ranks' output in {log.name}", file=stream)
@@ -245,6 +250,8 @@ def main(argv=None):
     bad = counts.get("fail", 0) + counts.get("error", 0)
     if args.no_skips:
         bad += counts.get("skip", 0)
+    if log is not None and counts.get("fail", 0) + counts.get("error", 0) == 0:
+        os.unlink(log.name)
     return 0 if bad == 0 else 1
 
 
