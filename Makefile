@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
+.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
 
 all: build
 
@@ -81,6 +81,19 @@ test-torch: deps
 	  cmake --build $$dir -j $(JOBS) --target chorus_python_test_deps; \
 	  (cd $$dir && ctest -L python -LE install --output-on-failure -j $(JOBS) --timeout 600); \
 	done
+
+# PyTorch's own distributed_test.py (from the torch wheel) with backend chorus and with gloo, at
+# 2 and 4 ranks; prints "chorus passes N of the M tests gloo passes" and fails on a test gloo
+# passes and chorus does not, unless tests/python/torch/suite/exceptions.txt lists it (with why).
+# TORCH_SUITE: newest (default), oldest or a version (scripts/install-torch2); builds in
+# $(BUILD)-torch-<version> as test-torch does. About 2 minutes per backend and world size on 2
+# cores (docs/python.md); SUITE_ARGS passes run_suite.py options (for example -k barrier).
+TORCH_SUITE ?= newest
+SUITE_RANKS ?= 2 4
+SUITE_ARGS ?=
+test-torch-suite: deps
+	tests/python/torch/suite/run-suite.sh --torch $(TORCH_SUITE) --ranks "$(SUITE_RANKS)" \
+	  --jobs $(JOBS) --build-prefix $(abspath $(BUILD)) -- $(SUITE_ARGS)
 
 # `pip install .` as a user of PyPI's torch does it (tests/install/pip_install_test.sh): a temporary
 # venv that sees the newest torch venv, pip install . (scikit-build-core from PyPI), 2 ranks

@@ -42,6 +42,13 @@ class NoGil {
   std::optional<pybind11::gil_scoped_release> release_;
 };
 
+// The store the communicator meets its peers through. A group of one has none to meet: it keeps
+// to a store of its own, since torch may give two such groups the same name, and so the same
+// store prefix (new_subgroups(group_size=1, group=...) on disjoint parents).
+std::shared_ptr<Store> storeFor(const c10::intrusive_ptr<c10d::Store>& store, int size) {
+  return size == 1 ? makeHashStore() : bridgeStore(store);
+}
+
 // A Chorus failure at issue time is a misuse found on this rank: torch's ValueError for a bad
 // argument, RuntimeError otherwise.
 [[noreturn]] void rethrowIssueError(const Error& e) {
@@ -57,7 +64,7 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
                                        int size, std::chrono::milliseconds timeout,
                                        std::vector<int64_t> globalRanks, std::string groupName)
     : BackendBase(rank, size),
-      store_(bridgeStore(store)),
+      store_(storeFor(store, size)),
       timeout_(timeout),
       globalRanks_(std::move(globalRanks)),
       groupName_(std::move(groupName)) {
@@ -185,6 +192,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::launchParts(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
                                                              const c10d::AllreduceOptions& opts) {
+  if (tensors.size() == 1 && tensors[0].is_sparse()) return allreduceSparse(tensors[0], opts);
   checkSingle(tensors, "allreduce");
   at::Tensor t = tensors[0];
   const Reduction red = reductionFor(t, opts.reduceOp, "allreduce");
@@ -563,56 +571,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOp
                 [&] { return comm_->barrier(); });
 }
 
-void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
-  const auto timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto remaining = [&] {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    return std::max(left, std::chrono::milliseconds(1));
-  };
-  const std::string base = "chorus/monitored_barrier/" + std::to_string(monitoredBarriers_++) + "/";
-  const std::string verdictKey = base + "verdict";
-  if (getRank() != 0) {
-    store_->set(base + "arrived/" + std::to_string(getRank()), std::vector<uint8_t>{1});
-    // Rank 0 gives its verdict on a missing rank only at its own deadline, which is later than
-    // ours when it arrived later: wait a grace period past ours (the timeout, between 5 and 10 s)
-    // to report that verdict, naming the missing rank, rather than a timeout of our own.
-    const auto grace = std::clamp<std::chrono::milliseconds>(timeout, std::chrono::seconds(5),
-                                                             std::chrono::seconds(10));
-    try {
-      store_->wait({verdictKey}, remaining() + grace);
-    } catch (const std::exception&) {
-      TORCH_CHECK(false, "chorus backend: monitored_barrier (rank ", getRank(),
-                  "): rank 0 gave no verdict within ", (timeout + grace).count(), " ms");
-    }
-    const auto verdict = store_->get(verdictKey, timeout_);
-    const std::string text(verdict.begin(), verdict.end());
-    TORCH_CHECK(text == "ok", "chorus backend: monitored_barrier (rank ", getRank(), "): ", text);
-    return;
-  }
-  std::vector<int> missing;
-  for (int r = 1; r < getSize(); ++r) {
-    try {
-      store_->wait({base + "arrived/" + std::to_string(r)},
-                   missing.empty() ? remaining() : std::chrono::milliseconds(1));
-    } catch (const std::exception&) {
-      missing.push_back(r);
-      if (!waitAllRanks) break;
-    }
-  }
-  if (missing.empty()) {
-    const std::string ok = "ok";
-    store_->set(verdictKey, std::vector<uint8_t>(ok.begin(), ok.end()));
-    return;
-  }
-  std::ostringstream why;
-  why << (missing.size() == 1 ? "rank " : "ranks ");
-  for (size_t i = 0; i < missing.size(); ++i) why << (i ? ", " : "") << missing[i];
-  why << " did not reach monitored_barrier within " << timeout.count() << " ms";
-  const std::string text = why.str();
-  store_->set(verdictKey, std::vector<uint8_t>(text.begin(), text.end()));
-  TORCH_CHECK(false, "chorus backend: monitored_barrier (rank 0): ", text);
-}
+// monitoredBarrier: monitored_barrier.cc. The sparse all_reduce: sparse_allreduce.cc.
 
 }  // namespace chorus::torch_backend

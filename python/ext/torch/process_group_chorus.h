@@ -64,6 +64,11 @@ class ProcessGroupChorus : public BackendBase {
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
+#if TORCH_VERSION_MAJOR >= 2
+  // Sparse COO tensors, as allreduce() takes them too (sparse_allreduce.cc).
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts) override;
+#endif
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
       std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
@@ -137,6 +142,9 @@ class ProcessGroupChorus : public BackendBase {
   void abortGroup();
 
  private:
+  // allreduce() of a sparse COO tensor: SUM of every rank's entries, coalesced.
+  c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& tensor,
+                                                 const c10d::AllreduceOptions& opts);
   // Creates the Work, issues the operation (issue returns the Chorus work) and ties them.
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* title,
                                         std::vector<at::Tensor> outputs,

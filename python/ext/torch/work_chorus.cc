@@ -1,6 +1,7 @@
 #include "work_chorus.h"
 
 #include "../common/signal_wait.h"
+#include "error_text.h"
 
 #include <c10/util/Exception.h>
 #include <torch/version.h>
@@ -184,7 +185,7 @@ void WorkChorus::attach(const c10::intrusive_ptr<WorkChorus>& self,
 void WorkChorus::partDone(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(partsMu_);
-    if (error && !firstError_) firstError_ = error;
+    if (error && !firstError_) firstError_ = forTorch(std::move(error));
     if (--partsLeft_ != 0) return;
     error = firstError_;
   }
