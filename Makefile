@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch2 test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
+.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch2 bench-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
 
 all: build
 
@@ -68,6 +68,19 @@ test-torch2: deps
 	  cmake --build $$dir -j $(JOBS); \
 	  (cd $$dir && ctest -L python --output-on-failure -j $(JOBS) --timeout 600); \
 	done
+
+# The chorus backend against gloo on the newest torch (the venv of test-torch2, build folder
+# $(BUILD)-torch-<version>): dist.all_reduce 8 B to 64 MiB and the binding's cost against the C
+# API at N = 2 and 4, DDP steps (MLP, CNN), an FSDP2 step and its peak memory on 4 ranks; both
+# backends in the same run, alternating; prints the table with the targets (bench/torch/run.py,
+# a few minutes on 2 cores). BENCH_TORCH_ARGS: e.g. --quick, --json FILE, --pin.
+BENCH_TORCH_ARGS ?=
+bench-torch: deps
+	set -e; venv=$$(scripts/install-torch2 newest | tail -n 1); dir=$(BUILD)-$${venv##*/venv-}; \
+	  cmake -S . -B $$dir -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$$venv/bin/python \
+	    $(CMAKE_FLAGS); \
+	  cmake --build $$dir -j $(JOBS) --target chorus-run chorus-bench chorus_py_core chorus_py_torch; \
+	  $$venv/bin/python bench/torch/run.py --build $$dir $(BENCH_TORCH_ARGS)
 
 # `pip install .` into a temporary venv (offline, Debian's setuptools), then 2 ranks all_reduce
 # through it; a full CMake build the first time (build-pip/), so not part of `make test`.
