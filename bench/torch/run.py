@@ -12,7 +12,10 @@ case starts its ranks with chorus-run; bench/torch/worker.py says what each meas
     of the same N; the mean of the two medians.
   * dist.all_reduce, f32 sum, 8 B to 64 MiB: gloo and chorus groups in the same processes,
     blocks alternating; time = median over calls of the slowest rank; busbw = bytes / time x
-    2(N-1)/N. "binding" = chorus's 8-byte time minus the C API's.
+    2(N-1)/N. "binding" = chorus's 8-byte time minus the C API's; up to 64 KiB the same
+    all-reduce also through chorus.Communicator (Chorus's own Python API, one blocking call) in
+    the same processes, blocks alternating with the other two: the binding's cost at the same
+    moments, which the C API's separate run cannot give on a loaded machine.
   * DDP step of the MLP and the CNN (batch 64 per rank): DDP on gloo, DDP on chorus and the same
     model without DDP (compute only), blocks alternating.
   * FSDP2 step (fully_shard, reshard_after_forward) of a stack of Linear layers, two copies on
@@ -170,17 +173,19 @@ def report(res, ns, args):
                       f"{row['chorus_busbw']:.3f} | {ratio:.2f}x | {target} |")
     if res["capi"]:
         print("\n### The binding's cost per call, all_reduce of 8 bytes\n")
-        print("| N | C API us (chorus-bench --api c) | dist.all_reduce on chorus us | "
-              "binding us | target: <= 20 us |")
-        print("|---:|---:|---:|---:|---|")
+        print("| N | C API us (chorus-bench --api c) | chorus.Communicator us (same processes) "
+              "| dist.all_reduce on chorus us | binding us over the C API | binding us over "
+              "chorus.Communicator | target: <= 20 us over the C API |")
+        print("|---:|---:|---:|---:|---:|---:|---|")
         for n in ns:
             rows = res["allreduce"].get(n)
             if n not in res["capi"] or not rows:
                 continue
             torch_us = rows[0]["chorus_us"]
+            direct = rows[0].get("direct_us", float("nan"))
             cost = torch_us - res["capi"][n]
-            print(f"| {n} | {res['capi'][n]:.1f} | {torch_us:.1f} | {cost:.1f} | "
-                  f"{verdict(cost <= 20)} |")
+            print(f"| {n} | {res['capi'][n]:.1f} | {direct:.1f} | {torch_us:.1f} | {cost:.1f} | "
+                  f"{torch_us - direct:.1f} | {verdict(cost <= 20)} |")
     if res["ddp"]:
         print("\n### DDP step, batch 64 per rank, one host\n")
         print("| N | model | gloo ms | chorus ms | compute only ms | gloo / chorus | "

@@ -6,6 +6,7 @@ result to --out. Cases:
 
   allreduce  dist.all_reduce (f32 sum, in place, async_op=False) of each size; the time of a
              call is the slowest rank's (MAX over ranks per iteration), the row the median.
+             Up to 64 KiB also chorus.Communicator.all_reduce on the same memory ("direct").
   ddp        one training step (zero_grad, forward, backward with DDP's bucketed all-reduce,
              SGD step) of the MLP or CNN of examples/torch/models.py on a fixed random batch of
              64 per rank, three copies of the model: DDP on gloo, DDP on chorus, and no DDP at
@@ -81,6 +82,13 @@ def order(rnd):
 
 def case_allreduce(args, n):
     pgs = groups()
+    # The same all-reduce through Chorus's own Python API (chorus.Communicator, one blocking
+    # C++ call on the caller's thread, as the C API's), in the same processes at the same
+    # moments: what the torch binding adds over it is torch's Python and dispatcher, the Work,
+    # and the backend's launch path.
+    import chorus
+
+    direct = chorus.Communicator.from_env()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     buf = torch.zeros(max(sizes) // 4 + 1, dtype=torch.float32)
     rows = []
@@ -89,17 +97,27 @@ def case_allreduce(args, n):
         t = buf[:count]
         # Fewer calls for the large sizes: a few seconds per size at most.
         iters = max(3, min(args.iters, int(2e7 // max(nbytes, 1))))
-        times = {"gloo": [], "chorus": []}
+        times = {"gloo": [], "chorus": [], "direct": []}
+        arr = t.numpy()  # the same memory
+
+        def call(name):
+            if name == "direct":
+                direct.all_reduce(arr)
+            else:
+                dist.all_reduce(t, group=pgs[name])
+
         for rnd in range(args.rounds):
-            for name in order(rnd):
+            for name in order(rnd) + (["direct"] if nbytes <= 64 << 10 else []):
                 for _ in range(args.warmup if rnd < 2 else 1):
-                    dist.all_reduce(t, group=pgs[name])
+                    call(name)
                 for _ in range(iters):
                     t0 = time.perf_counter()
-                    dist.all_reduce(t, group=pgs[name])
+                    call(name)
                     times[name].append((time.perf_counter() - t0) * 1e6)
         row = {"bytes": count * 4}
         for name in times:
+            if not times[name]:
+                continue
             us = median(slowest(times[name]))
             row[name + "_us"] = us
             row[name + "_busbw"] = count * 4 / (us * 1e-6) / 1e9 * 2 * (n - 1) / n
@@ -110,6 +128,8 @@ def case_allreduce(args, n):
             assert bool((t == n * (n + 1) / 2).all()), f"{name}: wrong all_reduce result"
         t.zero_()
         rows.append(row)
+    direct.barrier()
+    del direct
     return {"rows": rows}
 
 

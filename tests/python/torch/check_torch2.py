@@ -286,8 +286,8 @@ def functional():
 def waits_at_once():
     """An operation torch waits for at once (asyncOp=False, what dist.broadcast(async_op=False)
     passes) has finished when the backend's call returns: it ran on the caller's thread. One with
-    asyncOp=True returns at once and finishes in the background. The last rank comes late, so
-    that the others' calls can only finish once it has arrived."""
+    asyncOp=True returns at once and finishes in the background. The last rank, the root, comes
+    late, so that the others' calls can only finish once it has arrived."""
     g = dist.group.WORLD
     if size < 2 or wrapped(g):
         return  # the wrapper's own checks run first and wait for every rank
@@ -297,7 +297,7 @@ def waits_at_once():
         opts = dist.BroadcastOptions()
         if not hasattr(opts, "asyncOp"):
             return  # this torch never says whether it waits
-        opts.rootRank = 0
+        opts.rootRank = late  # the others need its data
         opts.asyncOp = async_op
         t = torch.full((5,), float(rank))
         dist.barrier()
@@ -314,7 +314,7 @@ def waits_at_once():
             h.expect(not done and took < 0.3, f"broadcast with asyncOp=True returned after "
                      f"{took:.2f} s, completed {done}: it should run in the background")
         work.wait()
-        h.expect_equal(t, torch.zeros(5), f"broadcast with asyncOp={async_op}")
+        h.expect_equal(t, torch.full((5,), float(late)), f"broadcast with asyncOp={async_op}")
 
 
 def main():
