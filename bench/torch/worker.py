@@ -176,7 +176,7 @@ def case_ddp(args, n):
     for name in names:
         out[name + "_ms"] = median(slowest(blocks[name]))
     # The same training on both: the replicas differ only by the summation order (none at N=2).
-    diff = max(float((a - b).abs().max()) for a, b in zip(nets["chorus"].parameters(),
+    diff = max(float((a - b).detach().abs().max()) for a, b in zip(nets["chorus"].parameters(),
                                                           nets["gloo"].parameters()))
     out["max_param_diff_chorus_gloo"] = slowest([diff])[0]
     return out
