@@ -9,8 +9,9 @@ result to --out. Cases:
              Up to 64 KiB also chorus.Communicator.all_reduce on the same memory ("direct").
   ddp        one training step (zero_grad, forward, backward with DDP's bucketed all-reduce,
              SGD step) of the MLP or CNN of examples/torch/models.py on a fixed random batch of
-             64 per rank, three copies of the model: DDP on gloo, DDP on chorus, and no DDP at
-             all (the compute-only floor). Time per step: the slowest rank's mean over a block.
+             64 per rank, four copies of the model: DDP on gloo, DDP on chorus, DDP inside
+             no_sync() (no all-reduce: the compute-only step) and the bare model (no DDP at all).
+             Time per step: the slowest rank's mean over a block.
   fsdp       one FSDP2 step (fully_shard per layer and at the root, reshard_after_forward) of a
              stack of Linear layers (--fsdp-params parameters), two copies: one on a mesh of the
              gloo group, one on a mesh of the chorus group, parameters made on the meta device
@@ -148,7 +149,9 @@ def case_ddp(args, n):
     base = models.MODELS[args.model]()
     nets = {"nocomm": models.MODELS[args.model]()}
     nets["nocomm"].load_state_dict(base.state_dict())
-    for name, pg in pgs.items():
+    # "nosync": DDP inside no_sync(), no all-reduce: DDP's own work without communication, the
+    # compute-only step of bench/compare/torch_ddp.sh; "nocomm": the bare model.
+    for name, pg in list(pgs.items()) + [("nosync", pgs["chorus"])]:
         m = models.MODELS[args.model]()
         m.load_state_dict(base.state_dict())
         nets[name] = DDP(m, process_group=pg)
@@ -158,14 +161,18 @@ def case_ddp(args, n):
 
     def step(name):
         opts[name].zero_grad(set_to_none=True)
-        loss_fn(nets[name](x), y).backward()
+        if name == "nosync":
+            with nets[name].no_sync():
+                loss_fn(nets[name](x), y).backward()
+        else:
+            loss_fn(nets[name](x), y).backward()
         opts[name].step()
 
-    names = ["gloo", "chorus", "nocomm"]
+    names = ["gloo", "chorus", "nosync", "nocomm"]
     blocks = {k: [] for k in names}
     for rnd in range(args.rounds):
-        for name in names[rnd % 3:] + names[:rnd % 3]:
-            for _ in range(args.warmup if rnd < 3 else 1):
+        for name in names[rnd % 4:] + names[:rnd % 4]:
+            for _ in range(args.warmup if rnd < 4 else 1):
                 step(name)
             dist.barrier()  # every rank starts the block together
             t0 = time.perf_counter()
