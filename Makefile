@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
+.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite bench-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
 
 all: build
 
@@ -94,6 +94,19 @@ SUITE_ARGS ?=
 test-torch-suite: deps
 	tests/python/torch/suite/run-suite.sh --torch $(TORCH_SUITE) --ranks "$(SUITE_RANKS)" \
 	  --jobs $(JOBS) --build-prefix $(abspath $(BUILD)) -- $(SUITE_ARGS)
+
+# The chorus backend against gloo on the torch of make test (TORCH, in $(BUILD)): dist.all_reduce
+# 8 B to 64 MiB and the binding's cost against the C API at N = 2 and 4, DDP steps (MLP, CNN), an
+# FSDP2 step and its peak memory on 4 ranks; both backends in the same run, alternating; prints
+# the table with the targets (bench/torch/run.py, a few minutes on 2 cores). BENCH_TORCH_ARGS:
+# e.g. --quick, --json FILE, --pin.
+BENCH_TORCH_ARGS ?=
+bench-torch: deps
+	set -e; py=$$(scripts/torch-python $(TORCH)); \
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DPython3_EXECUTABLE=$$py \
+	    $(CMAKE_FLAGS); \
+	  cmake --build $(BUILD) -j $(JOBS) --target chorus-run chorus-bench chorus_py_core chorus_py_torch; \
+	  $$py bench/torch/run.py --build $(BUILD) $(BENCH_TORCH_ARGS)
 
 # `pip install .` as a user of PyPI's torch does it (tests/install/pip_install_test.sh): a temporary
 # venv that sees the newest torch venv, pip install . (scikit-build-core from PyPI), 2 ranks

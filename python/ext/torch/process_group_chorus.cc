@@ -1,5 +1,6 @@
 #include "process_group_chorus.h"
 
+#include "../common/signal_wait.h"
 #include "launcher_store.h"
 #include "signal_abort.h"
 #include "store_bridge.h"
@@ -149,11 +150,43 @@ std::string ProcessGroupChorus::describeGroup() const {
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::launch(
     c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
     std::vector<at::Tensor> keepAlive, std::function<void()> copyOut,
-    const std::function<chorus::Work()>& issue, std::shared_ptr<void> extra, int source) {
-  return launchParts(
-      type, title, std::move(outputs), std::move(keepAlive), std::move(copyOut),
-      [&](std::vector<chorus::Work>& parts) { parts.push_back(issue()); }, std::move(extra),
-      source);
+    const std::function<chorus::Work(Run)>& issue, std::shared_ptr<void> extra, int source,
+    Run run) {
+  if (run == Run::kBlocking) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (coalescing_) run = Run::kInBackground;  // endCoalescing's Work is the one waited for
+  }
+  if (run == Run::kInBackground) {
+    return launchParts(
+        type, title, std::move(outputs), std::move(keepAlive), std::move(copyOut),
+        [&](std::vector<chorus::Work>& parts) { parts.push_back(issue(Run::kInBackground)); },
+        std::move(extra), source);
+  }
+  // Torch waits at once: run it here, on the caller's thread, as the C API's blocking calls do.
+  communicator(title);  // a clear error after shutdown()
+  auto work = c10::make_intrusive<WorkChorus>(getRank(), type, title, std::move(outputs),
+                                              std::move(keepAlive), std::move(copyOut), completer_);
+  work->holdAlso(std::move(extra));
+  work->setSourceRank(source);
+  chorus::Work done;
+  try {
+    // Ctrl-C meanwhile aborts the group, which ends the call at once; wait() then raises
+    // KeyboardInterrupt (python/ext/common/signal_wait.h).
+    const python_signals::BlockingSection interruptible(SignalAbort::callback(signalAbort_));
+    done = issue(Run::kBlocking);
+  } catch (const Error& e) {
+    // A misuse found before the operation started throws from the call, as in the background;
+    // a failure while it ran belongs to the Work, which wait() rethrows.
+    if (e.code() == ErrorCode::kInvalidArgument) rethrowIssueError(e);
+    ++sequence_;
+    work->fail(std::current_exception());
+    return work;
+  }
+  ++sequence_;
+  WorkChorus::attach(work, {done});  // finished: the copy-out runs now, on this thread
+  std::lock_guard<std::mutex> lock(mu_);
+  lastPart_ = done;
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::launchParts(
@@ -199,10 +232,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
   at::Tensor buf = contiguousOf(t);
   if (red.premul) buf.mul_(*red.premul);  // buf is the output: scaling it in place is fine
   auto copyOut = copyBack(t, buf);
-  return launch(c10d::OpType::ALLREDUCE, "chorus:all_reduce", {t}, {buf}, std::move(copyOut), [&] {
-    return comm_->allReduce(buf.data_ptr(), buf.data_ptr(), static_cast<size_t>(buf.numel()),
-                            red.type, red.op);
-  });
+  return launch(
+      c10d::OpType::ALLREDUCE, "chorus:all_reduce", {t}, {buf}, std::move(copyOut),
+      [&](Run run) {
+        return comm_->allReduce(buf.data_ptr(), buf.data_ptr(), static_cast<size_t>(buf.numel()),
+                                red.type, red.op, run);
+      },
+      nullptr, -1, runFor(opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
@@ -251,9 +287,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Ten
   // The root's tensor is only read.
   auto copyOut = opts.rootRank == getRank() ? nullptr : copyBack(t, buf);
   const int root = static_cast<int>(opts.rootRank);
-  return launch(c10d::OpType::BROADCAST, "chorus:broadcast", {t}, {buf}, std::move(copyOut), [&] {
-    return comm_->broadcast(buf.data_ptr(), byteCount(buf), DataType::kU8, root);
-  });
+  return launch(
+      c10d::OpType::BROADCAST, "chorus:broadcast", {t}, {buf}, std::move(copyOut),
+      [&](Run run) {
+        return comm_->broadcast(buf.data_ptr(), byteCount(buf), DataType::kU8, root, run);
+      },
+      nullptr, -1, runFor(opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,
@@ -273,15 +312,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor
     buf = red.premul ? t.mul(*red.premul).contiguous() : contiguousOf(t);
   }
   auto copyOut = isRoot ? copyBack(t, buf) : nullptr;
-  return launch(c10d::OpType::REDUCE, "chorus:reduce", {t}, {buf}, std::move(copyOut), [&] {
-    return comm_->reduce(buf.data_ptr(), isRoot ? buf.data_ptr() : nullptr,
-                         static_cast<size_t>(buf.numel()), red.type, red.op, root);
-  });
+  return launch(
+      c10d::OpType::REDUCE, "chorus:reduce", {t}, {buf}, std::move(copyOut),
+      [&](Run run) {
+        return comm_->reduce(buf.data_ptr(), isRoot ? buf.data_ptr() : nullptr,
+                             static_cast<size_t>(buf.numel()), red.type, red.op, root, run);
+      },
+      nullptr, -1, runFor(opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions&) {
+    const c10d::AllgatherOptions& opts) {
   checkSingle(inputs, "allgather");
   TORCH_CHECK_VALUE(outputs.size() == 1, "chorus backend: allgather takes one output list, got ",
                     outputs.size());
@@ -293,21 +335,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
   auto copyOut = unpackInto(outs, flat);
   return launch(
       c10d::OpType::ALLGATHER, "chorus:all_gather", outputs[0], {in, flat}, std::move(copyOut),
-      [&] { return comm_->allGather(in.data_ptr(), flat.data_ptr(), block, DataType::kU8); });
+      [&](Run run) {
+        return comm_->allGather(in.data_ptr(), flat.data_ptr(), block, DataType::kU8, run);
+      },
+      nullptr, -1, runFor(opts));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(at::Tensor& output,
-                                                                   at::Tensor& input,
-                                                                   const c10d::AllgatherOptions&) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   checkFlatPair(output, input, getSize(), "all_gather_into_tensor", "output");
   const at::Tensor in = contiguousOf(input);
   at::Tensor out = contiguousOf(output);
   auto copyOut = copyBack(output, out);
-  return launch(c10d::OpType::_ALLGATHER_BASE, "chorus:all_gather_into_tensor", {output}, {in, out},
-                std::move(copyOut), [&] {
-                  return comm_->allGather(in.data_ptr(), out.data_ptr(), byteCount(in),
-                                          DataType::kU8);
-                });
+  return launch(
+      c10d::OpType::_ALLGATHER_BASE, "chorus:all_gather_into_tensor", {output}, {in, out},
+      std::move(copyOut),
+      [&](Run run) {
+        return comm_->allGather(in.data_ptr(), out.data_ptr(), byteCount(in), DataType::kU8, run);
+      },
+      nullptr, -1, runFor(opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
@@ -337,8 +383,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
   for (const auto& list : outputLists) all.insert(all.end(), list.begin(), list.end());
   auto copyOut = unpackInto(all, flat);
   return launch(c10d::OpType::ALLGATHER_COALESCED, "chorus:all_gather_coalesced", all, {in, flat},
-                std::move(copyOut), [&] {
-                  return comm_->allGather(in.data_ptr(), flat.data_ptr(), block, DataType::kU8);
+                std::move(copyOut), [&](Run run) {
+                  return comm_->allGather(in.data_ptr(), flat.data_ptr(), block, DataType::kU8,
+                                          run);
                 });
 }
 
@@ -367,10 +414,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(
                       "chorus backend: gather: only the root (rank ", root,
                       ") passes an output list");
   }
-  return launch(c10d::OpType::GATHER, "chorus:gather", outs, {in, flat}, std::move(copyOut), [&] {
-    return comm_->gather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, block,
-                         DataType::kU8, root);
-  });
+  return launch(
+      c10d::OpType::GATHER, "chorus:gather", outs, {in, flat}, std::move(copyOut),
+      [&](Run run) {
+        return comm_->gather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, block,
+                             DataType::kU8, root, run);
+      },
+      nullptr, -1, runFor(opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
@@ -396,11 +446,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
                       ") passes an input list");
   }
   auto copyOut = copyBack(out, buf);
-  return launch(c10d::OpType::SCATTER, "chorus:scatter", {out}, {buf, flat}, std::move(copyOut),
-                [&] {
-                  return comm_->scatter(flat.defined() ? flat.data_ptr() : nullptr, buf.data_ptr(),
-                                        byteCount(buf), DataType::kU8, root);
-                });
+  return launch(
+      c10d::OpType::SCATTER, "chorus:scatter", {out}, {buf, flat}, std::move(copyOut),
+      [&](Run run) {
+        return comm_->scatter(flat.defined() ? flat.data_ptr() : nullptr, buf.data_ptr(),
+                              byteCount(buf), DataType::kU8, root, run);
+      },
+      nullptr, -1, runFor(opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(
@@ -419,11 +471,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(
   if (red.premul) flat.mul_(*red.premul);
   at::Tensor buf = contiguousOf(out);
   auto copyOut = copyBack(out, buf);
-  return launch(c10d::OpType::REDUCE_SCATTER, "chorus:reduce_scatter", {out}, {buf, flat},
-                std::move(copyOut), [&] {
-                  return comm_->reduceScatter(flat.data_ptr(), buf.data_ptr(),
-                                              static_cast<size_t>(buf.numel()), red.type, red.op);
-                });
+  return launch(
+      c10d::OpType::REDUCE_SCATTER, "chorus:reduce_scatter", {out}, {buf, flat}, std::move(copyOut),
+      [&](Run run) {
+        return comm_->reduceScatter(flat.data_ptr(), buf.data_ptr(),
+                                    static_cast<size_t>(buf.numel()), red.type, red.op, run);
+      },
+      nullptr, -1, runFor(opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(
@@ -433,18 +487,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(
   const at::Tensor in = red.premul ? input.mul(*red.premul).contiguous() : contiguousOf(input);
   at::Tensor out = contiguousOf(output);
   auto copyOut = copyBack(output, out);
-  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, "chorus:reduce_scatter_tensor", {output},
-                {in, out}, std::move(copyOut), [&] {
-                  return comm_->reduceScatter(in.data_ptr(), out.data_ptr(),
-                                              static_cast<size_t>(out.numel()), red.type, red.op);
-                });
+  return launch(
+      c10d::OpType::_REDUCE_SCATTER_BASE, "chorus:reduce_scatter_tensor", {output}, {in, out},
+      std::move(copyOut),
+      [&](Run run) {
+        return comm_->reduceScatter(in.data_ptr(), out.data_ptr(), static_cast<size_t>(out.numel()),
+                                    red.type, red.op, run);
+      },
+      nullptr, -1, runFor(opts));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& output,
-                                                                 at::Tensor& input,
-                                                                 std::vector<int64_t>& outputSplits,
-                                                                 std::vector<int64_t>& inputSplits,
-                                                                 const c10d::AllToAllOptions&) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
+    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) {
   checkCpuDense(input, "all_to_all_single");
   checkCpuDense(output, "all_to_all_single");
   TORCH_CHECK_TYPE(input.scalar_type() == output.scalar_type(),
@@ -459,11 +514,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& out
                       "chorus backend: all_to_all_single without split sizes needs input and "
                       "output of the same size, divisible by the world size (",
                       getSize(), "); got ", in.numel(), " and ", out.numel(), " elements");
-    return launch(c10d::OpType::ALLTOALL_BASE, "chorus:all_to_all_single", {output}, {in, out},
-                  std::move(copyOut), [&] {
-                    return comm_->allToAll(in.data_ptr(), out.data_ptr(), byteCount(in) / n,
-                                           DataType::kU8);
-                  });
+    return launch(
+        c10d::OpType::ALLTOALL_BASE, "chorus:all_to_all_single", {output}, {in, out},
+        std::move(copyOut),
+        [&](Run run) {
+          return comm_->allToAll(in.data_ptr(), out.data_ptr(), byteCount(in) / n, DataType::kU8,
+                                 run);
+        },
+        nullptr, -1, runFor(opts));
   }
   // Split sizes count rows (the first dimension); an empty list means equal parts.
   auto countsFor = [&](const at::Tensor& t, const std::vector<int64_t>& splits, const char* what) {
@@ -493,16 +551,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(at::Tensor& out
   return launch(
       c10d::OpType::ALLTOALL_BASE, "chorus:all_to_all_single", {output}, {in, out},
       std::move(copyOut),
-      [&] {
+      [&](Run run) {
         return comm_->allToAllV(in.data_ptr(), counts->first.data(), out.data_ptr(),
-                                counts->second.data(), DataType::kU8);
+                                counts->second.data(), DataType::kU8, run);
       },
-      counts);
+      counts, -1, runFor(opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tensor>& outputs,
                                                             std::vector<at::Tensor>& inputs,
-                                                            const c10d::AllToAllOptions&) {
+                                                            const c10d::AllToAllOptions& opts) {
   const auto n = static_cast<size_t>(getSize());
   TORCH_CHECK_VALUE(inputs.size() == n && outputs.size() == n, "chorus backend: all_to_all takes ",
                     n, " input and ", n, " output tensors, got ", inputs.size(), " and ",
@@ -526,11 +584,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
   auto copyOut = unpackInto(outs, flat);
   return launch(
       c10d::OpType::ALLTOALL, "chorus:all_to_all", outputs, {in, flat}, std::move(copyOut),
-      [&] {
+      [&](Run run) {
         return comm_->allToAllV(in.data_ptr(), counts->first.data(), flat.data_ptr(),
-                                counts->second.data(), DataType::kU8);
+                                counts->second.data(), DataType::kU8, run);
       },
-      counts);
+      counts, -1, runFor(opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>& tensors,
@@ -540,8 +598,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>&
   TORCH_CHECK_VALUE(dstRank != getRank(), "chorus backend: send: rank ", getRank(),
                     " cannot send to itself");
   const at::Tensor buf = contiguousOf(tensors[0]);
-  return launch(c10d::OpType::SEND, "chorus:send", {}, {buf}, nullptr, [&] {
-    return comm_->send(buf.data_ptr(), byteCount(buf), DataType::kU8, dstRank);
+  return launch(c10d::OpType::SEND, "chorus:send", {}, {buf}, nullptr, [&](Run run) {
+    return comm_->send(buf.data_ptr(), byteCount(buf), DataType::kU8, dstRank, run);
   });
 }
 
@@ -556,8 +614,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>&
   auto copyOut = copyBack(t, buf);
   return launch(
       c10d::OpType::RECV, "chorus:recv", {t}, {buf}, std::move(copyOut),
-      [&] { return comm_->recv(buf.data_ptr(), byteCount(buf), DataType::kU8, srcRank); }, nullptr,
-      srcRank);
+      [&](Run run) {
+        return comm_->recv(buf.data_ptr(), byteCount(buf), DataType::kU8, srcRank, run);
+      },
+      nullptr, srcRank);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>&, int) {
@@ -566,9 +626,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at:
               "rank (messages between two ranks arrive in the order they were sent)");
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions&) {
-  return launch(c10d::OpType::BARRIER, "chorus:barrier", {}, {}, nullptr,
-                [&] { return comm_->barrier(); });
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions& opts) {
+  return launch(
+      c10d::OpType::BARRIER, "chorus:barrier", {}, {}, nullptr,
+      [&](Run run) { return comm_->barrier(run); }, nullptr, -1, runFor(opts));
 }
 
 // monitoredBarrier: monitored_barrier.cc. The sparse all_reduce: sparse_allreduce.cc.

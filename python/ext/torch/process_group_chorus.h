@@ -49,6 +49,18 @@ using BackendBase = c10d::Backend;
 using BackendBase = c10d::ProcessGroup;
 #endif
 
+// How an operation with these options runs: torch 2.x's Python API passes asyncOp = false when
+// it waits for the Work right after issuing it (async_op=False); options without the field
+// (torch 1.13, some of 2.7's) run in the background, where wait() may still run them inline.
+template <class Options>
+Run runFor(const Options& opts) {
+  if constexpr (requires { opts.asyncOp; }) {
+    return opts.asyncOp ? Run::kInBackground : Run::kBlocking;
+  } else {
+    return Run::kInBackground;
+  }
+}
+
 class ProcessGroupChorus : public BackendBase {
  public:
   // globalRanks: the world ranks of this group's members (empty: the group is the world), for
@@ -145,13 +157,18 @@ class ProcessGroupChorus : public BackendBase {
   // allreduce() of a sparse COO tensor: SUM of every rank's entries, coalesced.
   c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& tensor,
                                                  const c10d::AllreduceOptions& opts);
-  // Creates the Work, issues the operation (issue returns the Chorus work) and ties them.
+  // Creates the Work, issues the operation (issue(run) returns the Chorus work) and ties them.
+  // run: Run::kBlocking when torch waits for the Work at once (runFor): the operation then runs
+  // on this thread before launch returns, with no hand-over to the communicator's worker (inside
+  // a coalescing batch it still runs in the background). Its failure is the Work's, as in the
+  // background; only a misuse found before it started (kInvalidArgument) throws here.
   c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* title,
                                         std::vector<at::Tensor> outputs,
                                         std::vector<at::Tensor> keepAlive,
                                         std::function<void()> copyOut,
-                                        const std::function<chorus::Work()>& issue,
-                                        std::shared_ptr<void> extra = nullptr, int source = -1);
+                                        const std::function<chorus::Work(Run)>& issue,
+                                        std::shared_ptr<void> extra = nullptr, int source = -1,
+                                        Run run = Run::kInBackground);
   // The same for an operation of several Chorus calls: issue appends each one it made to the
   // list, in order (those it made before a failure are still tied to the Work).
   c10::intrusive_ptr<c10d::Work> launchParts(

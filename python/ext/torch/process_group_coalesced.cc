@@ -47,10 +47,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_into_tensor_coalesc
     }
   };
   // OpType has a value of its own for this only after 2.7.
-  return launch(c10d::OpType::COALESCED, "chorus:all_gather_into_tensor_coalesced", outputs,
-                {in, flat}, std::move(copyOut), [&] {
-                  return comm_->allGather(in.data_ptr(), flat.data_ptr(), block, DataType::kU8);
-                });
+  return launch(
+      c10d::OpType::COALESCED, "chorus:all_gather_into_tensor_coalesced", outputs, {in, flat},
+      std::move(copyOut),
+      [&](Run run) {
+        return comm_->allGather(in.data_ptr(), flat.data_ptr(), block, DataType::kU8, run);
+      },
+      nullptr, -1, runFor(opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter_tensor_coalesced(

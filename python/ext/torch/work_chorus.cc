@@ -70,8 +70,7 @@ WorkBase::WorkBase(int rank, c10d::OpType type, const char* profilingTitle,
                    std::vector<at::Tensor> outputs, std::shared_ptr<FutureCompleter> completer)
     : c10d::Work(rank, type, profilingTitle),
       outputs_(std::move(outputs)),
-      completer_(std::move(completer)),
-      future_(newTensorListFuture()) {}
+      completer_(std::move(completer)) {}
 
 WorkBase::~WorkBase() = default;
 
@@ -131,21 +130,26 @@ void WorkBase::waitCompleted() {
 
 void WorkBase::completeFuture() {
   std::exception_ptr error;
+  c10::intrusive_ptr<c10::ivalue::Future> future;
   {
     std::lock_guard<std::mutex> lock(mu_);
     error = error_;
+    future = future_;
   }
   if (error) {
-    future_->setError(error);
+    future->setError(error);
   } else {
-    future_->markCompleted(c10::IValue(outputs_));
+    future->markCompleted(c10::IValue(outputs_));
   }
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> WorkBase::getFuture() {
   bool completeNow;
+  c10::intrusive_ptr<c10::ivalue::Future> future;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!future_) future_ = newTensorListFuture();
+    future = future_;
     futureWanted_ = true;
     completeNow = done_ && !futureDone_;
     if (completeNow) futureDone_ = true;
@@ -153,7 +157,7 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkBase::getFuture() {
   // Finished already: nothing is attached to the future yet, so completing it here runs no
   // callback on this thread.
   if (completeNow) completeFuture();
-  return future_;
+  return future;
 }
 
 // ---- WorkChorus ----
@@ -180,6 +184,13 @@ void WorkChorus::attach(const c10::intrusive_ptr<WorkChorus>& self,
   for (const auto& part : parts) {
     part.onComplete([keep = self](std::exception_ptr error) { keep->partDone(std::move(error)); });
   }
+}
+
+void WorkChorus::fail(std::exception_ptr error) {
+  keepAlive_.clear();
+  extra_.reset();
+  copyOut_ = nullptr;
+  complete(std::move(error));
 }
 
 void WorkChorus::partDone(std::exception_ptr error) {

@@ -52,6 +52,7 @@ class WorkBase : public c10d::Work {
   void completeFuture();
 
   std::shared_ptr<FutureCompleter> completer_;
+  // Made by the first getFuture() (guarded by mu_): most Works are only waited for.
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   mutable std::mutex mu_;
   std::condition_variable doneCv_;
@@ -76,6 +77,9 @@ class WorkChorus : public WorkBase {
   // Ties this Work to the Chorus operations, in issue order; call once, right after issuing
   // them (at least one).
   static void attach(const c10::intrusive_ptr<WorkChorus>& self, std::vector<chorus::Work> parts);
+  // Instead of attach: the operation failed before it returned a Chorus work (a blocking call
+  // that ran and failed on the caller's thread); wait() rethrows the failure.
+  void fail(std::exception_ptr error);
 
   bool wait(std::chrono::milliseconds timeout) override;
   int sourceRank() const override { return sourceRank_; }

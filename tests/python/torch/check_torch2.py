@@ -6,12 +6,15 @@ init_process_group with the backend string given (env://); new_group(backend="ch
 rank, in reverse order and over a pair; all_gather_into_tensor and reduce_scatter_tensor (flat
 and stacked) on each group; _coalescing_manager on its fast path (allreduce_coalesced and the
 coalesced all-gather and reduce-scatter) and with a device (startCoalescing / endCoalescing);
-the functional collectives of torch.distributed._functional_collectives. Every rank computes the
+the functional collectives of torch.distributed._functional_collectives; an operation torch waits
+for at once (asyncOp=False) finished when the call returns, one with asyncOp=True runs in the
+background. Every rank computes the
 expected results itself from tensors.py's formulas, never through a backend.
 """
 
 import argparse
 import datetime
+import time
 
 import torch
 import torch.distributed as dist
@@ -280,6 +283,40 @@ def functional():
                            f"{name}: functional all_reduce_coalesced #{k}")
 
 
+def waits_at_once():
+    """An operation torch waits for at once (asyncOp=False, what dist.broadcast(async_op=False)
+    passes) has finished when the backend's call returns: it ran on the caller's thread. One with
+    asyncOp=True returns at once and finishes in the background. The last rank, the root, comes
+    late, so that the others' calls can only finish once it has arrived."""
+    g = dist.group.WORLD
+    if size < 2 or wrapped(g):
+        return  # the wrapper's own checks run first and wait for every rank
+    backend = g._get_backend(torch.device("cpu"))
+    late = size - 1
+    for async_op in (False, True):
+        opts = dist.BroadcastOptions()
+        if not hasattr(opts, "asyncOp"):
+            return  # this torch never says whether it waits
+        opts.rootRank = late  # the others need its data
+        opts.asyncOp = async_op
+        t = torch.full((5,), float(rank))
+        dist.barrier()
+        if rank == late:
+            time.sleep(0.5)
+        t0 = time.monotonic()
+        work = backend.broadcast([t], opts)
+        took = time.monotonic() - t0
+        done = work.is_completed()
+        if rank != late and not async_op:
+            h.expect(done and took > 0.3, f"broadcast with asyncOp=False returned after "
+                     f"{took:.2f} s, completed {done}: it should run to the end in the call")
+        if rank != late and async_op:
+            h.expect(not done and took < 0.3, f"broadcast with asyncOp=True returned after "
+                     f"{took:.2f} s, completed {done}: it should run in the background")
+        work.wait()
+        h.expect_equal(t, torch.full((5,), float(late)), f"broadcast with asyncOp={async_op}")
+
+
 def main():
     global backend_arg
     p = argparse.ArgumentParser()
@@ -287,7 +324,7 @@ def main():
     backend_arg = p.parse_args().backend
     init()
     h.say(f"world of {size}, backend {backend_arg!r}, torch {torch.__version__}")
-    h.run(backend_mapping, new_groups, into_tensor, coalescing, functional)
+    h.run(backend_mapping, new_groups, into_tensor, coalescing, functional, waits_at_once)
     h.finish()
 
 
