@@ -190,7 +190,7 @@ void WorkChorus::fail(std::exception_ptr error) {
   keepAlive_.clear();
   extra_.reset();
   copyOut_ = nullptr;
-  complete(std::move(error));
+  complete(forTorch(std::move(error)));
 }
 
 void WorkChorus::partDone(std::exception_ptr error) {

@@ -78,7 +78,8 @@ class WorkChorus : public WorkBase {
   // them (at least one).
   static void attach(const c10::intrusive_ptr<WorkChorus>& self, std::vector<chorus::Work> parts);
   // Instead of attach: the operation failed before it returned a Chorus work (a blocking call
-  // that ran and failed on the caller's thread); wait() rethrows the failure.
+  // that ran and failed on the caller's thread); wait() rethrows the failure, in torch's words
+  // as a part's (error_text.h).
   void fail(std::exception_ptr error);
 
   bool wait(std::chrono::milliseconds timeout) override;
