@@ -93,7 +93,12 @@ def test_accuracy(model, test_set, rank, world):
 
 def ranks_with_other_parameters(model, keep):
     """How many ranks hold parameters that differ, in any bit, from rank 0's."""
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    return ranks_with_other_values(torch.cat([p.detach().reshape(-1) for p in model.parameters()]),
+                                   keep)
+
+
+def ranks_with_other_values(flat, keep):
+    """How many ranks hold a flat tensor that differs, in any bit, from rank 0's."""
     reference = flat.clone()
     dist.broadcast(reference, src=0)
     differs = torch.tensor([0 if torch.equal(flat, reference) else 1], dtype=torch.int64)

@@ -37,15 +37,6 @@ def full_parameters(model):
     return torch.cat([p.full_tensor().detach().reshape(-1) for p in model.parameters()])
 
 
-def ranks_with_other_parameters(flat, keep):
-    reference = flat.clone()
-    dist.broadcast(reference, src=0)
-    differs = torch.tensor([0 if torch.equal(flat, reference) else 1], dtype=torch.int64)
-    dist.all_reduce(differs)
-    keep += [reference, differs]
-    return int(differs.item())
-
-
 def main():
     args = train_ddp.parse_args()
     if args.no_communication:
@@ -86,7 +77,7 @@ def main():
     mean_ms, slowest_ms = train_ddp.step_time_stats(times)
     accuracy = train_ddp.test_accuracy(model, test_set, rank, world)
     last_tensors = []
-    differing = ranks_with_other_parameters(full_parameters(model), last_tensors)
+    differing = train_ddp.ranks_with_other_values(full_parameters(model), last_tensors)
 
     say(f"time per step: {mean_ms:.2f} ms (rank 0), {slowest_ms:.2f} ms (slowest rank), over "
         f"{len(times)} steps after {args.warmup} warm-up; {elapsed:.1f} s in all")

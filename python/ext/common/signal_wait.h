@@ -214,6 +214,16 @@ class BlockingSection {
   uint64_t id_ = 0;
 };
 
+// The Python exception a signal handler just raised, taken out of the interpreter (with the GIL)
+// so that it can be rethrown after the GIL is released.
+inline std::exception_ptr pendingPythonError() {
+  try {
+    throw pybind11::error_already_set();
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 // On Python's main thread: runs the pending signal handlers (taking the GIL if this thread does
 // not hold it) and throws the exception one raised. Call where a wait failed: an abort by a
 // BlockingSection is then reported as the KeyboardInterrupt that caused it.
@@ -224,12 +234,7 @@ inline void raiseIfSignalled() {
     PyGILState_Release(gil);
     return;
   }
-  std::exception_ptr raised;
-  try {
-    throw pybind11::error_already_set();
-  } catch (...) {
-    raised = std::current_exception();
-  }
+  const std::exception_ptr raised = pendingPythonError();
   PyGILState_Release(gil);
   std::rethrow_exception(raised);
 }
@@ -275,12 +280,7 @@ inline bool waitInterruptibly(const std::function<bool(std::chrono::milliseconds
     }
     // A handler raised: abort without the GIL (the worker may need it to drop a tensor), then
     // throw the handler's exception.
-    std::exception_ptr raised;
-    try {
-      throw pybind11::error_already_set();
-    } catch (...) {
-      raised = std::current_exception();
-    }
+    const std::exception_ptr raised = pendingPythonError();
     PyGILState_Release(gil);
     try {
       onSignal();
