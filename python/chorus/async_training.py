@@ -43,8 +43,9 @@ The last one is in ``trainer.divergence`` and every one in ``trainer.history``; 
 synchronises at once (LocalSGD: averages; DiLoCo: an outer step of every fragment; DelayedUpdates:
 averages the parameters) and says so.
 
-``bytes_sent`` counts what this rank sends as a ring algorithm sends it: an all-reduce of n bytes
-2 n (N-1) / N, an all-gather of n bytes per rank n (N-1), a broadcast n from the root.
+``bytes_sent`` counts what this rank sent since construction (the start's broadcast left out), as
+a ring algorithm sends it: an all-reduce of n bytes 2 n (N-1) / N, an all-gather of n bytes per
+rank n (N-1), a broadcast n from the root. Divergence checks count too.
 """
 
 import dataclasses
@@ -178,6 +179,7 @@ class _Base:
         with torch.no_grad():
             for t in list(model.parameters()) + list(model.buffers()):
                 self._broadcast(t.data)
+        self.bytes_sent = 0  # from the first step on
 
     # --- configuration -------------------------------------------------------------------
     def _problem(self, config):
@@ -224,7 +226,11 @@ class _Base:
     def _broadcast(self, t, src_rank=0):
         if self.rank == src_rank:
             self.bytes_sent += t.numel() * t.element_size()
-        src = dist.get_global_rank(self.group, src_rank) if self.group is not None else src_rank
+        src = src_rank
+        if self.group is not None:  # torch 1.13 has only the private name
+            global_rank = getattr(dist, "get_global_rank", None) or \
+                dist.distributed_c10d._get_global_rank
+            src = global_rank(self.group, src_rank)
         dist.broadcast(t, src=src, group=self.group)
 
     def _average(self, tensors):
