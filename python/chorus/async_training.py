@@ -31,8 +31,9 @@ one of the C++ data-parallel layer (docs/dp.md, "Modes" and "DiLoCo"):
   after the steps where ``step % H == f * H // F`` (no step sends the whole model).
 
 Divergence (``check_every=K``, 0 = never): every K steps, before that step's synchronisation,
-one float32 all-reduce of the parameters gives their mean over ranks, and two 2-value
-all-reduces (max, sum) give, without an all-gather:
+one float32 all-reduce of the parameters gives their mean over ranks (on a step where LocalSGD
+averages, or where uncompressed DiLoCo syncs every fragment, the sync's all-reduce gives it), and
+two small all-reduces (max, sum) give, without an all-gather:
 
 * ``max``: the largest over ranks of ||p_r - mean|| / ||mean|| (L2 over all parameters);
 * ``rms``: sqrt(mean over ranks of ||p_r - mean||^2) / ||mean||;
@@ -41,7 +42,7 @@ all-reduces (max, sum) give, without an all-gather:
 The last one is in ``trainer.divergence`` and every one in ``trainer.history``; each is logged
 (``log=``, default: stderr on rank 0). Past ``divergence_limit`` (on ``max``) the wrapper
 synchronises at once (LocalSGD: averages; DiLoCo: an outer step of every fragment; DelayedUpdates:
-averages the parameters) and says so.
+averages the parameters) and says so; a step that synchronises anyway just says so.
 
 ``bytes_sent`` counts what this rank sent since construction (the start's broadcast left out), as
 a ring algorithm sends it: an all-reduce of n bytes 2 n (N-1) / N, an all-gather of n bytes per
@@ -247,12 +248,12 @@ class _Base:
         """Instead of optimizer.step(), after backward."""
         self.step_count += 1
         self._step()
-        if self.check_every and self.step_count % self.check_every == 0:
-            self._check_divergence()
-        self._after_check()
+        self._sync(bool(self.check_every) and self.step_count % self.check_every == 0)
 
-    def _after_check(self):
-        pass
+    def _sync(self, check):
+        """The step's synchronisation, and the divergence check when `check`."""
+        if check:
+            self._check_divergence()
 
     def measure_divergence(self):
         """(max, rms, elementwise) of the parameters now (collective; see the module's help)."""
@@ -261,6 +262,12 @@ class _Base:
             mean = local.clone()
             self._all_reduce(mean)
             mean.div_(self.world)
+            return self._figures(local, mean)
+
+    def _figures(self, local, mean):
+        """The figures from this rank's parameters and their mean over ranks (two scalar
+        all-reduces)."""
+        with torch.no_grad():
             diff = local - mean
             dist2 = float(diff.double().pow(2).sum())
             mx = torch.tensor([math.sqrt(dist2), float(diff.abs().max())], dtype=torch.float64)
@@ -271,14 +278,20 @@ class _Base:
             return (mx[0].item() / norm, math.sqrt(sm[0].item() / self.world) / norm,
                     2.0 * mx[1].item())
 
-    def _check_divergence(self):
-        mx, rms, elem = self.measure_divergence()
+    def _check_divergence(self, figures=None):
+        """Measures (unless `figures` were measured already, on a step that synchronised),
+        records and logs; past the bound synchronises now."""
+        mx, rms, elem = figures or self.measure_divergence()
         d = Divergence(self.step_count, mx, rms, elem)
         self.divergence = d
         self.history.append(d)
         self.log(f"chorus {self.mode} step {d.step}: divergence max {mx:.3e} rms {rms:.3e} "
                  f"(relative to the parameter norm), elementwise {elem:.3e}")
         if self.divergence_limit is not None and mx > self.divergence_limit:
+            if figures:
+                self.log(f"chorus {self.mode} step {d.step}: divergence {mx:.3e} above the bound "
+                         f"{self.divergence_limit:g}, measured as this step synchronised")
+                return
             d.forced_sync = True
             self.log(f"chorus {self.mode} step {d.step}: divergence {mx:.3e} above the bound "
                      f"{self.divergence_limit:g}: synchronising now")
@@ -401,13 +414,16 @@ class LocalSGD(_Base):
     def _step(self):
         self.optimizer.step()
 
-    def _after_check(self):
-        # Divergence is measured before the step's averaging (after it, it is zero).
-        if self.step_count % self.sync_every == 0 and not (self.divergence and
-                                                          self.divergence.forced_sync and
-                                                          self.divergence.step == self.step_count):
-            with torch.no_grad():
-                self._average(self.params)
+    def _sync(self, check):
+        if self.step_count % self.sync_every:
+            return super()._sync(check)
+        # Divergence on an averaging step: from the parameters before it and the average (after
+        # it every rank holds the mean), at the cost of two scalar all-reduces.
+        with torch.no_grad():
+            local = _flat(self.params) if check else None
+            self._average(self.params)
+            if check:
+                self._check_divergence(self._figures(local, _flat(self.params)))
 
 
 class DiLoCo(_Base):
@@ -461,11 +477,21 @@ class DiLoCo(_Base):
         H, F = self.sync_every, len(self.fragments)
         return [f for f in range(F) if step % H == (f * H) // F]
 
-    def _after_check(self):
+    def _sync(self, check):
+        due = self._due(self.step_count)
+        if check and self.compress == "none" and len(due) == len(self.fragments):
+            # Every fragment syncs: the mean of the parameters is anchor - mean(delta), known
+            # from the sync's all-reduce (the anchor is the same everywhere); two scalar
+            # all-reduces more give the figures.
+            local = _flat(self.params)
+            mean = torch.cat([self._outer_step(f) for f in due])
+            self._check_divergence(self._figures(local, mean))
+            return
+        super()._sync(check)  # measured before the sync; may sync every fragment at once
         d = self.divergence
-        if d and d.forced_sync and d.step == self.step_count:
-            return  # the forced sync synced every fragment
-        for f in self._due(self.step_count):
+        if check and d.forced_sync:
+            return
+        for f in due:
             self._outer_step(f)
 
     def _forced_sync(self):
@@ -474,10 +500,12 @@ class DiLoCo(_Base):
 
     def _outer_step(self, f):
         """delta = mean over ranks of (anchor - params), compressed if asked; the outer
-        optimizer steps the fragment's anchor; the parameters become the anchor."""
+        optimizer steps the fragment's anchor; the parameters become the anchor. Returns the
+        fragment's mean parameters before the step (anchor - delta)."""
         idx = self.fragments[f]
         with torch.no_grad():
-            delta = _flat([self.anchor[i] for i in idx]) - _flat([self.params[i] for i in idx])
+            anchor = _flat([self.anchor[i] for i in idx])
+            delta = anchor - _flat([self.params[i] for i in idx])
             if self.compress == "none":
                 self._all_reduce(delta)
                 delta.div_(self.world)
@@ -496,6 +524,7 @@ class DiLoCo(_Base):
             for i in idx:
                 self.anchor[i].grad = None
                 self.params[i].copy_(self.anchor[i])
+            return anchor - delta
 
     def _compressed_mean(self, f, delta):
         if self.errors[f] is None:

@@ -18,7 +18,8 @@ float32 parameters whose mean may differ in the last bit: rtol 1e-4.
 
 * modes: DelayedUpdates, LocalSGD (H = 3) and DiLoCo (H = 4, plain and streamed in 2 fragments),
   each with the divergence measured every 2 steps, then synchronize() and every rank's hash
-  compared; LocalSGD past a divergence bound syncs at once and says so.
+  compared; LocalSGD past a divergence bound syncs at once and says so; a check on a step that
+  synchronises sends no more than two scalar all-reduces.
 * compress: DiLoCo with bf16 and int8 deltas and error feedback.
 * misuse: H = 0 everywhere, H = 0 on the last rank only, H different on one rank: the same
   ValueError on every rank; state_dict round trips (torch.save) of DiLoCo (int8) and
@@ -189,6 +190,25 @@ def local_sgd_bound():
     h.expect(len(said) == 2, f"bound: the forced syncs were not logged: {lines}")
 
 
+def check_bytes():
+    """A divergence check on a step that synchronises costs two scalar all-reduces, not a
+    model-sized one: 2 syncs of 6 (LocalSGD H = 3) or 8 (DiLoCo H = 4) steps, checked at each."""
+    def ring(n):
+        return 2 * n * (size - 1) // size
+
+    model_bytes = 4 * sum(p.numel() for p in make_model().parameters())
+    want = 2 * (ring(model_bytes) + ring(16) + ring(8))
+    for make, steps in ((lambda m, o: at.LocalSGD(m, o, sync_every=3, check_every=3), 6),
+                        (lambda m, o: at.DiLoCo(m, o, sync_every=4, check_every=4), 8)):
+        model = make_model()
+        opt = torch.optim.SGD(model.parameters(), lr=LR)
+        w = make(model, opt)
+        train(w, model, opt, steps)
+        h.expect(w.bytes_sent == want and len(w.history) == 2,
+                 f"{w.mode}: {w.bytes_sent} bytes sent and {len(w.history)} checks, want {want} "
+                 "and 2")
+
+
 def diloco_reference(H, fragments, compress, steps=STEPS, check_every=0):
     """What DiLoCo does on every rank: replicas with Adam, an anchor, Nesterov outer steps."""
     reps = [make_model() for _ in range(size)]
@@ -273,7 +293,7 @@ def diloco_case(H, fragments, compress, check_every=0):
 
 
 def modes():
-    h.run(delayed, local_sgd, local_sgd_bound, outer_formula,
+    h.run(delayed, local_sgd, local_sgd_bound, outer_formula, check_bytes,
           lambda: diloco_case(4, 1, "none", check_every=2),
           lambda: diloco_case(4, 2, "none", check_every=3))
 
