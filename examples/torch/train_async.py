@@ -36,6 +36,8 @@ def parse_args():
     p.add_argument("--sync-every", type=int, default=32, help="H, localsgd and diloco")
     p.add_argument("--compress", choices=["none", "bf16", "int8"], default="none")
     p.add_argument("--fragments", type=int, default=1, help="diloco: streamed in F fragments")
+    p.add_argument("--overlap", action="store_true",
+                   help="diloco: each sync overlaps the next inner step")
     p.add_argument("--outer-lr", type=float, default=0.7)
     p.add_argument("--outer-momentum", type=float, default=0.9)
     p.add_argument("--check-every", type=int, default=0, help="divergence every K steps (0: no)")
@@ -90,7 +92,7 @@ def make_trainer(args, model, opt, world, say):
     else:
         w = at.DiLoCo(model, opt, sync_every=args.sync_every, outer_lr=args.outer_lr,
                       outer_momentum=args.outer_momentum, compress=args.compress,
-                      fragments=args.fragments, **common)
+                      fragments=args.fragments, overlap=args.overlap, **common)
     return model, w.step, lambda _steps: w.bytes_sent, w
 
 

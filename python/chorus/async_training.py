@@ -29,6 +29,10 @@ one of the C++ data-parallel layer (docs/dp.md, "Modes" and "DiLoCo"):
   and summed in float32 in rank order, the same bits on every rank. ``fragments=F`` cuts the
   parameters into F contiguous groups of whole tensors of about equal size; fragment f syncs
   after the steps where ``step % H == f * H // F`` (no step sends the whole model).
+  ``overlap=True``: a fragment's collective is started after its step and completed after the
+  next step's inner optimizer step, so it overlaps that step's forward and backward; the
+  fragment's parameters then become the new anchor plus what this rank's inner step changed
+  meanwhile.
 
 Divergence (``check_every=K``, 0 = never): every K steps, before that step's synchronisation,
 one float32 all-reduce of the parameters gives their mean over ranks (on a step where LocalSGD
@@ -433,13 +437,14 @@ class DiLoCo(_Base):
     mode = "diloco"
 
     def __init__(self, model, optimizer, *, sync_every, outer_lr=0.7, outer_momentum=0.9,
-                 compress="none", fragments=1, block=256, group=None, check_every=0,
-                 divergence_limit=None, log=None, bucket_mb=25.0):
+                 compress="none", fragments=1, overlap=False, block=256, group=None,
+                 check_every=0, divergence_limit=None, log=None, bucket_mb=25.0):
         self.compress = compress
-        self.fragment_count = fragments
+        self.overlap = overlap
         self.block = block
+        self._in_flight = []
         extra = dict(outer_lr=outer_lr, outer_momentum=outer_momentum, compress=compress,
-                     fragments=fragments, block=block)
+                     fragments=fragments, overlap=overlap, block=block)
         super().__init__(model, optimizer, group=group, sync_every=sync_every,
                          check_every=check_every, divergence_limit=divergence_limit, log=log,
                          bucket_mb=bucket_mb, extra=extra)
@@ -478,13 +483,15 @@ class DiLoCo(_Base):
         return [f for f in range(F) if step % H == (f * H) // F]
 
     def _sync(self, check):
+        self._complete_in_flight()  # launched after the previous step (overlap)
         due = self._due(self.step_count)
-        if check and self.compress == "none" and len(due) == len(self.fragments):
+        if check and self.compress == "none" and len(due) == len(self.fragments) \
+                and not self.overlap:
             # Every fragment syncs: the mean of the parameters is anchor - mean(delta), known
             # from the sync's all-reduce (the anchor is the same everywhere); two scalar
             # all-reduces more give the figures.
             local = _flat(self.params)
-            mean = torch.cat([self._outer_step(f) for f in due])
+            mean = torch.cat([self._complete(self._launch(f)) for f in due])
             self._check_divergence(self._figures(local, mean))
             return
         super()._sync(check)  # measured before the sync; may sync every fragment at once
@@ -492,25 +499,70 @@ class DiLoCo(_Base):
         if check and d.forced_sync:
             return
         for f in due:
-            self._outer_step(f)
+            if self.overlap:
+                self._in_flight.append(self._launch(f))
+            else:
+                self._complete(self._launch(f))
 
     def _forced_sync(self):
+        self._complete_in_flight()
         for f in range(len(self.fragments)):
-            self._outer_step(f)
+            self._complete(self._launch(f))
 
-    def _outer_step(self, f):
-        """delta = mean over ranks of (anchor - params), compressed if asked; the outer
-        optimizer steps the fragment's anchor; the parameters become the anchor. Returns the
-        fragment's mean parameters before the step (anchor - delta)."""
+    def _complete_in_flight(self):
+        in_flight, self._in_flight = self._in_flight, []
+        for pending in in_flight:
+            self._complete(pending)
+
+    def _finish(self):
+        self._complete_in_flight()
+
+    def _launch(self, f):
+        """Starts fragment f's sync: delta = anchor - params (plus the error feedback,
+        compressed if asked) leaves in an asynchronous collective. Returns what _complete
+        needs."""
         idx = self.fragments[f]
         with torch.no_grad():
             anchor = _flat([self.anchor[i] for i in idx])
-            delta = anchor - _flat([self.params[i] for i in idx])
+            local = _flat([self.params[i] for i in idx])
+            delta = anchor - local
+            pending = {"fragment": f, "anchor": anchor, "local": local, "n": delta.numel()}
             if self.compress == "none":
-                self._all_reduce(delta)
-                delta.div_(self.world)
+                pending["sum"] = delta
+                pending["work"] = self._all_reduce(delta, async_op=True)
+                return pending
+            if self.errors[f] is None:
+                self.errors[f] = torch.zeros_like(delta)
+            x = delta + self.errors[f]
+            payload, sent = encode(self.compress, x, self.block)
+            torch.sub(x, sent, out=self.errors[f])
+            parts = [torch.empty_like(payload) for _ in range(self.world)]
+            self.bytes_sent += payload.numel() * (self.world - 1)
+            pending["parts"] = parts
+            pending["work"] = dist.all_gather(parts, payload, group=self.group, async_op=True)
+            return pending
+
+    def _mean_delta(self, pending):
+        """Waits for the fragment's collective (once) and returns the mean delta."""
+        if "mean" not in pending:
+            pending["work"].wait()
+            if self.compress == "none":
+                pending["mean"] = pending["sum"].div_(self.world)
             else:
-                delta = self._compressed_mean(f, delta)
+                total = torch.zeros(pending["n"], dtype=torch.float32)
+                for p in pending["parts"]:  # rank order: the same sum on every rank
+                    total.add_(decode(self.compress, p, pending["n"], self.block))
+                pending["mean"] = total.div_(self.world)
+        return pending["mean"]
+
+    def _complete(self, pending):
+        """The outer optimizer steps the fragment's anchor by the mean delta; the parameters
+        become the new anchor, plus (with overlap) what this rank's inner steps changed while
+        the delta was in flight. Returns the fragment's mean parameters at the launch
+        (anchor - mean delta)."""
+        idx = self.fragments[pending["fragment"]]
+        with torch.no_grad():
+            delta = self._mean_delta(pending)
             off = 0
             for i in idx:
                 n = self.anchor[i].numel()
@@ -521,23 +573,18 @@ class DiLoCo(_Base):
                 if j not in idx:
                     a.grad = None
             self.outer_optimizer.step()
+            moved = _flat([self.params[i] for i in idx]) - pending["local"]
+            off = 0
             for i in idx:
+                n = self.anchor[i].numel()
                 self.anchor[i].grad = None
-                self.params[i].copy_(self.anchor[i])
-            return anchor - delta
-
-    def _compressed_mean(self, f, delta):
-        if self.errors[f] is None:
-            self.errors[f] = torch.zeros_like(delta)
-        x = delta + self.errors[f]
-        payload, sent = encode(self.compress, x, self.block)
-        torch.sub(x, sent, out=self.errors[f])
-        parts = [torch.empty_like(payload) for _ in range(self.world)]
-        self._all_gather(parts, payload)
-        total = torch.zeros_like(delta)
-        for p in parts:  # rank order: the same sum on every rank
-            total.add_(decode(self.compress, p, delta.numel(), self.block))
-        return total.div_(self.world)
+                if self.overlap:
+                    self.params[i].copy_(self.anchor[i] + moved[off:off + n].view_as(
+                        self.anchor[i]))
+                else:
+                    self.params[i].copy_(self.anchor[i])
+                off += n
+            return pending["anchor"] - delta
 
     def synchronize(self):
         """As the base's; the anchor becomes the synchronised parameters (momentum kept)."""
@@ -552,6 +599,10 @@ class DiLoCo(_Base):
         s.update(anchor=[a.clone() for a in self.anchor],
                  outer_optimizer=self.outer_optimizer.state_dict(),
                  errors=[None if e is None else e.clone() for e in self.errors])
+        # Deltas in flight (overlap) are waited for and saved with their mean.
+        s["in_flight"] = [{"fragment": p["fragment"], "anchor": p["anchor"].clone(),
+                           "local": p["local"].clone(), "n": p["n"],
+                           "mean": self._mean_delta(p).clone()} for p in self._in_flight]
         return s
 
     def load_state_dict(self, state):
@@ -561,3 +612,4 @@ class DiLoCo(_Base):
                 a.copy_(saved)
         self.outer_optimizer.load_state_dict(state["outer_optimizer"])
         self.errors = [None if e is None else e.clone() for e in state["errors"]]
+        self._in_flight = [dict(p) for p in state.get("in_flight", [])]

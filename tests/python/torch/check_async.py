@@ -16,14 +16,14 @@ few float32 ulps per sum, 2^-23 relative), carried over at most a dozen steps of
 lr 0.7) on values of size 1: atol 1e-5. The divergence figures are computed in float64 from
 float32 parameters whose mean may differ in the last bit: rtol 1e-4.
 
-* modes: DelayedUpdates, LocalSGD (H = 3) and DiLoCo (H = 4, plain and streamed in 2 fragments),
+* modes: DelayedUpdates, LocalSGD (H = 3) and DiLoCo (H = 4, plain, in 2 fragments, overlapped),
   each with the divergence measured every 2 steps, then synchronize() and every rank's hash
   compared; LocalSGD past a divergence bound syncs at once and says so; a check on a step that
   synchronises sends no more than two scalar all-reduces.
-* compress: DiLoCo with bf16 and int8 deltas and error feedback.
+* compress: DiLoCo with bf16 and int8 deltas and error feedback (bf16 in 4 overlapped fragments).
 * misuse: H = 0 everywhere, H = 0 on the last rank only, H different on one rank: the same
-  ValueError on every rank; state_dict round trips (torch.save) of DiLoCo (int8) and
-  DelayedUpdates against an uninterrupted run.
+  ValueError on every rank; state_dict round trips (torch.save) of DiLoCo (int8; also with a
+  fragment in flight) and DelayedUpdates against an uninterrupted run.
 """
 
 import argparse
@@ -209,8 +209,9 @@ def check_bytes():
                  "and 2")
 
 
-def diloco_reference(H, fragments, compress, steps=STEPS, check_every=0):
-    """What DiLoCo does on every rank: replicas with Adam, an anchor, Nesterov outer steps."""
+def diloco_reference(H, fragments, compress, steps=STEPS, check_every=0, overlap=False):
+    """What DiLoCo does on every rank: replicas with Adam, an anchor, Nesterov outer steps;
+    with overlap, each fragment's mean delta applied one inner step after its launch."""
     reps = [make_model() for _ in range(size)]
     opts = [torch.optim.Adam(m.parameters(), lr=0.01) for m in reps]
     anchor = [p.detach().clone() for p in reps[0].parameters()]
@@ -219,11 +220,35 @@ def diloco_reference(H, fragments, compress, steps=STEPS, check_every=0):
     frags = at._fragments(sizes, fragments)
     errors = {}
     want = []
+    in_flight = []  # (fragment, each rank's parameters at the launch, mean delta)
+
+    def apply(f, launched, delta):
+        idx = frags[f]
+        off = 0
+        for a in anchor:
+            a.grad = None
+        for i in idx:
+            n = sizes[i]
+            anchor[i].grad = delta[off:off + n].view_as(anchor[i]).clone()
+            off += n
+        outer.step()
+        for r, m in enumerate(reps):
+            ps = list(m.parameters())
+            for k, i in enumerate(idx):
+                if overlap:  # the new anchor plus this rank's inner step since the launch
+                    ps[i].copy_(anchor[i] + (ps[i].detach() - launched[r][k]))
+                else:
+                    ps[i].copy_(anchor[i])
+
     for t in range(1, steps + 1):
         for r in range(size):
             for p, g in zip(reps[r].parameters(), grads(reps[r], t, r)):
                 p.grad = g
             opts[r].step()
+        with torch.no_grad():
+            for pending in in_flight:
+                apply(*pending)
+            in_flight = []
         if check_every and t % check_every == 0:
             want.append((t, divergence(reps)))
         with torch.no_grad():
@@ -245,17 +270,12 @@ def diloco_reference(H, fragments, compress, steps=STEPS, check_every=0):
                 for d in deltas[1:]:  # rank order
                     delta += d
                 delta /= size
-                off = 0
-                for i, a in enumerate(anchor):
-                    a.grad = None
-                for i in idx:
-                    n = sizes[i]
-                    anchor[i].grad = delta[off:off + n].view_as(anchor[i]).clone()
-                    off += n
-                outer.step()
-                for i in idx:
-                    for m in reps:
-                        list(m.parameters())[i].copy_(anchor[i])
+                launched = [[list(m.parameters())[i].detach().clone() for i in idx]
+                            for m in reps]
+                if overlap:
+                    in_flight.append((f, launched, delta))
+                else:
+                    apply(f, launched, delta)
     return reps, want
 
 
@@ -277,14 +297,15 @@ def outer_formula():
                    atol=1e-6)
 
 
-def diloco_case(H, fragments, compress, check_every=0):
-    what = f"diloco H={H} fragments={fragments} compress={compress}"
+def diloco_case(H, fragments, compress, check_every=0, overlap=False):
+    what = f"diloco H={H} fragments={fragments} compress={compress} overlap={overlap}"
     model = make_model()
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     w = at.DiLoCo(model, opt, sync_every=H, fragments=fragments, compress=compress,
-                  check_every=check_every)
+                  check_every=check_every, overlap=overlap)
     train(w, model, opt, STEPS)
-    reps, want = diloco_reference(H, fragments, compress, check_every=check_every)
+    reps, want = diloco_reference(H, fragments, compress, check_every=check_every,
+                                  overlap=overlap)
     t = {} if size == 2 else {"atol": 1e-5}
     h.expect_equal(flat(model), flat(reps[rank]), f"{what}: parameters", **t)
     if check_every:
@@ -295,12 +316,14 @@ def diloco_case(H, fragments, compress, check_every=0):
 def modes():
     h.run(delayed, local_sgd, local_sgd_bound, outer_formula, check_bytes,
           lambda: diloco_case(4, 1, "none", check_every=2),
-          lambda: diloco_case(4, 2, "none", check_every=3))
+          lambda: diloco_case(4, 2, "none", check_every=3),
+          lambda: diloco_case(4, 2, "none", check_every=2, overlap=True))
 
 
 def compress():
     h.run(lambda: diloco_case(4, 1, "bf16", check_every=4),
-          lambda: diloco_case(3, 2, "int8"))
+          lambda: diloco_case(3, 2, "int8"),
+          lambda: diloco_case(4, 4, "bf16", check_every=3, overlap=True))
 
 
 # --- misuse, checkpoints ---------------------------------------------------------------------
@@ -349,6 +372,9 @@ def round_trip(make_wrapper, what):
 
 def state():
     round_trip(lambda m, o: at.DiLoCo(m, o, sync_every=3, compress="int8", fragments=2), "diloco")
+    # Saved at step 5 with fragment 1's delta of step 4 in flight.
+    round_trip(lambda m, o: at.DiLoCo(m, o, sync_every=3, compress="int8", fragments=2,
+                                      overlap=True), "diloco overlapped")
     round_trip(lambda m, o: at.DelayedUpdates(m, o), "delayed")
 
 
