@@ -104,6 +104,10 @@ def state_hash(tensors):
     return int.from_bytes(h.digest(), "little", signed=True)
 
 
+def state_hash_text(text):
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
 def _buckets(params, bucket_bytes):
     """Contiguous groups of whole parameters of at most bucket_bytes (a larger one alone)."""
     groups, cur, size = [], [], 0
@@ -178,7 +182,8 @@ class _Base:
         self._keep = []  # tensors of the last collectives, alive until the next step
         config = dict(mode=self.mode, sync_every=sync_every, check_every=check_every,
                       divergence_limit=divergence_limit, **(extra or {}),
-                      parameters=[tuple(p.shape) for p in self.params])
+                      parameters=(len(self.params), sum(p.numel() for p in self.params),
+                                  state_hash_text(repr([tuple(p.shape) for p in self.params]))))
         self._check_config(config, self._problem(config))
         # Every rank starts from rank 0's parameters and buffers.
         with torch.no_grad():
@@ -205,7 +210,7 @@ class _Base:
         """All-gathers each rank's configuration and problem; raises the same error on every
         rank when any rank's is invalid or differs from rank 0's."""
         mine = repr(sorted(config.items()))
-        digest = hashlib.blake2b(mine.encode(), digest_size=8).hexdigest()
+        digest = state_hash_text(mine)
         every = [None] * self.world
         dist.all_gather_object(every, (digest, mine, problem), group=self.group)
         name = type(self).__name__
