@@ -179,7 +179,6 @@ class _Base:
         self.bytes_sent = 0
         self.divergence = None
         self.history = []
-        self._keep = []  # tensors of the last collectives, alive until the next step
         config = dict(mode=self.mode, sync_every=sync_every, check_every=check_every,
                       divergence_limit=divergence_limit, **(extra or {}),
                       parameters=(len(self.params), sum(p.numel() for p in self.params),
@@ -209,10 +208,9 @@ class _Base:
     def _check_config(self, config, problem):
         """All-gathers each rank's configuration and problem; raises the same error on every
         rank when any rank's is invalid or differs from rank 0's."""
-        mine = repr(sorted(config.items()))
-        digest = state_hash_text(mine)
+        digest = state_hash_text(repr(sorted(config.items())))
         every = [None] * self.world
-        dist.all_gather_object(every, (digest, mine, problem), group=self.group)
+        dist.all_gather_object(every, (digest, config, problem), group=self.group)
         name = type(self).__name__
         bad = [(r, p) for r, (_, _, p) in enumerate(every) if p]
         if bad:
@@ -220,9 +218,12 @@ class _Base:
                              + "; ".join(f"{r}: {p}" for r, p in bad))
         differ = [r for r, (d, _, _) in enumerate(every) if d != every[0][0]]
         if differ:
+            first, theirs = every[0][1], every[differ[0]][1]
+            keys = sorted(set(first) | set(theirs))
+            what = ", ".join(f"{k} {first.get(k)!r} on rank 0, {theirs.get(k)!r} on rank "
+                             f"{differ[0]}" for k in keys if first.get(k) != theirs.get(k))
             raise ValueError(f"chorus {name}: the configuration of rank(s) {differ} differs from "
-                             f"rank 0's: rank 0 {every[0][1]}; rank {differ[0]} "
-                             f"{every[differ[0]][1]}")
+                             f"rank 0's: {what}")
 
     # --- collectives, counted ---------------------------------------------------------------
     def _all_reduce(self, t, op=dist.ReduceOp.SUM, async_op=False):

@@ -338,7 +338,8 @@ def misuse_config():
                     "H = 0 on the last rank",
                     must_name=f"invalid configuration on rank(s) {size - 1}")
     h.expect_raises(ValueError, lambda: make(8 if rank == 1 else 4), "H differs on rank 1",
-                    must_name="rank(s) [1] differs from rank 0's")
+                    must_name="rank(s) [1] differs from rank 0's: sync_every 4 on rank 0, 8 on "
+                              "rank 1")
     model = make_model()
     h.expect_raises(ValueError, lambda: at.DiLoCo(model, torch.optim.SGD(model.parameters(), lr=1),
                                                   sync_every=2, fragments=9),
