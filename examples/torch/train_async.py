@@ -55,7 +55,9 @@ def parse_args():
     p.add_argument("--data", default=fashion_mnist.DEFAULT_DIR)
     p.add_argument("--synthetic", action="store_true", help="random learnable data, no files")
     p.add_argument("--timeout", type=float, default=120, help="seconds, for every collective")
-    p.add_argument("--metrics", metavar="CSV", help="rank 0 writes one row per step")
+    p.add_argument("--metrics", metavar="CSV",
+                   help="rank 0 writes one row per step: loss, bytes sent in the step, "
+                        "divergence (max, rms) where measured, forced_sync")
     p.add_argument("--log-every", type=int, default=100)
     args = p.parse_args()
     if args.compress != "none" and args.mode in ("delayed", "localsgd"):
@@ -150,7 +152,7 @@ def main():
         + f", compress {args.compress}, {args.optimizer} lr {args.lr}, batch {args.batch} per "
         f"rank, {'synthetic data' if args.synthetic else args.data}")
 
-    rows, steps, start = [], 0, time.perf_counter()
+    rows, steps, start, sent_before = [], 0, time.perf_counter(), 0
     x_all, y_all = train_set
     done = False
     for epoch in range(args.epochs):
@@ -166,10 +168,12 @@ def main():
             step()
             steps += 1
             d = wrapper.divergence if wrapper else None
-            rows.append(dict(step=steps, loss=loss.item(), bytes_sent=sent(steps),
+            sent_now = sent(steps)
+            rows.append(dict(step=steps, loss=loss.item(), bytes_sent=sent_now - sent_before,
                              divergence_max=d.max if d and d.step == steps else "",
                              divergence_rms=d.rms if d and d.step == steps else "",
                              forced_sync=int(d.forced_sync) if d and d.step == steps else ""))
+            sent_before = sent_now
             if steps % args.log_every == 0:
                 say(f"epoch {epoch} step {steps} loss {loss.item():.4f}")
         if done:
