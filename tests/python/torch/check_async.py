@@ -23,7 +23,8 @@ float32 parameters whose mean may differ in the last bit: rtol 1e-4.
 * compress: DiLoCo with bf16 and int8 deltas and error feedback (bf16 in 4 overlapped fragments).
 * misuse: H = 0 everywhere, H = 0 on the last rank only, H different on one rank: the same
   ValueError on every rank; state_dict round trips (torch.save) of DiLoCo (int8; also with a
-  fragment in flight) and DelayedUpdates against an uninterrupted run.
+  fragment in flight) and DelayedUpdates against an uninterrupted run; on 4 ranks, a group
+  without global rank 0.
 """
 
 import argparse
@@ -346,6 +347,28 @@ def misuse_config():
                     "fragments above the tensors", must_name="fragments (9) above")
 
 
+def subgroup():
+    """On a group without global rank 0 (4 ranks: 1, 2, 3), the wrapper starts from the group's
+    rank 0 (global rank 1) and averages within the group."""
+    if size < 3:
+        return
+    members = list(range(1, size))
+    group = dist.new_group(members)
+    if rank not in members:
+        return
+    torch.manual_seed(100 + rank)  # different parameters on every rank
+    model = nn.Linear(3, 2)
+    start = [p.detach().clone() for p in model.parameters()]
+    everyone = [None] * len(members)
+    dist.all_gather_object(everyone, start, group=group)
+    w = at.LocalSGD(model, torch.optim.SGD(model.parameters(), lr=LR), sync_every=1, group=group)
+    h.expect_equal(flat(model), torch.cat([p.reshape(-1) for p in everyone[0]]),
+                   "subgroup: the parameters of the group's rank 0 (global rank 1)")
+    h.expect(w.rank == rank - 1 and w.world == len(members), f"subgroup: {w.rank}/{w.world}")
+    w.synchronize()
+    h.expect(w.ranks_differing() == [], "subgroup: replicas differ after synchronize()")
+
+
 def round_trip(make_wrapper, what):
     """Train 10 steps at once, and 5 + save + load in fresh objects + 5: the same bits."""
     model = make_model()
@@ -380,7 +403,7 @@ def state():
 
 
 def misuse():
-    h.run(misuse_config, state)
+    h.run(misuse_config, state, subgroup)
 
 
 def main():
