@@ -152,8 +152,11 @@ def _cast(state, index, buf, dtype):
     return work.get_future().then(reduce)
 
 
-def _int8(state, index, buf):
-    n, block = buf.numel(), state.block
+def int8_encode(buf, block=256):
+    """(payload, decoded): the float32 tensor buf as int8 in blocks of `block` values with a
+    float32 scale each (max |x| / 127), as bytes (the values, then the scales), and what the
+    payload decodes to."""
+    n = buf.numel()
     blocks = -(-n // block)
     padded = torch.zeros(blocks * block, dtype=torch.float32)
     padded[:n] = buf
@@ -162,22 +165,33 @@ def _int8(state, index, buf):
     scale[scale == 0] = 1.0  # an all-zero block: any scale sends zeros
     q = torch.round(padded / scale).clamp_(-127, 127).to(torch.int8)
     decoded = (q.float() * scale).view(-1)[:n]
-    _keep_error(state, index, buf, decoded)
-    # One byte tensor per rank: the int8 values, then the scales' bytes.
     payload = torch.cat([q.view(-1).view(torch.uint8), scale.view(-1).view(torch.uint8)])
+    return payload, decoded
+
+
+def int8_decode(payload, n, block=256):
+    """The n float32 values of an int8_encode payload."""
+    blocks = -(-n // block)
+    values = blocks * block
+    q = payload[:values].view(torch.int8).view(blocks, block).float()
+    scale = payload[values:].view(torch.float32).view(blocks, 1)
+    return (q * scale).view(-1)[:n]
+
+
+def _int8(state, index, buf):
+    n = buf.numel()
+    payload, decoded = int8_encode(buf, state.block)
+    _keep_error(state, index, buf, decoded)
     state.bytes_sent += payload.numel()
     parts = [torch.empty_like(payload) for _ in range(state.world())]
     work = dist.all_gather(parts, payload, group=state.group, async_op=True)
-    values = blocks * block
 
     def reduce(fut):
         fut.value()  # raises the collective's error, if any
-        total = torch.zeros(values, dtype=torch.float32)
+        total = torch.zeros(n, dtype=torch.float32)
         for p in parts:  # rank order
-            pq = p[:values].view(torch.int8).view(blocks, block).float()
-            ps = p[values:].view(torch.float32).view(blocks, 1)
-            total.add_((pq * ps).view(-1))
-        buf.copy_(total[:n])
+            total.add_(int8_decode(p, n, state.block))
+        buf.copy_(total)
         return buf
 
     return work.get_future().then(reduce)

@@ -1,0 +1,212 @@
+#!/usr/bin/python3
+"""Fashion-MNIST with delayed updates, local SGD or DiLoCo (chorus.async_training), or DDP.
+
+    chorus-run -n 4 -- python3 train_async.py --backend chorus --mode diloco --sync-every 32 \\
+        --compress int8 --check-every 16
+    torchrun --nproc_per_node 2 train_async.py --backend gloo --mode localsgd --sync-every 8
+
+--mode sync is plain DistributedDataParallel (--compress: chorus.hooks' comm hook); delayed,
+localsgd and diloco wrap the model and optimizer (--compress: diloco only). Rank 0 prints the
+bytes this rank sent per step (mean, as a ring algorithm sends them), the divergence of the
+replicas (--check-every), the final test accuracy and whether every rank ends with bit-identical
+parameters (exit status 3 if not).
+"""
+
+import argparse
+import csv
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import fashion_mnist
+import models
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", choices=["chorus", "gloo"], default="chorus")
+    p.add_argument("--model", choices=sorted(models.MODELS), default="mlp")
+    p.add_argument("--mode", choices=["sync", "delayed", "localsgd", "diloco"], default="diloco")
+    p.add_argument("--sync-every", type=int, default=32, help="H, localsgd and diloco")
+    p.add_argument("--compress", choices=["none", "bf16", "int8"], default="none")
+    p.add_argument("--fragments", type=int, default=1, help="diloco: streamed in F fragments")
+    p.add_argument("--overlap", action="store_true",
+                   help="diloco: each sync overlaps the next inner step")
+    p.add_argument("--outer-lr", type=float, default=0.7)
+    p.add_argument("--outer-momentum", type=float, default=0.9)
+    p.add_argument("--check-every", type=int, default=0, help="divergence every K steps (0: no)")
+    p.add_argument("--divergence-limit", type=float, default=None,
+                   help="synchronise at once past this relative divergence")
+    p.add_argument("--optimizer", choices=["sgd", "adam"], default=None,
+                   help="default: adam for diloco, sgd otherwise")
+    p.add_argument("--lr", type=float, default=None, help="default: 1e-3 adam, 0.05 sgd")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: all)")
+    p.add_argument("--batch", type=int, default=64, help="samples per rank and step")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="compute threads per rank")
+    p.add_argument("--data", default=fashion_mnist.DEFAULT_DIR)
+    p.add_argument("--synthetic", action="store_true", help="random learnable data, no files")
+    p.add_argument("--timeout", type=float, default=120, help="seconds, for every collective")
+    p.add_argument("--metrics", metavar="CSV",
+                   help="rank 0 writes one row per step: loss, bytes sent in the step, "
+                        "divergence (max, rms) where measured, forced_sync")
+    p.add_argument("--log-every", type=int, default=100)
+    args = p.parse_args()
+    if args.compress != "none" and args.mode in ("delayed", "localsgd"):
+        p.error(f"--compress {args.compress}: for --mode sync or diloco only")
+    args.optimizer = args.optimizer or ("adam" if args.mode == "diloco" else "sgd")
+    args.lr = args.lr or (1e-3 if args.optimizer == "adam" else 0.05)
+    return args
+
+
+def make_trainer(args, model, opt, world, say):
+    """(the module to call, a step function, a function giving the bytes sent so far)."""
+    from chorus import async_training as at
+    from chorus import hooks
+
+    common = dict(check_every=args.check_every, divergence_limit=args.divergence_limit, log=say)
+    if args.mode == "sync":
+        ddp = DDP(model)
+        n_bytes = 4 * sum(p.numel() for p in model.parameters())
+        if args.compress == "none":
+            return ddp, opt.step, lambda steps: steps * 2 * n_bytes * (world - 1) // world, None
+        state = hooks.CompressionState(args.compress, min_elements=0)
+        ddp.register_comm_hook(state, hooks.compress_hook)
+
+        def sent(_steps):  # the hooks count the payload; all-reduced or all-gathered
+            ring = 2 * (world - 1) / world
+            gathered = args.compress == "int8" or state.gather_16bit
+            return int(state.bytes_sent * ((world - 1) if gathered else ring))
+
+        return ddp, opt.step, sent, None
+    if args.mode == "delayed":
+        w = at.DelayedUpdates(model, opt, **common)
+    elif args.mode == "localsgd":
+        w = at.LocalSGD(model, opt, sync_every=args.sync_every, **common)
+    else:
+        w = at.DiLoCo(model, opt, sync_every=args.sync_every, outer_lr=args.outer_lr,
+                      outer_momentum=args.outer_momentum, compress=args.compress,
+                      fragments=args.fragments, overlap=args.overlap, **common)
+    return model, w.step, lambda _steps: w.bytes_sent, w
+
+
+def test_accuracy(model, test_set, rank, world):
+    """Accuracy on the whole test set, each rank evaluating its share with its replica."""
+    x, y = test_set
+    mine = torch.arange(rank, len(x), world)
+    with torch.no_grad():
+        correct = (model(x[mine]).argmax(dim=1) == y[mine]).sum()
+    counts = torch.tensor([correct.item(), len(mine)], dtype=torch.float64)
+    dist.all_reduce(counts)
+    return (counts[0] / counts[1]).item()
+
+
+def ranks_with_other_parameters(model):
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    reference = flat.clone()
+    dist.broadcast(reference, src=0)
+    differs = torch.tensor([0 if torch.equal(flat, reference) else 1], dtype=torch.int64)
+    dist.all_reduce(differs)
+    return int(differs.item())
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    if args.backend == "chorus":
+        try:
+            import chorus.torch  # noqa: F401  registers the backend "chorus"
+        except ImportError as e:
+            sys.exit(f"train_async: cannot import chorus.torch ({e}); build the package and set "
+                     "PYTHONPATH=<build>/python, or install it (cmake --install)")
+    dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=args.timeout))
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    def say(text):
+        if rank == 0:
+            print(text, flush=True)
+
+    torch.manual_seed(args.seed)
+    if args.synthetic:
+        train_set = fashion_mnist.synthetic("train", 2048, args.seed)
+        test_set = fashion_mnist.synthetic("t10k", 256, args.seed)
+    else:
+        train_set = fashion_mnist.load("train", args.data)
+        test_set = fashion_mnist.load("t10k", args.data)
+    model = models.MODELS[args.model]()
+    if args.optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    module, step, sent, wrapper = make_trainer(args, model, opt, world, say)
+    say(f"train_async: {world} ranks, backend {args.backend}, {args.model}, mode {args.mode}"
+        + (f" H={args.sync_every}" if args.mode in ("localsgd", "diloco") else "")
+        + f", compress {args.compress}, {args.optimizer} lr {args.lr}, batch {args.batch} per "
+        f"rank, {'synthetic data' if args.synthetic else args.data}")
+
+    rows, steps, start, sent_before = [], 0, time.perf_counter(), 0
+    x_all, y_all = train_set
+    done = False
+    for epoch in range(args.epochs):
+        idx = fashion_mnist.shard(len(x_all), rank, world, epoch, args.seed)
+        for first in range(0, len(idx) - args.batch + 1, args.batch):
+            if args.steps and steps >= args.steps:
+                done = True
+                break
+            b = idx[first:first + args.batch]
+            opt.zero_grad()
+            loss = F.cross_entropy(module(x_all[b]), y_all[b])
+            loss.backward()
+            step()
+            steps += 1
+            d = wrapper.divergence if wrapper else None
+            sent_now = sent(steps)
+            rows.append(dict(step=steps, loss=loss.item(), bytes_sent=sent_now - sent_before,
+                             divergence_max=d.max if d and d.step == steps else "",
+                             divergence_rms=d.rms if d and d.step == steps else "",
+                             forced_sync=int(d.forced_sync) if d and d.step == steps else ""))
+            sent_before = sent_now
+            if steps % args.log_every == 0:
+                say(f"epoch {epoch} step {steps} loss {loss.item():.4f}")
+        if done:
+            break
+    elapsed = time.perf_counter() - start
+    train_bytes = sent(steps)
+    if wrapper:
+        before = test_accuracy(model, test_set, rank, world)
+        wrapper.synchronize()
+        say(f"replicas' test accuracy before the final synchronisation: {before * 100:.2f} %")
+        forced = sum(d.forced_sync for d in wrapper.history)
+        if wrapper.history:
+            worst = max(d.max for d in wrapper.history)
+            say(f"divergence: {len(wrapper.history)} measurements, largest {worst:.3e} relative "
+                f"to the parameter norm, {forced} forced synchronisations")
+    accuracy = test_accuracy(model, test_set, rank, world)
+    differing = ranks_with_other_parameters(model)
+    say(f"{steps} steps in {elapsed:.1f} s; bytes sent per step (mean, rank 0): "
+        f"{train_bytes / max(steps, 1):.0f}")
+    say(f"final test accuracy: {accuracy * 100:.2f} %")
+    if differing == 0:
+        say(f"parameters: bit-identical on all {world} ranks")
+    else:
+        say(f"parameters: {differing} of {world} ranks differ from rank 0")
+    if args.metrics and rank == 0:
+        with open(args.metrics, "w", newline="") as f:
+            out = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["step"])
+            out.writeheader()
+            out.writerows(rows)
+    del module, wrapper
+    dist.destroy_process_group()
+    sys.exit(0 if differing == 0 else 3)
+
+
+if __name__ == "__main__":
+    main()
