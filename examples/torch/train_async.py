@@ -14,8 +14,6 @@ parameters (exit status 3 if not).
 
 import argparse
 import csv
-import datetime
-import os
 import sys
 import time
 
@@ -26,6 +24,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import fashion_mnist
 import models
+import train_ddp
 
 
 def parse_args():
@@ -98,49 +97,13 @@ def make_trainer(args, model, opt, world, say):
     return model, w.step, lambda _steps: w.bytes_sent, w
 
 
-def test_accuracy(model, test_set, rank, world):
-    """Accuracy on the whole test set, each rank evaluating its share with its replica."""
-    x, y = test_set
-    mine = torch.arange(rank, len(x), world)
-    with torch.no_grad():
-        correct = (model(x[mine]).argmax(dim=1) == y[mine]).sum()
-    counts = torch.tensor([correct.item(), len(mine)], dtype=torch.float64)
-    dist.all_reduce(counts)
-    return (counts[0] / counts[1]).item()
-
-
-def ranks_with_other_parameters(model):
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-    reference = flat.clone()
-    dist.broadcast(reference, src=0)
-    differs = torch.tensor([0 if torch.equal(flat, reference) else 1], dtype=torch.int64)
-    dist.all_reduce(differs)
-    return int(differs.item())
-
-
 def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
-    if args.backend == "chorus":
-        try:
-            import chorus.torch  # noqa: F401  registers the backend "chorus"
-        except ImportError as e:
-            sys.exit(f"train_async: cannot import chorus.torch ({e}); build the package and set "
-                     "PYTHONPATH=<build>/python, or install it (cmake --install)")
-    dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=args.timeout))
-    rank, world = dist.get_rank(), dist.get_world_size()
-
-    def say(text):
-        if rank == 0:
-            print(text, flush=True)
+    rank, world, say = train_ddp.join_group(args, "train_async")
 
     torch.manual_seed(args.seed)
-    if args.synthetic:
-        train_set = fashion_mnist.synthetic("train", 2048, args.seed)
-        test_set = fashion_mnist.synthetic("t10k", 256, args.seed)
-    else:
-        train_set = fashion_mnist.load("train", args.data)
-        test_set = fashion_mnist.load("t10k", args.data)
+    train_set, test_set = train_ddp.load_data(args)
     model = models.MODELS[args.model]()
     if args.optimizer == "adam":
         opt = torch.optim.Adam(model.parameters(), lr=args.lr)
@@ -181,7 +144,7 @@ def main():
     elapsed = time.perf_counter() - start
     train_bytes = sent(steps)
     if wrapper:
-        before = test_accuracy(model, test_set, rank, world)
+        before = train_ddp.test_accuracy(model, test_set, rank, world)
         wrapper.synchronize()
         say(f"replicas' test accuracy before the final synchronisation: {before * 100:.2f} %")
         forced = sum(d.forced_sync for d in wrapper.history)
@@ -189,8 +152,9 @@ def main():
             worst = max(d.max for d in wrapper.history)
             say(f"divergence: {len(wrapper.history)} measurements, largest {worst:.3e} relative "
                 f"to the parameter norm, {forced} forced synchronisations")
-    accuracy = test_accuracy(model, test_set, rank, world)
-    differing = ranks_with_other_parameters(model)
+    accuracy = train_ddp.test_accuracy(model, test_set, rank, world)
+    last_tensors = []
+    differing = train_ddp.ranks_with_other_parameters(model, last_tensors)
     say(f"{steps} steps in {elapsed:.1f} s; bytes sent per step (mean, rank 0): "
         f"{train_bytes / max(steps, 1):.0f}")
     say(f"final test accuracy: {accuracy * 100:.2f} %")

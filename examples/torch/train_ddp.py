@@ -116,15 +116,15 @@ def step_time_stats(times):
     return t.item(), slowest.item()
 
 
-def main():
-    args = parse_args()
-    torch.set_num_threads(args.threads)
+def join_group(args, script):
+    """Registers the backend "chorus" when it is the one asked for, joins the default process
+    group (env://) and returns (rank, world size, say), say printing on rank 0 only."""
     if args.backend == "chorus":
         try:
             import chorus.torch  # noqa: F401  registers the backend "chorus"
         except ImportError as e:
-            sys.exit(f"train_ddp: cannot import chorus.torch ({e}); build the package and set "
-                     "PYTHONPATH=<build>/python, or install it (cmake --install)")
+            sys.exit(f"{script}: cannot import chorus.torch ({e}); pip install the package, or "
+                     "build it and set PYTHONPATH=<build>/python")
     # env:// : torchrun and chorus-run set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
     dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=args.timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -132,6 +132,14 @@ def main():
     def say(text):
         if rank == 0:
             print(text, flush=True)
+
+    return rank, world, say
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    rank, world, say = join_group(args, "train_ddp")
 
     torch.manual_seed(args.seed)  # DDP broadcasts rank 0's initial parameters anyway
     train_set, test_set = load_data(args)

@@ -11,7 +11,6 @@ are train_ddp.py's; at the end every rank gathers the full parameters and rank 0
 all ranks hold bit-identical ones (exit status 3 if not).
 """
 
-import datetime
 import os
 import sys
 import time
@@ -47,18 +46,7 @@ def main():
         from torch.distributed.fsdp import fully_shard  # noqa: F401
     except ImportError:
         sys.exit(f"train_fsdp: torch {torch.__version__} has no FSDP2 (fully_shard): use torch 2.6+")
-    if args.backend == "chorus":
-        try:
-            import chorus.torch  # noqa: F401  registers the backend "chorus"
-        except ImportError as e:
-            sys.exit(f"train_fsdp: cannot import chorus.torch ({e}); pip install the package, or "
-                     "set PYTHONPATH=<build>/python")
-    dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=args.timeout))
-    rank, world = dist.get_rank(), dist.get_world_size()
-
-    def say(text):
-        if rank == 0:
-            print(text, flush=True)
+    rank, world, say = train_ddp.join_group(args, "train_fsdp")
 
     # Every rank builds the same initial model: fully_shard keeps each rank's slice of it.
     torch.manual_seed(args.seed)
