@@ -15,15 +15,15 @@ static double now_us(void) {
 
 static int fail(chorus_comm* comm, chorus_status s, const char* what) {
   fprintf(stderr, "%s failed: %s: %s\n", what, chorus_status_string(s), chorus_last_error(comm));
-  chorus_destroy(comm);
+  chorus_comm_destroy(comm);
   return 1;
 }
 
 int main(void) {
   chorus_comm* comm = NULL;
-  chorus_status s = chorus_init_from_env(&comm);
-  if (s != CHORUS_OK) return fail(NULL, s, "chorus_init_from_env");
-  const int rank = chorus_rank(comm), n = chorus_world_size(comm);
+  chorus_status s = chorus_comm_init_from_env(&comm);
+  if (s != CHORUS_OK) return fail(NULL, s, "chorus_comm_init_from_env");
+  const int rank = chorus_comm_rank(comm), n = chorus_comm_size(comm);
   const size_t sizes[] = {8, 1024, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
   const size_t max_count = (64 << 20) / sizeof(float);
   float* buf = malloc(max_count * sizeof(float));
@@ -42,7 +42,7 @@ int main(void) {
       for (size_t i = 0; i < count; ++i) buf[i] = (float)(rank + 1) + (float)(i % 5);
       if ((s = chorus_barrier(comm)) != CHORUS_OK) return fail(comm, s, "chorus_barrier");
       double t0 = now_us();
-      s = chorus_all_reduce(comm, buf, buf, count, CHORUS_F32, CHORUS_SUM);
+      s = chorus_all_reduce(comm, buf, buf, count, CHORUS_DTYPE_F32, CHORUS_OP_SUM);
       double t = now_us() - t0;
       if (s != CHORUS_OK) return fail(comm, s, "chorus_all_reduce");
       if (it > 0 && t < best) best = t; /* the first call is a warm-up */
@@ -53,11 +53,11 @@ int main(void) {
     }
     /* The slowest rank's time is what the job sees. */
     double worst = best;
-    if ((s = chorus_all_reduce(comm, &best, &worst, 1, CHORUS_F64, CHORUS_MAX)) != CHORUS_OK) {
+    if ((s = chorus_all_reduce(comm, &best, &worst, 1, CHORUS_DTYPE_F64, CHORUS_OP_MAX)) != CHORUS_OK) {
       return fail(comm, s, "chorus_all_reduce");
     }
     int bad = !ok, anyBad = 0;
-    if ((s = chorus_all_reduce(comm, &bad, &anyBad, 1, CHORUS_I32, CHORUS_MAX)) != CHORUS_OK) {
+    if ((s = chorus_all_reduce(comm, &bad, &anyBad, 1, CHORUS_DTYPE_I32, CHORUS_OP_MAX)) != CHORUS_OK) {
       return fail(comm, s, "chorus_all_reduce");
     }
     double algbw = (double)sizes[k] / worst / 1e3; /* bytes/us -> GB/s */
@@ -67,11 +67,11 @@ int main(void) {
              anyBad ? "WRONG" : "ok");
     }
     if (anyBad) {
-      chorus_destroy(comm);
+      chorus_comm_destroy(comm);
       return 2;
     }
   }
   free(buf);
-  chorus_destroy(comm);
+  chorus_comm_destroy(comm);
   return 0;
 }

@@ -1,7 +1,7 @@
 // A job that survives a lost rank: a loop of all-reduce steps that, when a step fails because a
 // peer died or timed out, shrinks the communicator to the live ranks and redoes the step. Under
-// `chorus-run --elastic`, the launcher starts a replacement with CHORUS_JOIN=1: fromEnv() then
-// joins the running job at the next membership change instead of creating a communicator.
+// `chorus-run --elastic`, the launcher starts a replacement with CHORUS_JOIN=1: fromEnvOrJoin()
+// then joins the running job at the next membership change instead of creating a communicator.
 //
 //   chorus-run -n 4 --elastic --timeout 10 -- ./elastic_allreduce --steps 200
 //   ELASTIC_KILL_RANK=2 ELASTIC_KILL_STEP=50 chorus-run -n 4 --elastic ...   (rank 2 dies at 50)
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   const int32_t slot = chorus::launchInfoFromEnv().rank;
   const bool replacement = envInt("CHORUS_RESTART", 0) > 0;
   try {
-    std::unique_ptr<chorus::Communicator> comm = chorus::Communicator::fromEnv();
+    std::unique_ptr<chorus::Communicator> comm = chorus::Communicator::fromEnvOrJoin();
     int64_t step = replacement ? INT64_MAX : 0;
     Membership m = agree(*comm, slot, step);
     std::vector<int32_t> buffer(settings.count);

@@ -65,8 +65,8 @@ Training::Training(const TrainOptions& o) : o_(o), threads_(o.threads) {
   train_ = loadIdx(o.data, "train", o.limit);
   test_ = loadIdx(o.data, "t10k");
 
-  auto launched = chorus::Communicator::fromEnv();
-  // A replacement for a lost rank (fromEnv() called Communicator::join).
+  // A replacement for a lost rank joins the running job.
+  auto launched = chorus::Communicator::fromEnvOrJoin();
   const char* join = std::getenv("CHORUS_JOIN");
   newcomer_ = join != nullptr && std::string(join) == "1";
   const int startRank = launched->rank();

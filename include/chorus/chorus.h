@@ -1,4 +1,13 @@
-/* Chorus: collective communication for data-parallel training. C API (stable ABI). */
+/* Chorus: collective communication for data-parallel training. C API (stable ABI; docs/api.md).
+ *
+ * Names: chorus_comm_* create, query, change or end a communicator; chorus_<collective> runs one
+ * (chorus_i<collective> without blocking, returning a request; _with_options: the same with an
+ * options struct); chorus_request_* wait for, test or free a request; chorus_mem_* handle
+ * registered memory; chorus_get_*, chorus_last_error and chorus_status_string are process-wide.
+ * Constants are CHORUS_<TYPE>_<VALUE> (CHORUS_DTYPE_F32, CHORUS_OP_SUM, CHORUS_WIRE_BF16), but
+ * for the status codes CHORUS_OK and CHORUS_ERR_*. Options structs start with struct_size.
+ * The names of version 0.1 (chorus_init, chorus_destroy, CHORUS_F32, ...) stay for one more
+ * release, marked deprecated, at the end of this file. */
 #ifndef CHORUS_CHORUS_H_
 #define CHORUS_CHORUS_H_
 
@@ -15,6 +24,12 @@
 extern "C" {
 #endif
 
+#if defined(__GNUC__) || defined(__clang__)
+#define CHORUS_DEPRECATED(replacement) __attribute__((deprecated("use " replacement)))
+#else
+#define CHORUS_DEPRECATED(replacement)
+#endif
+
 typedef struct chorus_comm chorus_comm; /* opaque */
 
 typedef enum {
@@ -29,17 +44,38 @@ typedef enum {
 } chorus_status;
 
 typedef enum {
-  CHORUS_F32,
-  CHORUS_F64,
-  CHORUS_F16,
-  CHORUS_BF16,
-  CHORUS_I8,
-  CHORUS_U8,
-  CHORUS_I32,
-  CHORUS_I64
+  CHORUS_DTYPE_F32,
+  CHORUS_DTYPE_F64,
+  CHORUS_DTYPE_F16,
+  CHORUS_DTYPE_BF16,
+  CHORUS_DTYPE_I8,
+  CHORUS_DTYPE_U8,
+  CHORUS_DTYPE_I32,
+  CHORUS_DTYPE_I64,
+  /* Version 0.1's names. */
+  CHORUS_F32 CHORUS_DEPRECATED("CHORUS_DTYPE_F32") = CHORUS_DTYPE_F32,
+  CHORUS_F64 CHORUS_DEPRECATED("CHORUS_DTYPE_F64") = CHORUS_DTYPE_F64,
+  CHORUS_F16 CHORUS_DEPRECATED("CHORUS_DTYPE_F16") = CHORUS_DTYPE_F16,
+  CHORUS_BF16 CHORUS_DEPRECATED("CHORUS_DTYPE_BF16") = CHORUS_DTYPE_BF16,
+  CHORUS_I8 CHORUS_DEPRECATED("CHORUS_DTYPE_I8") = CHORUS_DTYPE_I8,
+  CHORUS_U8 CHORUS_DEPRECATED("CHORUS_DTYPE_U8") = CHORUS_DTYPE_U8,
+  CHORUS_I32 CHORUS_DEPRECATED("CHORUS_DTYPE_I32") = CHORUS_DTYPE_I32,
+  CHORUS_I64 CHORUS_DEPRECATED("CHORUS_DTYPE_I64") = CHORUS_DTYPE_I64
 } chorus_dtype;
 
-typedef enum { CHORUS_SUM, CHORUS_PROD, CHORUS_MIN, CHORUS_MAX, CHORUS_AVG } chorus_op;
+typedef enum {
+  CHORUS_OP_SUM,
+  CHORUS_OP_PROD,
+  CHORUS_OP_MIN,
+  CHORUS_OP_MAX,
+  CHORUS_OP_AVG,
+  /* Version 0.1's names. */
+  CHORUS_SUM CHORUS_DEPRECATED("CHORUS_OP_SUM") = CHORUS_OP_SUM,
+  CHORUS_PROD CHORUS_DEPRECATED("CHORUS_OP_PROD") = CHORUS_OP_PROD,
+  CHORUS_MIN CHORUS_DEPRECATED("CHORUS_OP_MIN") = CHORUS_OP_MIN,
+  CHORUS_MAX CHORUS_DEPRECATED("CHORUS_OP_MAX") = CHORUS_OP_MAX,
+  CHORUS_AVG CHORUS_DEPRECATED("CHORUS_OP_AVG") = CHORUS_OP_AVG
+} chorus_op;
 
 /* Version of the library this program runs with. Any pointer may be NULL (that part is skipped). */
 void chorus_get_version(int* major, int* minor, int* patch);
@@ -63,12 +99,14 @@ chorus_status chorus_get_launch_info(chorus_launch_info* info);
 
 /* Creates a communicator from CHORUS_RANK / CHORUS_WORLD_SIZE / CHORUS_STORE, or from the
  * variables torchrun, Open MPI, MPICH's Hydra or Slurm put in the environment (the store address
- * derived under Slurm and torchrun). */
-chorus_status chorus_init_from_env(chorus_comm** comm);
+ * derived under Slurm and torchrun). In a process an elastic launcher started as a replacement
+ * (CHORUS_JOIN=1) it fails with CHORUS_ERR_INVALID_ARGUMENT: such a program calls
+ * chorus_comm_init_from_env_or_join. */
+chorus_status chorus_comm_init_from_env(chorus_comm** comm);
 /* store_url: "tcp://host:port" or "file:///path". */
-chorus_status chorus_init(const char* store_url, int rank, int world_size, chorus_comm** comm);
-/* Settings for chorus_init_with_options. Every field left zero (or NULL) keeps the value of the
- * matching CHORUS_* variable when it is set, else the built-in default (docs/config.md), so
+chorus_status chorus_comm_init(const char* store_url, int rank, int world_size, chorus_comm** comm);
+/* Settings for chorus_comm_init_with_options. Every field left zero (or NULL) keeps the value of
+ * the matching CHORUS_* variable when it is set, else the built-in default (docs/config.md), so
  *   chorus_options o = {sizeof(o)};  o.timeout_ms = 5000;
  * changes only the timeout. struct_size must be sizeof(chorus_options) of the header the caller
  * was compiled with: later versions only add fields at the end, and fields beyond struct_size
@@ -98,24 +136,42 @@ typedef struct chorus_options {
   int socket_buffer_bytes;    /* SO_SNDBUF/SO_RCVBUF of data connections; see below for the
                                  kernel's default */
   size_t shm_ring_bytes;      /* capacity of each shared-memory ring */
+  /* Added in 0.2 (docs/config.md has each one's CHORUS_* variable and default): */
+  size_t tcp_segment_bytes;     /* largest pipelining unit of rings across hosts, in [64, 1 GiB];
+                                   CHORUS_TCP_SEGMENT_AS_SEGMENT: segment_bytes there too */
+  int spin_us;                  /* microseconds a wait polls before sleeping, up to 1000000;
+                                   CHORUS_SPIN_NONE: sleep at once */
+  size_t shm_single_copy_bytes; /* shared-memory messages from this size are read in place by the
+                                   peer; CHORUS_SHM_SINGLE_COPY_NEVER: never */
 } chorus_options;
 /* chorus_options.socket_buffer_bytes: keep the kernel's socket buffer sizes (as
  * CHORUS_SOCKET_BUFFER=0; a zero field means "not set"). */
 #define CHORUS_SOCKET_BUFFER_KERNEL_DEFAULT (-1)
+/* The values of 0 for the fields below, where zero means "not set": */
+#define CHORUS_TCP_SEGMENT_AS_SEGMENT ((size_t)-1) /* as CHORUS_TCP_SEGMENT_BYTES=0 */
+#define CHORUS_SPIN_NONE (-1)                      /* as CHORUS_SPIN_US=0 */
+#define CHORUS_SHM_SINGLE_COPY_NEVER ((size_t)-1)  /* as CHORUS_SHM_SINGLE_COPY_BYTES=0 */
 
-/* chorus_init with settings (options may be NULL: the environment and defaults). A bad value
- * (negative timeout, unknown enum or algorithm, struct_size too small) is
+/* chorus_comm_init with settings (options may be NULL: the environment and defaults). A bad
+ * value (negative timeout, unknown enum or algorithm, struct_size too small) is
  * CHORUS_ERR_INVALID_ARGUMENT. */
-chorus_status chorus_init_with_options(const char* store_url, int rank, int world_size,
-                                       const chorus_options* options, chorus_comm** comm);
-/* chorus_init_from_env with settings, as chorus_init_with_options. */
-chorus_status chorus_init_from_env_with_options(const chorus_options* options, chorus_comm** comm);
+chorus_status chorus_comm_init_with_options(const char* store_url, int rank, int world_size,
+                                            const chorus_options* options, chorus_comm** comm);
+/* chorus_comm_init_from_env with settings, as chorus_comm_init_with_options. */
+chorus_status chorus_comm_init_from_env_with_options(const chorus_options* options,
+                                                     chorus_comm** comm);
+/* For programs that survive a lost rank under an elastic launcher (chorus-run --elastic,
+ * docs/elastic-launch.md): as chorus_comm_init_from_env_with_options, except in a process the
+ * launcher started as a replacement (CHORUS_JOIN=1), which joins the running job instead, as
+ * chorus_comm_join on the launch store (CHORUS_RANK is then only a hint for logs). */
+chorus_status chorus_comm_init_from_env_or_join(const chorus_options* options, chorus_comm** comm);
 
 /* Always returns promptly, also after a failure. Accepts NULL. */
-chorus_status chorus_destroy(chorus_comm* comm);
+chorus_status chorus_comm_destroy(chorus_comm* comm);
 
-int chorus_rank(const chorus_comm* comm);
-int chorus_world_size(const chorus_comm* comm);
+/* -1 for NULL. */
+int chorus_comm_rank(const chorus_comm* comm);
+int chorus_comm_size(const chorus_comm* comm);
 
 chorus_status chorus_all_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                                 chorus_dtype dtype, chorus_op op);
@@ -128,7 +184,7 @@ chorus_status chorus_broadcast(chorus_comm* comm, void* buf, size_t count, choru
 chorus_status chorus_barrier(chorus_comm* comm);
 
 /* Reduce, gather, scatter, the per-rank-count variants and all-to-all, blocking and (i-prefix)
- * non-blocking; requests as for chorus_iallreduce below. Every rank calls them in the same order
+ * non-blocking; requests as for chorus_iall_reduce below. Every rank calls them in the same order
  * as the other collectives; calls that differ (collective, count, counts, root) fail with
  * CHORUS_ERR_MISMATCH on the ranks involved. Buffers used only on the root may be NULL on other
  * ranks. In place (as MPI_IN_PLACE) means passing the same memory where noted below; any other
@@ -228,9 +284,9 @@ chorus_status chorus_comm_former_ranks(chorus_comm* comm, int* ranks, int capaci
  * collective: ranks may see different values). */
 chorus_status chorus_comm_joiners_waiting(chorus_comm* comm, int* count);
 
-/* Non-blocking variants. Each returns a request that must be passed exactly once to chorus_wait
- * or chorus_request_free, before its communicator is destroyed. Requests complete in issue
- * order. */
+/* Non-blocking variants. Each returns a request that must be passed exactly once to
+ * chorus_request_wait or chorus_request_free, before its communicator is destroyed. Requests
+ * complete in issue order. */
 typedef struct chorus_request chorus_request; /* opaque */
 chorus_status chorus_iall_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
                                  size_t count, chorus_dtype dtype, chorus_op op,
@@ -245,23 +301,24 @@ chorus_status chorus_ibroadcast(chorus_comm* comm, void* buf, size_t count, chor
 /* Completes once every rank has called chorus_ibarrier or chorus_barrier at this point. */
 chorus_status chorus_ibarrier(chorus_comm* comm, chorus_request** request);
 /* Waits for completion and frees the request. */
-chorus_status chorus_wait(chorus_request* request);
-/* Sets *done to 1 when the request has completed (then chorus_wait returns at once). */
-chorus_status chorus_test(chorus_request* request, int* done);
-/* Frees a request without waiting. Completed: returns the operation's status, as chorus_wait
- * would. Still pending: the operation goes on in the background (its buffers must stay valid
- * until it is done: a later chorus_wait or blocking call on the same communicator returning means
- * it is, as requests complete in issue order) and CHORUS_OK is returned; if it fails, the
- * communicator is aborted and chorus_comm_get_async_error reports it. Accepts NULL. */
+chorus_status chorus_request_wait(chorus_request* request);
+/* Sets *done to 1 when the request has completed (then chorus_request_wait returns at once). */
+chorus_status chorus_request_test(chorus_request* request, int* done);
+/* Frees a request without waiting. Completed: returns the operation's status, as
+ * chorus_request_wait would. Still pending: the operation goes on in the background (its buffers
+ * must stay valid until it is done: a later chorus_request_wait or blocking call on the same
+ * communicator returning means it is, as requests complete in issue order) and CHORUS_OK is
+ * returned; if it fails, the communicator is aborted and chorus_comm_get_async_error reports it.
+ * Accepts NULL. */
 chorus_status chorus_request_free(chorus_request* request);
 
 /* Aborts comm, from any thread (also while another thread is inside a call on comm): pending and
  * later calls on it fail promptly with CHORUS_ERR_ABORTED, and the peers are told (their calls
- * fail with an error naming this rank). comm must still be destroyed with chorus_destroy. */
-chorus_status chorus_abort(chorus_comm* comm);
+ * fail with an error naming this rank). comm must still be destroyed with chorus_comm_destroy. */
+chorus_status chorus_comm_abort(chorus_comm* comm);
 /* Sets *status to the failure that aborted comm (CHORUS_OK if none), also when it happened in
  * background work (a request not waited on yet, a peer's abort noticed by it) or through
- * chorus_abort; chorus_last_error(comm) then holds its message. Never blocks. */
+ * chorus_comm_abort; chorus_last_error(comm) then holds its message. Never blocks. */
 chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* status);
 
 /* Writes this rank's flight-recorder dump (docs/trace-format.md) as
@@ -269,13 +326,13 @@ chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* stat
  * CHORUS_TRACE_DIR. Reads the record without locks: callable from any thread, also while a call
  * on comm is stuck. CHORUS_ERR_INVALID_ARGUMENT when the recorder is off (CHORUS_TRACE_ENTRIES=0)
  * or no directory is known, CHORUS_ERR_SYSTEM when the file cannot be written. */
-chorus_status chorus_dump_trace(chorus_comm* comm, const char* path);
+chorus_status chorus_comm_dump_trace(chorus_comm* comm, const char* path);
 
 /* Registered memory (docs/api/mainpage.md, "Registered memory"): a zero-filled, page-aligned buffer
  * of `bytes` in shared memory that the ranks of this host read in place. Collectives whose buffers
  * are registered on every rank of a one-host communicator skip the copies through the
  * shared-memory rings; other buffers, and mixes, take the usual path. The buffer belongs to the
- * process (any communicator may use it); free it before chorus_destroy(comm), which otherwise
+ * process (any communicator may use it); free it before chorus_comm_destroy(comm), which otherwise
  * reports it on stderr. Returns NULL on failure (chorus_last_error(comm) says why). */
 void* chorus_mem_alloc(chorus_comm* comm, size_t bytes);
 /* Frees a buffer from chorus_mem_alloc (NULL: nothing). CHORUS_ERR_INVALID_ARGUMENT when ptr is
@@ -285,7 +342,7 @@ chorus_status chorus_mem_free(chorus_comm* comm, void* ptr);
 /* Message of this communicator's last failure ("" if none), from any thread, also while another
  * thread is in a call on comm. The string is the calling thread's copy: valid until this thread
  * calls chorus_last_error(comm) again. With comm == NULL: the last failure on this thread that had
- * no communicator (chorus_init*, a call with a null communicator or request). */
+ * no communicator (chorus_comm_init*, a call with a null communicator or request). */
 const char* chorus_last_error(const chorus_comm* comm);
 const char* chorus_status_string(chorus_status status);
 
@@ -301,27 +358,64 @@ typedef enum chorus_wire {
   CHORUS_WIRE_FP16 = 2,
   CHORUS_WIRE_INT8 = 3
 } chorus_wire;
-typedef struct chorus_call_options {
+/* Settings of one collective call: struct_size as for chorus_options (fields beyond it count as
+ * zero), so  chorus_collective_options o = {sizeof(o), CHORUS_WIRE_BF16};  */
+typedef struct chorus_collective_options {
+  size_t struct_size;
   chorus_wire wire;
-} chorus_call_options;
+} chorus_collective_options;
 /* chorus_all_reduce / chorus_iall_reduce with call options; options NULL: native. */
-chorus_status chorus_all_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                     size_t count, chorus_dtype dtype, chorus_op op,
-                                     const chorus_call_options* options);
-chorus_status chorus_iall_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                      size_t count, chorus_dtype dtype, chorus_op op,
-                                      const chorus_call_options* options, chorus_request** request);
+chorus_status chorus_all_reduce_with_options(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                             size_t count, chorus_dtype dtype, chorus_op op,
+                                             const chorus_collective_options* options);
+chorus_status chorus_iall_reduce_with_options(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                              size_t count, chorus_dtype dtype, chorus_op op,
+                                              const chorus_collective_options* options,
+                                              chorus_request** request);
 /* Payload bytes this rank has handed to its links since the communicator was made (all
  * collectives, all peers), as they travel (wire-format bytes). */
 chorus_status chorus_comm_bytes_sent(const chorus_comm* comm, uint64_t* out);
 
-/* Names of earlier versions, kept so that existing programs build and link unchanged. */
-/* Same as chorus_all_reduce. */
+/* ---- Version 0.1's names, kept for one more release (deprecated) ----
+ * Each does what its replacement does; chorus_init_from_env* also join the running job under
+ * CHORUS_JOIN=1, as in 0.1 (chorus_comm_init_from_env_or_join now asks for that by name). */
+CHORUS_DEPRECATED("chorus_comm_init")
+chorus_status chorus_init(const char* store_url, int rank, int world_size, chorus_comm** comm);
+CHORUS_DEPRECATED("chorus_comm_init_from_env_or_join(NULL, comm)")
+chorus_status chorus_init_from_env(chorus_comm** comm);
+CHORUS_DEPRECATED("chorus_comm_init_with_options")
+chorus_status chorus_init_with_options(const char* store_url, int rank, int world_size,
+                                       const chorus_options* options, chorus_comm** comm);
+CHORUS_DEPRECATED("chorus_comm_init_from_env_or_join")
+chorus_status chorus_init_from_env_with_options(const chorus_options* options, chorus_comm** comm);
+CHORUS_DEPRECATED("chorus_comm_destroy") chorus_status chorus_destroy(chorus_comm* comm);
+CHORUS_DEPRECATED("chorus_comm_rank") int chorus_rank(const chorus_comm* comm);
+CHORUS_DEPRECATED("chorus_comm_size") int chorus_world_size(const chorus_comm* comm);
+CHORUS_DEPRECATED("chorus_comm_abort") chorus_status chorus_abort(chorus_comm* comm);
+CHORUS_DEPRECATED("chorus_comm_dump_trace")
+chorus_status chorus_dump_trace(chorus_comm* comm, const char* path);
+CHORUS_DEPRECATED("chorus_request_wait") chorus_status chorus_wait(chorus_request* request);
+CHORUS_DEPRECATED("chorus_request_test")
+chorus_status chorus_test(chorus_request* request, int* done);
+CHORUS_DEPRECATED("chorus_all_reduce")
 chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                                chorus_dtype dtype, chorus_op op);
-/* Same as chorus_iall_reduce. */
+CHORUS_DEPRECATED("chorus_iall_reduce")
 chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                                 chorus_dtype dtype, chorus_op op, chorus_request** request);
+/* 0.1's call options, without struct_size. */
+typedef struct chorus_call_options {
+  chorus_wire wire;
+} chorus_call_options CHORUS_DEPRECATED("chorus_collective_options");
+CHORUS_DEPRECATED("chorus_all_reduce_with_options")
+chorus_status chorus_all_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                     size_t count, chorus_dtype dtype, chorus_op op,
+                                     const struct chorus_call_options* options);
+CHORUS_DEPRECATED("chorus_iall_reduce_with_options")
+chorus_status chorus_iall_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                      size_t count, chorus_dtype dtype, chorus_op op,
+                                      const struct chorus_call_options* options,
+                                      chorus_request** request);
 
 #ifdef __cplusplus
 } /* extern "C" */

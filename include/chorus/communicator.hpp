@@ -65,11 +65,15 @@ class Communicator {
   // set by mpirun (Open MPI, MPICH) and srun (Slurm). A program started on its own (none of
   // them set, no CHORUS_STORE) gets a world of one.
   static std::unique_ptr<Communicator> fromEnv();
-  // The same with these options (instead of Options::fromEnv()).
+  // The same with these options (instead of Options::fromEnv()). In a process an elastic
+  // launcher started as a replacement for a lost rank (CHORUS_JOIN=1), both throw
+  // Error(kInvalidArgument): such a process must join, as fromEnvOrJoin() does.
   static std::unique_ptr<Communicator> fromEnv(Options options);
-  // With CHORUS_JOIN=1 in the environment, both fromEnv() forms call join() on the launch store
-  // instead of create() (CHORUS_RANK is then only a hint for logs): a launcher starts a
-  // replacement for a lost rank this way.
+  // For programs that survive a lost rank under an elastic launcher (chorus-run --elastic,
+  // docs/elastic-launch.md): fromEnv(), except in a replacement (CHORUS_JOIN=1), which calls
+  // join() on the launch store instead (CHORUS_RANK is then only a hint for logs).
+  static std::unique_ptr<Communicator> fromEnvOrJoin();
+  static std::unique_ptr<Communicator> fromEnvOrJoin(Options options);
 
   // ---- Membership (docs/fault-tolerance.md) ----
 

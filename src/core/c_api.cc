@@ -6,6 +6,7 @@
 #include "core/c_enum.h"
 #include "core/c_options.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -72,42 +73,50 @@ chorus_status chorus_get_launch_info(chorus_launch_info* info) {
   }
 }
 
-chorus_status chorus_init_with_options(const char* store_url, int rank, int world_size,
-                                       const chorus_options* options, chorus_comm** comm) {
+chorus_status chorus_comm_init_with_options(const char* store_url, int rank, int world_size,
+                                            const chorus_options* options, chorus_comm** comm) {
   return initWith(comm, [&] {
     if (store_url == nullptr) {
       throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
-                          "chorus_init_with_options: store_url is null");
+                          "chorus_comm_init_with_options: store_url is null");
     }
     return chorus::Communicator::create(store_url, rank, world_size, chorus::optionsFromC(options));
   });
 }
 
-chorus_status chorus_init_from_env_with_options(const chorus_options* options, chorus_comm** comm) {
+chorus_status chorus_comm_init_from_env_with_options(const chorus_options* options,
+                                                     chorus_comm** comm) {
   return initWith(comm,
                   [&] { return chorus::Communicator::fromEnv(chorus::optionsFromC(options)); });
 }
 
-chorus_status chorus_init_from_env(chorus_comm** comm) {
+chorus_status chorus_comm_init_from_env_or_join(const chorus_options* options, chorus_comm** comm) {
+  return initWith(
+      comm, [&] { return chorus::Communicator::fromEnvOrJoin(chorus::optionsFromC(options)); });
+}
+
+chorus_status chorus_comm_init_from_env(chorus_comm** comm) {
   return initWith(comm, [] { return chorus::Communicator::fromEnv(); });
 }
 
-chorus_status chorus_init(const char* store_url, int rank, int world_size, chorus_comm** comm) {
+chorus_status chorus_comm_init(const char* store_url, int rank, int world_size,
+                               chorus_comm** comm) {
   return initWith(comm, [&] {
     if (store_url == nullptr) {
-      throw chorus::Error(chorus::ErrorCode::kInvalidArgument, "chorus_init: store_url is null");
+      throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                          "chorus_comm_init: store_url is null");
     }
     return chorus::Communicator::create(store_url, rank, world_size);
   });
 }
 
-chorus_status chorus_destroy(chorus_comm* comm) {
+chorus_status chorus_comm_destroy(chorus_comm* comm) {
   delete comm;
   return CHORUS_OK;
 }
 
-int chorus_rank(const chorus_comm* comm) { return comm ? comm->comm->rank() : -1; }
-int chorus_world_size(const chorus_comm* comm) { return comm ? comm->comm->size() : -1; }
+int chorus_comm_rank(const chorus_comm* comm) { return comm ? comm->comm->rank() : -1; }
+int chorus_comm_size(const chorus_comm* comm) { return comm ? comm->comm->size() : -1; }
 
 chorus_status chorus_all_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
                                 chorus_dtype dtype, chorus_op op) {
@@ -215,10 +224,19 @@ chorus_status chorus_comm_joiners_waiting(chorus_comm* comm, int* count) {
 // ---- Reduced-precision wire formats ----
 
 namespace {
-chorus::CallOptions callOptions(const chorus_call_options* options) {
+chorus::CallOptions callOptions(const chorus_collective_options* options) {
   chorus::CallOptions call;
   if (options == nullptr) return call;
-  const int v = chorus::rawEnum(options->wire);
+  if (options->struct_size < sizeof(size_t)) {
+    throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
+                        "chorus_collective_options: struct_size " +
+                            std::to_string(options->struct_size) +
+                            " is too small: set it to sizeof(chorus_collective_options)");
+  }
+  // Fields past the caller's struct_size are zero ("not set"); bytes past ours are ignored.
+  chorus_collective_options given{};
+  std::memcpy(&given, options, std::min(options->struct_size, sizeof(given)));
+  const int v = chorus::rawEnum(given.wire);
   if (v < 0 || v >= chorus::kNumWireFormats) {
     throw chorus::Error(chorus::ErrorCode::kInvalidArgument,
                         "allreduce: unknown wire format " + std::to_string(v) +
@@ -229,19 +247,19 @@ chorus::CallOptions callOptions(const chorus_call_options* options) {
 }
 }  // namespace
 
-chorus_status chorus_all_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                     size_t count, chorus_dtype dtype, chorus_op op,
-                                     const chorus_call_options* options) {
+chorus_status chorus_all_reduce_with_options(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                             size_t count, chorus_dtype dtype, chorus_op op,
+                                             const chorus_collective_options* options) {
   return guarded(comm, [&] {
     comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op), callOptions(options),
                           chorus::Run::kBlocking);
   });
 }
 
-chorus_status chorus_iall_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                      size_t count, chorus_dtype dtype, chorus_op op,
-                                      const chorus_call_options* options,
-                                      chorus_request** request) {
+chorus_status chorus_iall_reduce_with_options(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                              size_t count, chorus_dtype dtype, chorus_op op,
+                                              const chorus_collective_options* options,
+                                              chorus_request** request) {
   return startRequest(comm, request, [&] {
     return comm->comm->allReduce(sendbuf, recvbuf, count, dt(dtype), rop(op), callOptions(options));
   });
@@ -289,18 +307,18 @@ chorus_status chorus_ibarrier(chorus_comm* comm, chorus_request** request) {
   return startRequest(comm, request, [&] { return comm->comm->barrier(); });
 }
 
-chorus_status chorus_wait(chorus_request* request) {
+chorus_status chorus_request_wait(chorus_request* request) {
   if (request == nullptr) {
-    initError = "chorus_wait: request is null";
+    initError = "chorus_request_wait: request is null";
     return CHORUS_ERR_INVALID_ARGUMENT;
   }
   std::unique_ptr<chorus_request> owned(request);
   return guarded(owned->comm, [&] { owned->work.wait(); });
 }
 
-chorus_status chorus_test(chorus_request* request, int* done) {
+chorus_status chorus_request_test(chorus_request* request, int* done) {
   if (request == nullptr || done == nullptr) {
-    initError = "chorus_test: request or done is null";
+    initError = "chorus_request_test: request or done is null";
     if (request) request->comm->setError(initError);
     return CHORUS_ERR_INVALID_ARGUMENT;
   }
@@ -317,11 +335,11 @@ chorus_status chorus_request_free(chorus_request* request) {
   return guarded(owned->comm, [&] { owned->work.wait(); });
 }
 
-chorus_status chorus_abort(chorus_comm* comm) {
+chorus_status chorus_comm_abort(chorus_comm* comm) {
   return guarded(comm, [&] { comm->comm->abort(); });
 }
 
-chorus_status chorus_dump_trace(chorus_comm* comm, const char* path) {
+chorus_status chorus_comm_dump_trace(chorus_comm* comm, const char* path) {
   return guarded(comm, [&] { comm->comm->dumpTrace(path ? path : ""); });
 }
 
@@ -372,17 +390,6 @@ const char* chorus_status_string(chorus_status status) {
       return "CHORUS_ERR_INTERNAL";
   }
   return "CHORUS_ERR_UNKNOWN";
-}
-
-// Names of earlier versions: real exported functions, so that programs built against them link.
-chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                               chorus_dtype dtype, chorus_op op) {
-  return chorus_all_reduce(comm, sendbuf, recvbuf, count, dtype, op);
-}
-
-chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                                chorus_dtype dtype, chorus_op op, chorus_request** request) {
-  return chorus_iall_reduce(comm, sendbuf, recvbuf, count, dtype, op, request);
 }
 
 void* chorus_mem_alloc(chorus_comm* comm, size_t bytes) {

@@ -15,7 +15,7 @@ struct chorus_comm {
   std::unique_ptr<chorus::Communicator> comm;
 
   // The last failure's message. Written by whichever thread's call failed and read from any
-  // thread (chorus_comm_get_async_error and chorus_dump_trace are meant for a second thread
+  // thread (chorus_comm_get_async_error and chorus_comm_dump_trace are meant for a second thread
   // while a call is stuck), so under a lock; chorus_last_error hands out a per-thread copy.
   void setError(std::string message) {
     std::lock_guard<std::mutex> lock(errorMutex);
@@ -38,7 +38,7 @@ struct chorus_request {
 
 namespace chorus::capi {
 
-// Failures without a communicator (chorus_init*, a null handle) keep their message here, per
+// Failures without a communicator (chorus_comm_init*, a null handle) keep their message here, per
 // thread; chorus_last_error(NULL) returns it.
 inline thread_local std::string initError;
 
@@ -68,7 +68,7 @@ chorus_status guarded(chorus_comm* c, F&& f) {
 template <class Make>
 chorus_status initWith(chorus_comm** out, Make&& make) {
   if (out == nullptr) {
-    initError = "chorus_init: comm pointer is null";
+    initError = "chorus_comm_init: comm pointer is null";
     return CHORUS_ERR_INVALID_ARGUMENT;
   }
   *out = nullptr;

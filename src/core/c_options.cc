@@ -23,6 +23,32 @@ constexpr size_t kMaxBytes = size_t{1} << 30;
   throw Error(ErrorCode::kInvalidArgument, "chorus_options: " + what);
 }
 
+// The fields added in 0.2 (zero: not set; a sentinel where zero is a value of its own).
+void readLaterFields(const chorus_options& v, Options& o) {
+  if (v.tcp_segment_bytes == CHORUS_TCP_SEGMENT_AS_SEGMENT) {
+    o.tcpSegmentBytes = 0;
+  } else if (v.tcp_segment_bytes != 0) {
+    if (v.tcp_segment_bytes < 64 || v.tcp_segment_bytes > kMaxBytes) {
+      bad("tcp_segment_bytes " + std::to_string(v.tcp_segment_bytes) +
+          " is not in [64, 1 GiB] (CHORUS_TCP_SEGMENT_AS_SEGMENT uses segment_bytes)");
+    }
+    o.tcpSegmentBytes = v.tcp_segment_bytes;
+  }
+  if (v.spin_us == CHORUS_SPIN_NONE) {
+    o.spinMicros = 0;
+  } else if (v.spin_us < 0 || v.spin_us > 1000000) {
+    bad("spin_us " + std::to_string(v.spin_us) +
+        " is not in [1, 1000000] (CHORUS_SPIN_NONE sleeps at once)");
+  } else if (v.spin_us > 0) {
+    o.spinMicros = v.spin_us;
+  }
+  if (v.shm_single_copy_bytes == CHORUS_SHM_SINGLE_COPY_NEVER) {
+    o.shmSingleCopyBytes = 0;
+  } else if (v.shm_single_copy_bytes != 0) {
+    o.shmSingleCopyBytes = v.shm_single_copy_bytes;
+  }
+}
+
 }  // namespace
 
 Options optionsFromC(const chorus_options* c) {
@@ -98,6 +124,7 @@ Options optionsFromC(const chorus_options* c) {
     }
     o.shmRingBytes = v.shm_ring_bytes;
   }
+  readLaterFields(v, o);
   return o;
 }
 

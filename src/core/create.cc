@@ -146,14 +146,39 @@ std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, 
 
 std::unique_ptr<Communicator> Communicator::fromEnv() { return fromEnv(Options::fromEnv()); }
 
+namespace {
+// An elastic launcher starts a replacement for a lost rank with CHORUS_JOIN=1.
+bool startedAsReplacement() {
+  const char* joining = std::getenv("CHORUS_JOIN");
+  return joining != nullptr && std::string(joining) == "1";
+}
+}  // namespace
+
 std::unique_ptr<Communicator> Communicator::fromEnv(Options options) {
   if (launchedAlone()) return create(makeHashStore(), 0, 1, std::move(options));
   LaunchInfo launch = readLaunchInfo();
-  // A replacement started by an elastic launcher joins the running job (CHORUS_RANK is only a
-  // hint then).
-  if (const char* joining = std::getenv("CHORUS_JOIN"); joining && std::string(joining) == "1") {
-    return join(launch.store, std::move(options));
+  if (startedAsReplacement()) {
+    // Creating would start a second job on the store under a live rank's number: joining is
+    // what such a process must do, and only a program written for it can go on after a join.
+    throw Error(ErrorCode::kInvalidArgument,
+                "Communicator::fromEnv: this process was started as a replacement for a lost rank "
+                "(CHORUS_JOIN=1, rank " +
+                    std::to_string(launch.rank) +
+                    "), which must join the running job: call Communicator::fromEnvOrJoin "
+                    "(C: chorus_comm_init_from_env_or_join), which joins then");
   }
+  return create(launch.store, launch.rank, launch.size, std::move(options));
+}
+
+std::unique_ptr<Communicator> Communicator::fromEnvOrJoin() {
+  return fromEnvOrJoin(Options::fromEnv());
+}
+
+std::unique_ptr<Communicator> Communicator::fromEnvOrJoin(Options options) {
+  if (launchedAlone()) return create(makeHashStore(), 0, 1, std::move(options));
+  LaunchInfo launch = readLaunchInfo();
+  // CHORUS_RANK is only a hint for logs then: the survivors decide the newcomer's place.
+  if (startedAsReplacement()) return join(launch.store, std::move(options));
   return create(launch.store, launch.rank, launch.size, std::move(options));
 }
 

@@ -32,7 +32,8 @@ chorus_options testOptions(long long timeoutMs = 20000) {
   return o;
 }
 
-// Runs body(comm, rank) on n threads, each with a communicator made by chorus_init_with_options.
+// Runs body(comm, rank) on n threads, each with a communicator made by
+// chorus_comm_init_with_options.
 void runRanks(int n, const std::function<void(chorus_comm*, int)>& body,
               chorus_options options = testOptions()) {
   chorus::TcpStoreServer server("127.0.0.1", 0);
@@ -41,10 +42,10 @@ void runRanks(int n, const std::function<void(chorus_comm*, int)>& body,
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       chorus_comm* comm = nullptr;
-      chorus_status s = chorus_init_with_options(url.c_str(), r, n, &options, &comm);
+      chorus_status s = chorus_comm_init_with_options(url.c_str(), r, n, &options, &comm);
       ASSERT_EQ(s, CHORUS_OK) << "rank " << r << ": " << chorus_last_error(nullptr);
       body(comm, r);
-      EXPECT_EQ(chorus_destroy(comm), CHORUS_OK);
+      EXPECT_EQ(chorus_comm_destroy(comm), CHORUS_OK);
     });
   }
   for (auto& t : threads) t.join();
@@ -117,8 +118,9 @@ TEST(CApiOptions, FieldsReachTheCommunicator) {
         EXPECT_EQ(got.hostId, "host-a");
         EXPECT_EQ(chorus::communicatorOf(comm).transportTo(1 - r), "tcp");
         std::vector<int32_t> v = inputs(r, 1000);
-        ASSERT_EQ(chorus_all_reduce(comm, v.data(), v.data(), v.size(), CHORUS_I32, CHORUS_SUM),
-                  CHORUS_OK)
+        ASSERT_EQ(
+            chorus_all_reduce(comm, v.data(), v.data(), v.size(), CHORUS_DTYPE_I32, CHORUS_OP_SUM),
+            CHORUS_OK)
             << chorus_last_error(comm);
         expectSums(v, 2, "all_reduce");
         EXPECT_EQ(chorus::communicatorOf(comm).lastAlgorithm(), "ring");
@@ -132,7 +134,7 @@ TEST(CApiOptions, TooSmallStructSizeIsRefused) {
   // a caller that did not set struct_size.
   o.struct_size = offsetof(chorus_options, debug);
   chorus_comm* comm = reinterpret_cast<chorus_comm*>(0x1);
-  EXPECT_EQ(chorus_init_with_options("file:///nonexistent", 0, 1, &o, &comm),
+  EXPECT_EQ(chorus_comm_init_with_options("file:///nonexistent", 0, 1, &o, &comm),
             CHORUS_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(comm, nullptr);
   EXPECT_NE(std::string(chorus_last_error(nullptr)).find("struct_size"), std::string::npos);
@@ -151,13 +153,13 @@ TEST(CApiOptions, LargerStructOfALaterVersionIsAccepted) {
   chorus::TcpStoreServer server("127.0.0.1", 0);
   const std::string url = "tcp://127.0.0.1:" + std::to_string(server.port());
   chorus_comm* comm = nullptr;
-  ASSERT_EQ(chorus_init_with_options(url.c_str(), 0, 1, &later.known, &comm), CHORUS_OK)
+  ASSERT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &later.known, &comm), CHORUS_OK)
       << chorus_last_error(nullptr);
   EXPECT_EQ(chorus::communicatorOf(comm).options().timeout, milliseconds(4321));
   int32_t x = 5;
-  EXPECT_EQ(chorus_all_reduce(comm, &x, &x, 1, CHORUS_I32, CHORUS_SUM), CHORUS_OK);
+  EXPECT_EQ(chorus_all_reduce(comm, &x, &x, 1, CHORUS_DTYPE_I32, CHORUS_OP_SUM), CHORUS_OK);
   EXPECT_EQ(x, 5);
-  chorus_destroy(comm);
+  chorus_comm_destroy(comm);
 }
 
 TEST(CApiOptions, BadValuesAreRefusedBeforeConnecting) {
@@ -165,7 +167,7 @@ TEST(CApiOptions, BadValuesAreRefusedBeforeConnecting) {
     chorus_comm* comm = nullptr;
     // World size 2 with nobody else: a value checked late would hang until the timeout.
     const auto t0 = Clock::now();
-    EXPECT_EQ(chorus_init_with_options("tcp://127.0.0.1:1", 0, 2, &o, &comm),
+    EXPECT_EQ(chorus_comm_init_with_options("tcp://127.0.0.1:1", 0, 2, &o, &comm),
               CHORUS_ERR_INVALID_ARGUMENT)
         << field;
     EXPECT_EQ(comm, nullptr);
@@ -204,9 +206,10 @@ TEST(CApiOptions, BadValuesAreRefusedBeforeConnecting) {
   o.algorithm = "no-such-algorithm";
   refused(o, "no-such-algorithm");
 
-  EXPECT_EQ(chorus_init_with_options("file:///x", 0, 1, nullptr, nullptr),
+  EXPECT_EQ(chorus_comm_init_with_options("file:///x", 0, 1, nullptr, nullptr),
             CHORUS_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(chorus_init_with_options(nullptr, 0, 1, nullptr, nullptr), CHORUS_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(chorus_comm_init_with_options(nullptr, 0, 1, nullptr, nullptr),
+            CHORUS_ERR_INVALID_ARGUMENT);
 }
 
 // CHORUS_SOCKET_BUFFER=0 keeps the kernel's buffer sizes; in chorus_options zero means "not set",
@@ -217,15 +220,15 @@ TEST(CApiOptions, SocketBufferCanAskForTheKernelDefault) {
   chorus::TcpStoreServer server("127.0.0.1", 0);
   const std::string url = "tcp://127.0.0.1:" + std::to_string(server.port());
   chorus_comm* comm = nullptr;
-  ASSERT_EQ(chorus_init_with_options(url.c_str(), 0, 1, &o, &comm), CHORUS_OK)
+  ASSERT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &o, &comm), CHORUS_OK)
       << chorus_last_error(nullptr);
   EXPECT_EQ(chorus::communicatorOf(comm).options().socketBufferBytes, 0);
-  chorus_destroy(comm);
+  chorus_comm_destroy(comm);
   o.socket_buffer_bytes = 0;  // not set: the default (or CHORUS_SOCKET_BUFFER)
-  ASSERT_EQ(chorus_init_with_options(url.c_str(), 0, 1, &o, &comm), CHORUS_OK);
+  ASSERT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &o, &comm), CHORUS_OK);
   EXPECT_EQ(chorus::communicatorOf(comm).options().socketBufferBytes,
             chorus::Options::fromEnv().socketBufferBytes);
-  chorus_destroy(comm);
+  chorus_comm_destroy(comm);
 }
 
 // ---- requests ----
@@ -235,23 +238,25 @@ TEST(CApiRequests, FreeAfterTestAndWhilePending) {
     SCOPED_TRACE("world size " + std::to_string(n));
     runRanks(n, [n](chorus_comm* comm, int r) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1009}}) {
-        // Completed through chorus_test, then freed without waiting.
+        // Completed through chorus_request_test, then freed without waiting.
         std::vector<int32_t> v = inputs(r, count);
         chorus_request* req = nullptr;
-        ASSERT_EQ(chorus_iall_reduce(comm, v.data(), v.data(), count, CHORUS_I32, CHORUS_SUM, &req),
+        ASSERT_EQ(chorus_iall_reduce(comm, v.data(), v.data(), count, CHORUS_DTYPE_I32,
+                                     CHORUS_OP_SUM, &req),
                   CHORUS_OK)
             << chorus_last_error(comm);
         int done = 0;
         ASSERT_TRUE(eventually([&] {
-          EXPECT_EQ(chorus_test(req, &done), CHORUS_OK);
+          EXPECT_EQ(chorus_request_test(req, &done), CHORUS_OK);
           return done == 1;
         }));
         EXPECT_EQ(chorus_request_free(req), CHORUS_OK);
-        expectSums(v, n, "after chorus_test");
+        expectSums(v, n, "after chorus_request_test");
 
         // Freed while (probably) pending: it completes in the background, before any later call.
         std::vector<int32_t> w = inputs(r, count);
-        ASSERT_EQ(chorus_iall_reduce(comm, w.data(), w.data(), count, CHORUS_I32, CHORUS_SUM, &req),
+        ASSERT_EQ(chorus_iall_reduce(comm, w.data(), w.data(), count, CHORUS_DTYPE_I32,
+                                     CHORUS_OP_SUM, &req),
                   CHORUS_OK);
         EXPECT_EQ(chorus_request_free(req), CHORUS_OK);
         ASSERT_EQ(chorus_barrier(comm), CHORUS_OK) << chorus_last_error(comm);
@@ -264,11 +269,11 @@ TEST(CApiRequests, FreeAfterTestAndWhilePending) {
 
 TEST(CApiRequests, FreeReportsTheFailureOfACompletedRequest) {
   runRanks(1, [](chorus_comm* comm, int) {
-    ASSERT_EQ(chorus_abort(comm), CHORUS_OK);
+    ASSERT_EQ(chorus_comm_abort(comm), CHORUS_OK);
     chorus_request* req = nullptr;
     ASSERT_EQ(chorus_ibarrier(comm, &req), CHORUS_OK);
     int done = 0;
-    ASSERT_EQ(chorus_test(req, &done), CHORUS_OK);
+    ASSERT_EQ(chorus_request_test(req, &done), CHORUS_OK);
     EXPECT_EQ(done, 1);
     EXPECT_EQ(chorus_request_free(req), CHORUS_ERR_ABORTED);
     EXPECT_NE(std::string(chorus_last_error(comm)).find("aborted"), std::string::npos);
@@ -285,7 +290,7 @@ TEST(CApiRequests, NonBlockingBarrierWaitsForEveryRank) {
       arrived.fetch_add(1);
       chorus_request* req = nullptr;
       ASSERT_EQ(chorus_ibarrier(comm, &req), CHORUS_OK) << chorus_last_error(comm);
-      ASSERT_EQ(chorus_wait(req), CHORUS_OK) << chorus_last_error(comm);
+      ASSERT_EQ(chorus_request_wait(req), CHORUS_OK) << chorus_last_error(comm);
       EXPECT_EQ(arrived.load(), n);
     });
   }
@@ -297,7 +302,7 @@ TEST(CApiRequests, NullArgumentsAreRefused) {
     chorus_request* req = reinterpret_cast<chorus_request*>(0x1);
     EXPECT_EQ(chorus_ibarrier(nullptr, &req), CHORUS_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(req, nullptr);
-    EXPECT_EQ(chorus_abort(nullptr), CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(chorus_comm_abort(nullptr), CHORUS_ERR_INVALID_ARGUMENT);
     chorus_status st = CHORUS_OK;
     EXPECT_EQ(chorus_comm_get_async_error(nullptr, &st), CHORUS_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(chorus_comm_get_async_error(comm, nullptr), CHORUS_ERR_INVALID_ARGUMENT);
@@ -313,11 +318,12 @@ TEST(CApiAbort, FromAnotherThreadFailsThisRankAndTellsThePeer) {
     if (r == 0) {
       std::thread aborter([comm] {
         std::this_thread::sleep_for(milliseconds(200));
-        EXPECT_EQ(chorus_abort(comm), CHORUS_OK);
+        EXPECT_EQ(chorus_comm_abort(comm), CHORUS_OK);
       });
       const auto t0 = Clock::now();
-      EXPECT_EQ(chorus_all_reduce(comm, v.data(), v.data(), v.size(), CHORUS_I32, CHORUS_SUM),
-                CHORUS_ERR_ABORTED)
+      EXPECT_EQ(
+          chorus_all_reduce(comm, v.data(), v.data(), v.size(), CHORUS_DTYPE_I32, CHORUS_OP_SUM),
+          CHORUS_ERR_ABORTED)
           << chorus_last_error(comm);
       EXPECT_LT(secondsSince(t0), 3.0);
       aborter.join();
@@ -325,7 +331,7 @@ TEST(CApiAbort, FromAnotherThreadFailsThisRankAndTellsThePeer) {
       EXPECT_EQ(chorus_barrier(comm), CHORUS_ERR_ABORTED);
       chorus_request* req = nullptr;
       ASSERT_EQ(chorus_ibarrier(comm, &req), CHORUS_OK);
-      EXPECT_EQ(chorus_wait(req), CHORUS_ERR_ABORTED);
+      EXPECT_EQ(chorus_request_wait(req), CHORUS_ERR_ABORTED);
       chorus_status st = CHORUS_OK;
       EXPECT_EQ(chorus_comm_get_async_error(comm, &st), CHORUS_OK);
       EXPECT_EQ(st, CHORUS_ERR_ABORTED);
@@ -333,7 +339,7 @@ TEST(CApiAbort, FromAnotherThreadFailsThisRankAndTellsThePeer) {
       std::this_thread::sleep_for(milliseconds(600));
       const auto t0 = Clock::now();
       const chorus_status s =
-          chorus_all_reduce(comm, v.data(), v.data(), v.size(), CHORUS_I32, CHORUS_SUM);
+          chorus_all_reduce(comm, v.data(), v.data(), v.size(), CHORUS_DTYPE_I32, CHORUS_OP_SUM);
       EXPECT_NE(s, CHORUS_OK);
       EXPECT_NE(s, CHORUS_ERR_TIMEOUT) << "the peer's abort should arrive before the timeout";
       EXPECT_NE(std::string(chorus_last_error(comm)).find("rank 0"), std::string::npos)
@@ -357,7 +363,7 @@ TEST(CApiAbort, LastErrorIsReadableFromAnotherThreadWhileACallFails) {
     std::atomic<bool> callDone{false};
     std::thread watcher([&] {
       std::this_thread::sleep_for(milliseconds(100));
-      EXPECT_EQ(chorus_abort(comm), CHORUS_OK);
+      EXPECT_EQ(chorus_comm_abort(comm), CHORUS_OK);
       int reads = 0;
       while (!callDone.load() || reads < 100) {
         chorus_status st = CHORUS_OK;
@@ -369,8 +375,9 @@ TEST(CApiAbort, LastErrorIsReadableFromAnotherThreadWhileACallFails) {
         ++reads;
       }
     });
-    EXPECT_EQ(chorus_all_reduce(comm, v.data(), v.data(), v.size(), CHORUS_I32, CHORUS_SUM),
-              CHORUS_ERR_ABORTED);
+    EXPECT_EQ(
+        chorus_all_reduce(comm, v.data(), v.data(), v.size(), CHORUS_DTYPE_I32, CHORUS_OP_SUM),
+        CHORUS_ERR_ABORTED);
     const std::string mine = chorus_last_error(comm);
     callDone = true;
     watcher.join();
@@ -388,7 +395,7 @@ TEST(CApiAbort, PeerAbortShowsAsAsyncErrorWithoutWaiting) {
       ASSERT_EQ(chorus_comm_get_async_error(comm, &st), CHORUS_OK);
       EXPECT_EQ(st, CHORUS_OK);  // nothing failed yet
       if (r == n - 1) {
-        ASSERT_EQ(chorus_abort(comm), CHORUS_OK);
+        ASSERT_EQ(chorus_comm_abort(comm), CHORUS_OK);
         EXPECT_TRUE(eventually([&] {
           chorus_comm_get_async_error(comm, &st);
           return st != CHORUS_OK;
@@ -398,9 +405,9 @@ TEST(CApiAbort, PeerAbortShowsAsAsyncErrorWithoutWaiting) {
       }
       std::vector<int32_t> v = inputs(r, 257);
       chorus_request* req = nullptr;
-      ASSERT_EQ(
-          chorus_iall_reduce(comm, v.data(), v.data(), v.size(), CHORUS_I32, CHORUS_SUM, &req),
-          CHORUS_OK);
+      ASSERT_EQ(chorus_iall_reduce(comm, v.data(), v.data(), v.size(), CHORUS_DTYPE_I32,
+                                   CHORUS_OP_SUM, &req),
+                CHORUS_OK);
       EXPECT_TRUE(eventually([&] {
         EXPECT_EQ(chorus_comm_get_async_error(comm, &st), CHORUS_OK);
         return st != CHORUS_OK;
@@ -415,19 +422,54 @@ TEST(CApiAbort, PeerAbortShowsAsAsyncErrorWithoutWaiting) {
 
 // ---- names kept from earlier versions ----
 
-TEST(CApiNames, OldNamesBehaveAsTheNewOnes) {
-  runRanks(3, [](chorus_comm* comm, int r) {
-    std::vector<int32_t> a = inputs(r, 13), b(13);
-    ASSERT_EQ(chorus_allreduce(comm, a.data(), b.data(), a.size(), CHORUS_I32, CHORUS_SUM),
-              CHORUS_OK);
-    expectSums(b, 3, "chorus_allreduce");
-    chorus_request* req = nullptr;
-    std::vector<int32_t> c = inputs(r, 13);
-    ASSERT_EQ(chorus_iallreduce(comm, c.data(), c.data(), c.size(), CHORUS_I32, CHORUS_SUM, &req),
-              CHORUS_OK);
-    ASSERT_EQ(chorus_wait(req), CHORUS_OK);
-    expectSums(c, 3, "chorus_iallreduce");
+// struct_size of chorus_collective_options: too small is refused; 0.2's fields reach the call.
+TEST(CApiNames, CollectiveOptionsNeedStructSize) {
+  runRanks(2, [](chorus_comm* comm, int r) {
+    std::vector<float> v(64, static_cast<float>(r + 1));
+    chorus_collective_options unset{};
+    EXPECT_EQ(chorus_all_reduce_with_options(comm, v.data(), v.data(), v.size(), CHORUS_DTYPE_F32,
+                                             CHORUS_OP_SUM, &unset),
+              CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(chorus_last_error(comm)).find("struct_size"), std::string::npos)
+        << chorus_last_error(comm);
   });
+}
+
+// The fields chorus_options gained in 0.2 reach the communicator's Options; their sentinels
+// mean what the variables' zeros mean.
+TEST(CApiOptions, LaterFieldsReachTheCommunicator) {
+  chorus::TcpStoreServer server("127.0.0.1", 0);
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(server.port());
+  auto check = [&](chorus_options o, size_t tcpSegment, int spin, size_t singleCopy) {
+    chorus_comm* comm = nullptr;
+    ASSERT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &o, &comm), CHORUS_OK)
+        << chorus_last_error(nullptr);
+    const chorus::Options& got = chorus::communicatorOf(comm).options();
+    EXPECT_EQ(got.tcpSegmentBytes, tcpSegment);
+    EXPECT_EQ(got.spinMicros, spin);
+    EXPECT_EQ(got.shmSingleCopyBytes, singleCopy);
+    chorus_comm_destroy(comm);
+  };
+  chorus_options o = testOptions(3000);
+  o.tcp_segment_bytes = 65536;
+  o.spin_us = 50;
+  o.shm_single_copy_bytes = 1 << 20;
+  check(o, 65536, 50, size_t{1} << 20);
+  o.tcp_segment_bytes = CHORUS_TCP_SEGMENT_AS_SEGMENT;
+  o.spin_us = CHORUS_SPIN_NONE;
+  o.shm_single_copy_bytes = CHORUS_SHM_SINGLE_COPY_NEVER;
+  check(o, 0, 0, 0);
+  o = testOptions(3000);
+  o.spin_us = -7;
+  chorus_comm* comm = reinterpret_cast<chorus_comm*>(0x1);
+  EXPECT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &o, &comm),
+            CHORUS_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(chorus_last_error(nullptr)).find("spin_us -7"), std::string::npos)
+      << chorus_last_error(nullptr);
+  o = testOptions(3000);
+  o.tcp_segment_bytes = 10;
+  EXPECT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &o, &comm),
+            CHORUS_ERR_INVALID_ARGUMENT);
 }
 
 }  // namespace

@@ -243,7 +243,7 @@ TEST(SendRecv, CApi) {
     threads.emplace_back([&, r] {
       std::string& err = errors[static_cast<size_t>(r)];
       chorus_comm* comm = nullptr;
-      if (chorus_init(url.c_str(), r, 3, &comm) != CHORUS_OK) {
+      if (chorus_comm_init(url.c_str(), r, 3, &comm) != CHORUS_OK) {
         err = chorus_last_error(nullptr);
         return;
       }
@@ -251,25 +251,25 @@ TEST(SendRecv, CApi) {
       chorus_request* req = nullptr;
       // 0 -> 2 blocking, 2 -> 0 non-blocking; rank 1 only joins the barrier.
       if (r == 0) {
-        if (chorus_send(comm, v, 4, CHORUS_I32, 2) != CHORUS_OK ||
-            chorus_irecv(comm, v, 4, CHORUS_I32, 2, &req) != CHORUS_OK ||
-            chorus_wait(req) != CHORUS_OK || v[3] != 2) {
+        if (chorus_send(comm, v, 4, CHORUS_DTYPE_I32, 2) != CHORUS_OK ||
+            chorus_irecv(comm, v, 4, CHORUS_DTYPE_I32, 2, &req) != CHORUS_OK ||
+            chorus_request_wait(req) != CHORUS_OK || v[3] != 2) {
           err = std::string("rank 0: ") + chorus_last_error(comm);
         }
       } else if (r == 2) {
         int32_t got[4] = {};
-        if (chorus_recv(comm, got, 4, CHORUS_I32, 0) != CHORUS_OK || got[0] != 0 ||
-            chorus_isend(comm, v, 4, CHORUS_I32, 0, &req) != CHORUS_OK ||
-            chorus_wait(req) != CHORUS_OK) {
+        if (chorus_recv(comm, got, 4, CHORUS_DTYPE_I32, 0) != CHORUS_OK || got[0] != 0 ||
+            chorus_isend(comm, v, 4, CHORUS_DTYPE_I32, 0, &req) != CHORUS_OK ||
+            chorus_request_wait(req) != CHORUS_OK) {
           err = std::string("rank 2: ") + chorus_last_error(comm);
         }
       }
-      if (chorus_send(comm, v, 4, CHORUS_I32, r) != CHORUS_ERR_INVALID_ARGUMENT) {
+      if (chorus_send(comm, v, 4, CHORUS_DTYPE_I32, r) != CHORUS_ERR_INVALID_ARGUMENT) {
         err += " send to self accepted";
       }
       if (chorus_barrier(comm) != CHORUS_OK)
         err += std::string(" barrier: ") + chorus_last_error(comm);
-      chorus_destroy(comm);
+      chorus_comm_destroy(comm);
     });
   }
   for (auto& t : threads) t.join();

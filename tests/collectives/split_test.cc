@@ -414,7 +414,7 @@ TEST(SplitFailures, SplitOfAnAbortedCommunicatorFails) {
 TEST(SplitCApi, CommSplit) {
   const int n = 5;
   runCRanks(n, [n](chorus_comm* comm, const Fail& fail) {
-    const int r = chorus_rank(comm);
+    const int r = chorus_comm_rank(comm);
     // Rank 4 opts out; the others split into {0, 2} and {1, 3}, each reversed by key.
     const int color = r == 4 ? CHORUS_NO_COLOR : r % 2;
     chorus_comm* sub = reinterpret_cast<chorus_comm*>(0x1);
@@ -427,21 +427,21 @@ TEST(SplitCApi, CommSplit) {
     } else if (sub == nullptr) {
       fail("*out is NULL");
     } else {
-      if (chorus_world_size(sub) != 2 || chorus_rank(sub) != (r < 2 ? 1 : 0)) {
-        fail("wrong rank/size " + std::to_string(chorus_rank(sub)) + "/" +
-             std::to_string(chorus_world_size(sub)));
+      if (chorus_comm_size(sub) != 2 || chorus_comm_rank(sub) != (r < 2 ? 1 : 0)) {
+        fail("wrong rank/size " + std::to_string(chorus_comm_rank(sub)) + "/" +
+             std::to_string(chorus_comm_size(sub)));
       }
       int32_t v[3] = {r, 10 * r, -r};
-      s = chorus_allreduce(sub, v, v, 3, CHORUS_I32, CHORUS_SUM);
+      s = chorus_all_reduce(sub, v, v, 3, CHORUS_DTYPE_I32, CHORUS_OP_SUM);
       const int sum = r % 2 ? 1 + 3 : 0 + 2;
       if (s != CHORUS_OK || v[0] != sum || v[1] != 10 * sum || v[2] != -sum) {
         fail(std::string("allreduce on the new communicator: ") + chorus_last_error(sub));
       }
     }
-    chorus_destroy(sub);
+    chorus_comm_destroy(sub);
     // The parent still works.
     int32_t x = 1;
-    if (chorus_allreduce(comm, &x, &x, 1, CHORUS_I32, CHORUS_SUM) != CHORUS_OK || x != n) {
+    if (chorus_all_reduce(comm, &x, &x, 1, CHORUS_DTYPE_I32, CHORUS_OP_SUM) != CHORUS_OK || x != n) {
       fail(std::string("allreduce on the parent: ") + chorus_last_error(comm));
     }
     // Argument errors: nothing is sent.

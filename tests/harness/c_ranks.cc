@@ -27,11 +27,11 @@ void runCRanks(int n, const std::function<void(chorus_comm*, const Fail&)>& body
         errors.push_back("rank " + std::to_string(r) + ": " + what);
       };
       chorus_comm* comm = nullptr;
-      if (chorus_init_with_options(url.c_str(), r, n, &options, &comm) != CHORUS_OK) {
-        return fail(std::string("chorus_init_with_options: ") + chorus_last_error(nullptr));
+      if (chorus_comm_init_with_options(url.c_str(), r, n, &options, &comm) != CHORUS_OK) {
+        return fail(std::string("chorus_comm_init_with_options: ") + chorus_last_error(nullptr));
       }
       body(comm, fail);
-      chorus_destroy(comm);
+      chorus_comm_destroy(comm);
     });
   }
   for (auto& t : threads) t.join();

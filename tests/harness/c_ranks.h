@@ -1,5 +1,5 @@
 // Ranks as threads for tests of the C API: each thread gets its own communicator from
-// chorus_init_with_options over one TCP store served by the test.
+// chorus_comm_init_with_options over one TCP store served by the test.
 #pragma once
 
 #include <chorus/chorus.h>

@@ -95,7 +95,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, CorrectTest, ::testing::Values(1, 2, 3, 5),
 // ---- peer failures ----
 
 // The survivors' second call is refused with the first failure as its cause, and
-// chorus_destroy returns promptly.
+// chorus_comm_destroy returns promptly.
 void expectAbortedAfter(const RunResult& r, int rank, const std::string& firstMsg) {
   auto next = resultsOf(r.out, "next");
   ASSERT_TRUE(next.count(rank)) << "rank " << rank << "\n" << show(r);

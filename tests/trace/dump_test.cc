@@ -127,7 +127,7 @@ TEST(TraceDump, RequestedDumpThroughTheCApiAndWithoutDirectory) {
     EXPECT_NE(e.find("\"received\": 4"), std::string::npos) << e;
   });
   chorus_comm* none = nullptr;
-  EXPECT_EQ(chorus_dump_trace(none, dir.path().c_str()), CHORUS_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(chorus_comm_dump_trace(none, dir.path().c_str()), CHORUS_ERR_INVALID_ARGUMENT);
 }
 
 size_t occurrences(const std::string& text, const std::string& what) {

@@ -8,9 +8,11 @@
 #include <chorus/communicator.hpp>
 #include <chorus/error.hpp>
 #include <chorus/launch.hpp>
+#include <chorus/store.hpp>
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <span>
 #include <string>
@@ -232,6 +234,45 @@ TEST(LaunchEnv, AloneGivesAWorldOfOne) {
   std::vector<float> x{1.5f, -2.0f};
   comm->allReduce(std::span<float>(x), ReduceOp::kAvg).wait();
   EXPECT_EQ(x, (std::vector<float>{1.5f, -2.0f}));
+}
+
+// A process started as a replacement (CHORUS_JOIN=1) joins only where the program asks for it by
+// name (fromEnvOrJoin, chorus_comm_init_from_env_or_join); fromEnv refuses and says what to call.
+// 0.1's chorus_init_from_env keeps joining (tests/capi_compat).
+TEST(LaunchEnv, OnlyFromEnvOrJoinJoins) {
+  CleanEnv env;
+  TcpStoreServer server("127.0.0.1", 0);
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(server.port());
+  env.set("CHORUS_STORE", url.c_str());
+  env.set("CHORUS_RANK", "1");
+  env.set("CHORUS_WORLD_SIZE", "2");
+  env.set("CHORUS_JOIN", "1");
+  const std::string refused = errorOf([] { Communicator::fromEnv(); });
+  EXPECT_NE(refused.find("CHORUS_JOIN=1"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("fromEnvOrJoin"), std::string::npos) << refused;
+  chorus_comm* comm = nullptr;
+  EXPECT_EQ(chorus_comm_init_from_env(&comm), CHORUS_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(chorus_last_error(nullptr)).find("chorus_comm_init_from_env_or_join"),
+            std::string::npos)
+      << chorus_last_error(nullptr);
+  // No job runs on this store, so the join waits for a membership change that never comes.
+  const auto start = std::chrono::steady_clock::now();
+  Options shortWait = Options::fromEnv();
+  shortWait.timeout = std::chrono::milliseconds(300);
+  const std::string joined = errorOf([&] { Communicator::fromEnvOrJoin(shortWait); });
+  EXPECT_NE(joined.find("join"), std::string::npos) << joined;
+  chorus_options c{};
+  c.struct_size = sizeof(c);
+  c.timeout_ms = 300;
+  EXPECT_EQ(chorus_comm_init_from_env_or_join(&c, &comm), CHORUS_ERR_TIMEOUT)
+      << chorus_last_error(nullptr);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  // Not a replacement: fromEnvOrJoin creates, as fromEnv does (a world of one here).
+  env.set("CHORUS_JOIN", nullptr);
+  env.set("CHORUS_STORE", nullptr);
+  env.set("CHORUS_RANK", nullptr);
+  env.set("CHORUS_WORLD_SIZE", nullptr);
+  EXPECT_EQ(Communicator::fromEnvOrJoin()->size(), 1);
 }
 
 TEST(LaunchEnv, MissingOrBadValuesSayWhat) {

@@ -254,14 +254,14 @@ TEST(Wire, CApi) {
       o.struct_size = sizeof(o);
       o.timeout_ms = 20000;
       chorus_comm* comm = nullptr;
-      ASSERT_EQ(chorus_init_with_options(url.c_str(), r, n, &o, &comm), CHORUS_OK);
+      ASSERT_EQ(chorus_comm_init_with_options(url.c_str(), r, n, &o, &comm), CHORUS_OK);
       const auto in = allInputs(n, count, 5);
       uint64_t before = 0, after = 0;
       ASSERT_EQ(chorus_comm_bytes_sent(comm, &before), CHORUS_OK);
       std::vector<float> got(count);
-      const chorus_call_options bf16{CHORUS_WIRE_BF16};
-      EXPECT_EQ(chorus_all_reduce_opts(comm, in[static_cast<size_t>(r)].data(), got.data(), count,
-                                       CHORUS_F32, CHORUS_SUM, &bf16),
+      const chorus_collective_options bf16{sizeof(chorus_collective_options), CHORUS_WIRE_BF16};
+      EXPECT_EQ(chorus_all_reduce_with_options(comm, in[static_cast<size_t>(r)].data(), got.data(),
+                                               count, CHORUS_DTYPE_F32, CHORUS_OP_SUM, &bf16),
                 CHORUS_OK);
       auto want =
           allReduceReference(WireFormat::kBf16, ReduceOp::kSum, 512 * 1024, in, count, false);
@@ -270,30 +270,31 @@ TEST(Wire, CApi) {
       EXPECT_GT(after, before);
       EXPECT_LT(after - before, 2 * count * 2);
       chorus_request* req = nullptr;
-      const chorus_call_options int8{CHORUS_WIRE_INT8};
-      EXPECT_EQ(chorus_iall_reduce_opts(comm, in[static_cast<size_t>(r)].data(), got.data(), count,
-                                        CHORUS_F32, CHORUS_AVG, &int8, &req),
-                CHORUS_OK);
-      EXPECT_EQ(chorus_wait(req), CHORUS_OK);
+      const chorus_collective_options int8{sizeof(chorus_collective_options), CHORUS_WIRE_INT8};
+      EXPECT_EQ(
+          chorus_iall_reduce_with_options(comm, in[static_cast<size_t>(r)].data(), got.data(),
+                                          count, CHORUS_DTYPE_F32, CHORUS_OP_AVG, &int8, &req),
+          CHORUS_OK);
+      EXPECT_EQ(chorus_request_wait(req), CHORUS_OK);
       want =
           allReduceReference(WireFormat::kInt8Block, ReduceOp::kAvg, 512 * 1024, in, count, false);
       EXPECT_TRUE(sameBits(got, want, count)) << "rank " << r;
       // NULL options: native.
-      EXPECT_EQ(chorus_all_reduce_opts(comm, in[static_cast<size_t>(r)].data(), got.data(), count,
-                                       CHORUS_F32, CHORUS_SUM, nullptr),
+      EXPECT_EQ(chorus_all_reduce_with_options(comm, in[static_cast<size_t>(r)].data(), got.data(),
+                                               count, CHORUS_DTYPE_F32, CHORUS_OP_SUM, nullptr),
                 CHORUS_OK);
       // Rejected before anything is sent: the communicator stays usable.
       std::vector<int32_t> ints(10, 1);
-      EXPECT_EQ(
-          chorus_all_reduce_opts(comm, ints.data(), ints.data(), 10, CHORUS_I32, CHORUS_SUM, &bf16),
-          CHORUS_ERR_INVALID_ARGUMENT);
+      EXPECT_EQ(chorus_all_reduce_with_options(comm, ints.data(), ints.data(), 10, CHORUS_DTYPE_I32,
+                                               CHORUS_OP_SUM, &bf16),
+                CHORUS_ERR_INVALID_ARGUMENT);
       EXPECT_NE(std::string(chorus_last_error(comm)).find("i32"), std::string::npos);
       EXPECT_EQ(chorus_comm_bytes_sent(comm, nullptr), CHORUS_ERR_INVALID_ARGUMENT);
-      EXPECT_EQ(chorus_all_reduce_opts(comm, ints.data(), ints.data(), 10, CHORUS_I32, CHORUS_SUM,
-                                       nullptr),
+      EXPECT_EQ(chorus_all_reduce_with_options(comm, ints.data(), ints.data(), 10, CHORUS_DTYPE_I32,
+                                               CHORUS_OP_SUM, nullptr),
                 CHORUS_OK);
       EXPECT_EQ(ints[0], 3);
-      EXPECT_EQ(chorus_destroy(comm), CHORUS_OK);
+      EXPECT_EQ(chorus_comm_destroy(comm), CHORUS_OK);
     });
   }
   for (auto& t : threads) t.join();

@@ -209,7 +209,7 @@ void checkStatus(chorus_status s, chorus_comm* c) {
 }
 
 std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg) {
-  const int n = chorus_world_size(c), r = chorus_rank(c);
+  const int n = chorus_comm_size(c), r = chorus_comm_rank(c);
   const size_t es = sizeOf(cfg.dtype);
   // Buffers sized once for the largest size and touched up front: no page faults while timing.
   BenchMemory in(comm, cfg.maxBytes + es, cfg.registered);
@@ -291,8 +291,10 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
       return;
     }
     if (cfg.op == "allreduce" && cfg.wire != WireFormat::kNative) {
-      const chorus_call_options wire{static_cast<chorus_wire>(cfg.wire)};
-      return checkStatus(chorus_all_reduce_opts(c, in.data(), out.data(), count, ct, co, &wire), c);
+      const chorus_collective_options wire{sizeof(chorus_collective_options),
+                                           static_cast<chorus_wire>(cfg.wire)};
+      return checkStatus(
+          chorus_all_reduce_with_options(c, in.data(), out.data(), count, ct, co, &wire), c);
     }
     if (cfg.op == "allreduce")
       return checkStatus(chorus_all_reduce(c, in.data(), out.data(), count, ct, co), c);
@@ -325,8 +327,9 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
     int64_t cpuNs = processCpuNs() - cpu0;
     row.algo = comm.lastAlgorithm();  // read before the max-over-ranks call below replaces it
     // Slowest rank per iteration, then the median iteration.
-    checkStatus(
-        chorus_all_reduce(c, times.data(), times.data(), times.size(), CHORUS_F64, CHORUS_MAX), c);
+    checkStatus(chorus_all_reduce(c, times.data(), times.data(), times.size(), CHORUS_DTYPE_F64,
+                                  CHORUS_OP_MAX),
+                c);
     std::sort(times.begin(), times.end());
     row.timeUs = times[times.size() / 2];
     const size_t low = times.size() / 10, high = times.size() - times.size() / 10;
@@ -337,7 +340,7 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
     }
     row.algbw = static_cast<double>(row.bytes) / (row.timeUs * 1e-6) / 1e9;
     row.busbw = row.algbw * busFactor(cfg.op, n);
-    checkStatus(chorus_all_reduce(c, &cpuNs, &cpuNs, 1, CHORUS_I64, CHORUS_SUM), c);
+    checkStatus(chorus_all_reduce(c, &cpuNs, &cpuNs, 1, CHORUS_DTYPE_I64, CHORUS_OP_SUM), c);
     row.cpuNsPerByte = static_cast<double>(cpuNs) / (static_cast<double>(cfg.iters) * row.bytes);
 
     if (cfg.check) {
@@ -444,7 +447,7 @@ std::vector<Row> runSweep(chorus_comm* c, Communicator& comm, const Config& cfg)
         }
       }
       int64_t w = wrong;
-      checkStatus(chorus_all_reduce(c, &w, &w, 1, CHORUS_I64, CHORUS_SUM), c);
+      checkStatus(chorus_all_reduce(c, &w, &w, 1, CHORUS_DTYPE_I64, CHORUS_OP_SUM), c);
       row.wrong = static_cast<long>(w);
     }
     rows.push_back(row);

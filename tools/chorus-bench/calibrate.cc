@@ -56,7 +56,7 @@ Fit measurePair(chorus_comm* pair) {
   auto timeOne = [&](size_t bytes) {
     check(chorus_barrier(pair), pair);
     auto t0 = Clock::now();
-    check(chorus_broadcast(pair, buf.data(), bytes, CHORUS_U8, 0), pair);
+    check(chorus_broadcast(pair, buf.data(), bytes, CHORUS_DTYPE_U8, 0), pair);
     return seconds(t0, Clock::now());
   };
   // Warm up connections and scratch. On the emulated cluster the first few hundred small
@@ -158,7 +158,7 @@ void calibrate(chorus_comm* c, const std::string& path) {
     Fit f;
     if (pair) {
       f = measurePair(pair);
-      check(chorus_destroy(pair), nullptr);
+      check(chorus_comm_destroy(pair), nullptr);
     }
     comm.broadcast(&f, sizeof f, DataType::kU8, 0).wait();
     *links[kind] = LinkCost{f.alpha, f.beta};

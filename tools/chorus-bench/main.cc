@@ -98,10 +98,10 @@ int main(int argc, char** argv) {
     options.struct_size = sizeof(options);
     if (!algo.empty()) options.algorithm = algo.c_str();
     chorus_comm* c = nullptr;
-    if (chorus_init_from_env_with_options(&options, &c) != CHORUS_OK) {
+    if (chorus_comm_init_from_env_with_options(&options, &c) != CHORUS_OK) {
       throw std::runtime_error(chorus_last_error(nullptr));
     }
-    std::unique_ptr<chorus_comm, decltype(&chorus_destroy)> owned(c, &chorus_destroy);
+    std::unique_ptr<chorus_comm, decltype(&chorus_comm_destroy)> owned(c, &chorus_comm_destroy);
     Communicator& comm = communicatorOf(c);
     if (!calibrateTo.empty()) {
       bench::calibrate(c, calibrateTo);

@@ -60,8 +60,8 @@ int main(int argc, char** argv) {
 
   chorus_comm* parent = nullptr;
   try {
-    check(chorus_init_from_env(&parent), nullptr, "init");
-    const int rank = chorus_rank(parent);
+    check(chorus_comm_init_from_env(&parent), nullptr, "init");
+    const int rank = chorus_comm_rank(parent);
     const char* given = std::getenv("CHORUS_TRACE_ENTRIES");
     const std::string onEntries = given && std::string(given) != "0" ? given : "2048";
     chorus_comm* comms[2] = {splitWithEntries(parent, bothOff ? "0" : onEntries.c_str(), rank),
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     std::vector<float> in(count, 1.0f), out(count);
     auto run = [&](chorus_comm* c, int calls) {
       for (int i = 0; i < calls; ++i) {
-        check(chorus_all_reduce(c, in.data(), out.data(), count, CHORUS_F32, CHORUS_SUM), c,
+        check(chorus_all_reduce(c, in.data(), out.data(), count, CHORUS_DTYPE_F32, CHORUS_OP_SUM), c,
               "all_reduce");
       }
     };
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
       }
     }
     check(
-        chorus_all_reduce(parent, times.data(), times.data(), times.size(), CHORUS_F64, CHORUS_MAX),
+        chorus_all_reduce(parent, times.data(), times.data(), times.size(), CHORUS_DTYPE_F64, CHORUS_OP_MAX),
         parent, "gather the times");
     if (rank == 0) {
       const std::vector<double> on(times.begin(), times.begin() + blocks);
@@ -111,8 +111,8 @@ int main(int argc, char** argv) {
         }
       }
     }
-    for (chorus_comm* c : comms) chorus_destroy(c);
-    chorus_destroy(parent);
+    for (chorus_comm* c : comms) chorus_comm_destroy(c);
+    chorus_comm_destroy(parent);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "recorder-ab: %s\n", e.what());
     return 1;

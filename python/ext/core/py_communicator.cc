@@ -358,7 +358,8 @@ bounds every step of every later call. Blocks until all ``size`` ranks joined.)d
           "timeout"_a = py::none(),
           R"doc(Rank, size and store from CHORUS_RANK, CHORUS_WORLD_SIZE and CHORUS_STORE (set by
 chorus-run), or from the variables of mpirun and srun. A program started on its own gets a
-world of one.)doc")
+world of one. A process an elastic launcher started as a replacement for a lost rank
+(CHORUS_JOIN=1) gets an error: this API cannot join a running job.)doc")
       .def_property_readonly(
           "rank", [](const PyCommunicator& c) { return c.rank; }, "This rank, 0..size-1.")
       .def_property_readonly(

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::vector<int64_t> buf(count);
   try {
-    auto comm = chorus::Communicator::fromEnv();
+    auto comm = chorus::Communicator::fromEnvOrJoin();
     if (!joining) {
       std::printf("READY id=%d\n", id);
       std::fflush(stdout);

@@ -28,7 +28,7 @@ void say(const std::string& line) {
 }
 
 [[noreturn]] void fail(chorus_comm* c, const std::string& what, chorus_status st) {
-  say("RESULT rank=" + std::to_string(chorus_rank(c)) + " case=" + what +
+  say("RESULT rank=" + std::to_string(chorus_comm_rank(c)) + " case=" + what +
       " status=" + chorus_status_string(st) + " msg=" + chorus_last_error(c));
   std::exit(1);
 }
@@ -63,10 +63,10 @@ uint16_t toBf16(float f) {
 double value(int r, size_t i) { return static_cast<double>((i * 7 + static_cast<size_t>(r)) % 5); }
 
 void store(chorus_dtype t, uint8_t* p, double v) {
-  if (t == CHORUS_F32) {
+  if (t == CHORUS_DTYPE_F32) {
     float f = static_cast<float>(v);
     std::memcpy(p, &f, 4);
-  } else if (t == CHORUS_I32) {
+  } else if (t == CHORUS_DTYPE_I32) {
     int32_t x = static_cast<int32_t>(v);
     std::memcpy(p, &x, 4);
   } else {
@@ -75,7 +75,7 @@ void store(chorus_dtype t, uint8_t* p, double v) {
   }
 }
 
-size_t sizeOf(chorus_dtype t) { return t == CHORUS_BF16 ? 2 : 4; }
+size_t sizeOf(chorus_dtype t) { return t == CHORUS_DTYPE_BF16 ? 2 : 4; }
 
 struct Mem {
   chorus_comm* c;
@@ -96,9 +96,9 @@ struct Mem {
 };
 
 long checkAll(chorus_comm* c, bool reg) {
-  const int n = chorus_world_size(c), r = chorus_rank(c);
+  const int n = chorus_comm_size(c), r = chorus_comm_rank(c);
   long wrong = 0;
-  for (chorus_dtype t : {CHORUS_F32, CHORUS_I32, CHORUS_BF16}) {
+  for (chorus_dtype t : {CHORUS_DTYPE_F32, CHORUS_DTYPE_I32, CHORUS_DTYPE_BF16}) {
     // Just above the in-place threshold (1 MiB); not a multiple of the world size.
     const size_t es = sizeOf(t), count = ((1 << 20) + 12) / es, bytes = count * es;
     std::vector<uint8_t> want(bytes * n);
@@ -113,10 +113,10 @@ long checkAll(chorus_comm* c, bool reg) {
         for (int q = 0; q < n; ++q) sum += value(q, i);
         store(t, want.data() + i * es, sum);
       }
-      chorus_status st = chorus_all_reduce(c, in.p, out.p, count, t, CHORUS_SUM);
+      chorus_status st = chorus_all_reduce(c, in.p, out.p, count, t, CHORUS_OP_SUM);
       if (st != CHORUS_OK) fail(c, "all_reduce", st);
       expectBytes(out.p, want.data(), bytes);
-      st = chorus_all_reduce(c, in.p, in.p, count, t, CHORUS_SUM);
+      st = chorus_all_reduce(c, in.p, in.p, count, t, CHORUS_OP_SUM);
       if (st != CHORUS_OK) fail(c, "all_reduce in place", st);
       expectBytes(in.p, want.data(), bytes);
     }
@@ -128,7 +128,7 @@ long checkAll(chorus_comm* c, bool reg) {
         for (int q = 0; q < n; ++q) sum += value(q, count * r + i);
         store(t, want.data() + i * es, sum);
       }
-      chorus_status st = chorus_reduce_scatter(c, in.p, out.p, count, t, CHORUS_SUM);
+      chorus_status st = chorus_reduce_scatter(c, in.p, out.p, count, t, CHORUS_OP_SUM);
       if (st != CHORUS_OK) fail(c, "reduce_scatter", st);
       expectBytes(out.p, want.data(), bytes);
     }
@@ -160,11 +160,11 @@ long checkAll(chorus_comm* c, bool reg) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   chorus_comm* c = nullptr;
-  if (chorus_init_from_env(&c) != CHORUS_OK) {
+  if (chorus_comm_init_from_env(&c) != CHORUS_OK) {
     say(std::string("RESULT rank=-1 case=init status=failed msg=") + chorus_last_error(nullptr));
     return 1;
   }
-  const int r = chorus_rank(c);
+  const int r = chorus_comm_rank(c);
   if (mode == "check" && argc > 2) {
     const std::string how = argv[2];
     const bool reg = how == "registered" || (how == "mixed" && r % 2 == 0);
@@ -174,13 +174,13 @@ int main(int argc, char** argv) {
     const size_t peers = registeredSegmentsMapped() - own;
     say("RESULT rank=" + std::to_string(r) + " case=" + how +
         " status=ok wrong=" + std::to_string(wrong) + " peer_segments=" + std::to_string(peers));
-    chorus_destroy(c);
+    chorus_comm_destroy(c);
     return wrong == 0 ? 0 : 1;
   }
   if (mode == "kill9") {
     void* p = chorus_mem_alloc(c, 1 << 20);
     if (p == nullptr) fail(c, "alloc", CHORUS_ERR_SYSTEM);
-    chorus_status st = chorus_all_reduce(c, p, p, (1 << 20) / 4, CHORUS_F32, CHORUS_SUM);
+    chorus_status st = chorus_all_reduce(c, p, p, (1 << 20) / 4, CHORUS_DTYPE_F32, CHORUS_OP_SUM);
     if (st != CHORUS_OK) fail(c, "all_reduce", st);
     chorus_barrier(c);
     say("HELD rank=" + std::to_string(r) +

@@ -68,13 +68,13 @@ inline void result(const Ctx& c, const std::string& caseName, chorus_status st,
 
 inline Ctx init() {
   Ctx c;
-  chorus_status st = chorus_init_from_env(&c.comm);
+  chorus_status st = chorus_comm_init_from_env(&c.comm);
   if (st != CHORUS_OK) {
-    fatal(std::string("chorus_init_from_env: ") + chorus_status_string(st) + ": " +
+    fatal(std::string("chorus_comm_init_from_env: ") + chorus_status_string(st) + ": " +
           oneLine(chorus_last_error(nullptr)));
   }
-  c.rank = chorus_rank(c.comm);
-  c.size = chorus_world_size(c.comm);
+  c.rank = chorus_comm_rank(c.comm);
+  c.size = chorus_comm_size(c.comm);
   return c;
 }
 
@@ -82,14 +82,14 @@ inline Ctx init() {
 
 inline size_t sizeOf(chorus_dtype t) {
   switch (t) {
-    case CHORUS_F16:
-    case CHORUS_BF16:
+    case CHORUS_DTYPE_F16:
+    case CHORUS_DTYPE_BF16:
       return 2;
-    case CHORUS_I8:
-    case CHORUS_U8:
+    case CHORUS_DTYPE_I8:
+    case CHORUS_DTYPE_U8:
       return 1;
-    case CHORUS_F64:
-    case CHORUS_I64:
+    case CHORUS_DTYPE_F64:
+    case CHORUS_DTYPE_I64:
       return 8;
     default:
       return 4;
@@ -98,11 +98,11 @@ inline size_t sizeOf(chorus_dtype t) {
 
 inline const char* dtypeName(chorus_dtype t) {
   switch (t) {
-    case CHORUS_F32:
+    case CHORUS_DTYPE_F32:
       return "f32";
-    case CHORUS_I32:
+    case CHORUS_DTYPE_I32:
       return "i32";
-    case CHORUS_F16:
+    case CHORUS_DTYPE_F16:
       return "f16";
     default:
       return "other";
@@ -111,13 +111,13 @@ inline const char* dtypeName(chorus_dtype t) {
 
 inline const char* opName(chorus_op op) {
   switch (op) {
-    case CHORUS_SUM:
+    case CHORUS_OP_SUM:
       return "sum";
-    case CHORUS_MAX:
+    case CHORUS_OP_MAX:
       return "max";
-    case CHORUS_AVG:
+    case CHORUS_OP_AVG:
       return "avg";
-    case CHORUS_MIN:
+    case CHORUS_OP_MIN:
       return "min";
     default:
       return "prod";
@@ -137,17 +137,17 @@ inline uint16_t halfOf(int v) {
 
 inline void store(chorus_dtype t, uint8_t* base, size_t i, int v) {
   switch (t) {
-    case CHORUS_F32: {
+    case CHORUS_DTYPE_F32: {
       float f = static_cast<float>(v);
       std::memcpy(base + i * 4, &f, 4);
       return;
     }
-    case CHORUS_I32: {
+    case CHORUS_DTYPE_I32: {
       int32_t x = v;
       std::memcpy(base + i * 4, &x, 4);
       return;
     }
-    case CHORUS_F16: {
+    case CHORUS_DTYPE_F16: {
       uint16_t h = halfOf(v);
       std::memcpy(base + i * 2, &h, 2);
       return;
@@ -166,11 +166,11 @@ inline int input(int r, int n, size_t i, int salt) {
 }
 inline int reduced(chorus_op op, int n, size_t i, int salt) {
   switch (op) {
-    case CHORUS_SUM:
+    case CHORUS_OP_SUM:
       return n * baseOf(i, salt);
-    case CHORUS_MAX:
+    case CHORUS_OP_MAX:
       return baseOf(i, salt) + (n - 1) * scaleOf(i, salt);
-    case CHORUS_AVG:
+    case CHORUS_OP_AVG:
       return baseOf(i, salt);
     default:
       fatal("reduced: unsupported op");

@@ -28,13 +28,13 @@ namespace mpworker {
 // ---- failures ----
 
 // Reports the call after a failure (it must be refused with the original cause) and how long
-// chorus_destroy takes. Returns the exit code for `first`.
+// chorus_comm_destroy takes. Returns the exit code for `first`.
 int finishAfterFailure(Ctx& c, chorus_status first, int lingerMs = 0) {
   float x = 1;
-  chorus_status next = chorus_allreduce(c.comm, &x, &x, 1, CHORUS_F32, CHORUS_SUM);
+  chorus_status next = chorus_all_reduce(c.comm, &x, &x, 1, CHORUS_DTYPE_F32, CHORUS_OP_SUM);
   result(c, "next", next);
   int64_t t0 = monoMs();
-  chorus_destroy(c.comm);
+  chorus_comm_destroy(c.comm);
   c.comm = nullptr;
   result(c, "destroy", CHORUS_OK, "destroy_ms=" + std::to_string(monoMs() - t0), "");
   std::this_thread::sleep_for(std::chrono::milliseconds(lingerMs));
@@ -44,7 +44,7 @@ int finishAfterFailure(Ctx& c, chorus_status first, int lingerMs = 0) {
 // op: allreduce, or one of reduce (to rank 0), all_to_all, all_gather_v (equal counts).
 int runKill(Ctx& c, int victim, int mib, int delayMs, int lingerMs, const std::string& op) {
   const size_t count = static_cast<size_t>(mib) * (1u << 20) / 4;
-  const int n = chorus_world_size(c.comm);
+  const int n = chorus_comm_size(c.comm);
   const size_t block = count / static_cast<size_t>(n);
   const std::vector<size_t> counts(static_cast<size_t>(n), block);
   std::vector<float> buf(count), out(count);
@@ -69,13 +69,13 @@ int runKill(Ctx& c, int victim, int mib, int delayMs, int lingerMs, const std::s
   for (; monoMs() < giveUpAt; ++iter) {
     callStart = monoMs();
     if (op == "reduce") {
-      st = chorus_reduce(c.comm, buf.data(), out.data(), count, CHORUS_F32, CHORUS_MAX, 0);
+      st = chorus_reduce(c.comm, buf.data(), out.data(), count, CHORUS_DTYPE_F32, CHORUS_OP_MAX, 0);
     } else if (op == "all_to_all") {
-      st = chorus_all_to_all(c.comm, buf.data(), out.data(), block, CHORUS_F32);
+      st = chorus_all_to_all(c.comm, buf.data(), out.data(), block, CHORUS_DTYPE_F32);
     } else if (op == "all_gather_v") {
-      st = chorus_all_gather_v(c.comm, buf.data(), out.data(), counts.data(), CHORUS_F32);
+      st = chorus_all_gather_v(c.comm, buf.data(), out.data(), counts.data(), CHORUS_DTYPE_F32);
     } else {
-      st = chorus_allreduce(c.comm, buf.data(), buf.data(), count, CHORUS_F32, CHORUS_MAX);
+      st = chorus_all_reduce(c.comm, buf.data(), buf.data(), count, CHORUS_DTYPE_F32, CHORUS_OP_MAX);
     }
     end = monoMs();
     if (st != CHORUS_OK) break;
@@ -92,7 +92,7 @@ int runExitEarly(Ctx& c, int leaver, int settleMs) {
   std::vector<float> buf(count, 1.0f);
   for (int i = 0; i < 2; ++i) {
     chorus_status st =
-        chorus_allreduce(c.comm, buf.data(), buf.data(), count, CHORUS_F32, CHORUS_MAX);
+        chorus_all_reduce(c.comm, buf.data(), buf.data(), count, CHORUS_DTYPE_F32, CHORUS_OP_MAX);
     if (st != CHORUS_OK) {
       result(c, "warmup", st);
       return 1;
@@ -102,7 +102,7 @@ int runExitEarly(Ctx& c, int leaver, int settleMs) {
     // Let the others finish the second all-reduce first: see runMismatch.
     std::this_thread::sleep_for(std::chrono::milliseconds(settleMs));
     int64_t t0 = monoMs();
-    chorus_destroy(c.comm);
+    chorus_comm_destroy(c.comm);
     c.comm = nullptr;
     result(c, "leave", CHORUS_OK,
            "destroy_ms=" + std::to_string(monoMs() - t0) + " left_mono_ms=" + std::to_string(t0),
@@ -111,7 +111,7 @@ int runExitEarly(Ctx& c, int leaver, int settleMs) {
   }
   int64_t t0 = monoMs();
   chorus_status st =
-      chorus_allreduce(c.comm, buf.data(), buf.data(), count, CHORUS_F32, CHORUS_MAX);
+      chorus_all_reduce(c.comm, buf.data(), buf.data(), count, CHORUS_DTYPE_F32, CHORUS_OP_MAX);
   int64_t end = monoMs();
   result(c, "first", st,
          "call_ms=" + std::to_string(end - t0) + " detect_mono_ms=" + std::to_string(end));
@@ -124,7 +124,7 @@ int runMismatch(Ctx& c, const std::string& kind, bool allOdd, size_t count, int 
   // Two good calls first, so the mismatch is not at sequence number 0.
   chorus_status st = chorus_barrier(c.comm);
   if (st == CHORUS_OK) {
-    st = chorus_allreduce(c.comm, buf.data(), buf.data(), count, CHORUS_F32, CHORUS_MAX);
+    st = chorus_all_reduce(c.comm, buf.data(), buf.data(), count, CHORUS_DTYPE_F32, CHORUS_OP_MAX);
   }
   if (st != CHORUS_OK) {
     result(c, "warmup", st);
@@ -136,16 +136,16 @@ int runMismatch(Ctx& c, const std::string& kind, bool allOdd, size_t count, int 
   std::this_thread::sleep_for(std::chrono::milliseconds(settleMs));
   void* b = buf.data();
   if (kind == "count") {
-    st = chorus_allreduce(c.comm, b, b, differs ? count + 1 : count, CHORUS_F32, CHORUS_SUM);
+    st = chorus_all_reduce(c.comm, b, b, differs ? count + 1 : count, CHORUS_DTYPE_F32, CHORUS_OP_SUM);
   } else if (kind == "op") {
-    st = chorus_allreduce(c.comm, b, b, count, CHORUS_F32, differs ? CHORUS_MAX : CHORUS_SUM);
+    st = chorus_all_reduce(c.comm, b, b, count, CHORUS_DTYPE_F32, differs ? CHORUS_OP_MAX : CHORUS_OP_SUM);
   } else if (kind == "dtype") {
-    st = chorus_allreduce(c.comm, b, b, count, differs ? CHORUS_I32 : CHORUS_F32, CHORUS_MAX);
+    st = chorus_all_reduce(c.comm, b, b, count, differs ? CHORUS_DTYPE_I32 : CHORUS_DTYPE_F32, CHORUS_OP_MAX);
   } else if (kind == "collective") {
-    st = differs ? chorus_broadcast(c.comm, b, count, CHORUS_F32, 0)
-                 : chorus_allreduce(c.comm, b, b, count, CHORUS_F32, CHORUS_SUM);
+    st = differs ? chorus_broadcast(c.comm, b, count, CHORUS_DTYPE_F32, 0)
+                 : chorus_all_reduce(c.comm, b, b, count, CHORUS_DTYPE_F32, CHORUS_OP_SUM);
   } else if (kind == "root") {
-    st = chorus_broadcast(c.comm, b, count, CHORUS_F32, differs ? 1 : 0);
+    st = chorus_broadcast(c.comm, b, count, CHORUS_DTYPE_F32, differs ? 1 : 0);
   } else {
     fatal("unknown mismatch kind '" + kind + "'");
   }

@@ -246,12 +246,12 @@ int runGarbage(int attacker) {
   int iterations = 0;
   for (int32_t go = 1; st == CHORUS_OK && go; ++iterations) {
     for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>(c.rank + 1);
-    st = chorus_allreduce(c.comm, buf.data(), buf.data(), count, CHORUS_F32, CHORUS_SUM);
+    st = chorus_all_reduce(c.comm, buf.data(), buf.data(), count, CHORUS_DTYPE_F32, CHORUS_OP_SUM);
     for (size_t i = 0; i < count && st == CHORUS_OK; i += 97) {
       ok = ok && buf[i] == static_cast<float>(n * (n + 1) / 2);
     }
     if (rank == attacker) go = (rounds.load() < 1 || iterations < 20) && iterations < 100000;
-    if (st == CHORUS_OK) st = chorus_broadcast(c.comm, &go, 1, CHORUS_I32, attacker);
+    if (st == CHORUS_OK) st = chorus_broadcast(c.comm, &go, 1, CHORUS_DTYPE_I32, attacker);
   }
   result(c, "collectives", st,
          "iterations=" + std::to_string(iterations) + (ok ? " right=1" : " right=0"));
@@ -262,11 +262,11 @@ int runGarbage(int attacker) {
   if (st == CHORUS_OK) st = chorus_barrier(c.comm);
   // A second communicator needs the store (and fresh listening ports) again.
   chorus_comm* second = nullptr;
-  chorus_status st2 = chorus_init_from_env(&second);
+  chorus_status st2 = chorus_comm_init_from_env(&second);
   std::string msg2 = second ? "" : oneLine(chorus_last_error(nullptr));
   if (st2 == CHORUS_OK) {
     float x = static_cast<float>(rank + 1);
-    st2 = chorus_allreduce(second, &x, &x, 1, CHORUS_F32, CHORUS_SUM);
+    st2 = chorus_all_reduce(second, &x, &x, 1, CHORUS_DTYPE_F32, CHORUS_OP_SUM);
     if (st2 != CHORUS_OK) msg2 = oneLine(chorus_last_error(second));
     if (st2 == CHORUS_OK && x != static_cast<float>(n * (n + 1) / 2)) ok = false;
   }
@@ -275,8 +275,8 @@ int runGarbage(int attacker) {
     say("ATTACK rank=" + std::to_string(rank) + " connections=" + std::to_string(connections) +
         " rounds=" + std::to_string(rounds.load()));
   }
-  chorus_destroy(second);
-  chorus_destroy(c.comm);
+  chorus_comm_destroy(second);
+  chorus_comm_destroy(c.comm);
   return st == CHORUS_OK && st2 == CHORUS_OK && ok ? 0 : 1;
 }
 
