@@ -174,16 +174,14 @@ def make_model(nn, name):
                          nn.ReLU(), nn.Linear(256, 10))
 
 
-def main():
-    cfg = parse_args()
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", os.environ.get("CLUSTER_IFNAME") or "lo")
-    import torch
-    import torch.distributed as dist
-    import torch.nn as nn
-    import torch.nn.functional as F
-    from torch.nn.parallel import DistributedDataParallel as DDP
+def make_optimizer(torch, cfg, params):
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum)
+    return torch.optim.Adam(params, lr=cfg.lr)
 
-    rank, n = cfg.rank, cfg.size
+
+def start(cfg, torch, dist):
+    """Torch's threads, seed and denormals, then the gloo process group; returns the threads."""
     threads = cfg.threads
     if threads == 0:
         local = max(1, env_int("CHORUS_LOCAL_SIZE", "CLUSTER_LOCAL_SIZE"))
@@ -194,37 +192,34 @@ def main():
 
     os.makedirs(cfg.store_dir, exist_ok=True)
     dist.init_process_group("gloo", init_method="file://" + os.path.join(cfg.store_dir, "store"),
-                            rank=rank, world_size=n, timeout=datetime.timedelta(seconds=600))
+                            rank=cfg.rank, world_size=cfg.size,
+                            timeout=datetime.timedelta(seconds=600))
+    return threads
 
-    xtr, ytr = load(cfg.data, "train", cfg.limit)
-    xte, yte = load(cfg.data, "t10k")
-    xtr_t, ytr_t = torch.from_numpy(xtr), torch.from_numpy(ytr)
 
-    model = make_model(nn, cfg.model)
-    ddp = DDP(model, bucket_cap_mb=cfg.bucket_mb)  # broadcasts rank 0's parameters
-    hook_state = register_hook(ddp, cfg.hook)
-    if cfg.optimizer == "sgd":
-        opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr, momentum=cfg.momentum)
-    else:
-        opt = torch.optim.Adam(ddp.parameters(), lr=cfg.lr)
-    nparams = sum(p.numel() for p in model.parameters())
-    if rank == 0:
-        print(f"ddp_train: {n} ranks, {cfg.model} ({nparams} parameters), {cfg.optimizer} lr "
-              f"{cfg.lr}, batch {cfg.batch} per rank, {len(xtr)} training samples, {threads} "
-              f"thread(s) per rank, torch {torch.__version__} gloo "
-              f"({os.environ['GLOO_SOCKET_IFNAME']})", flush=True)
+class Data:
+    """This rank's shard of the training set in batches, and the test accuracy of all ranks."""
 
-    def batches(epoch):
-        idx = torch.from_numpy(shard(len(xtr), rank, n, cfg.seed, epoch))
+    def __init__(self, cfg, torch):
+        self.cfg, self.torch = cfg, torch
+        self.xtr, self.ytr = load(cfg.data, "train", cfg.limit)
+        self.xte, self.yte = load(cfg.data, "t10k")
+        self.xtr_t, self.ytr_t = torch.from_numpy(self.xtr), torch.from_numpy(self.ytr)
+
+    def batches(self, epoch):
+        cfg, torch = self.cfg, self.torch
+        idx = torch.from_numpy(shard(len(self.xtr), cfg.rank, cfg.size, cfg.seed, epoch))
         for b in range(0, len(idx), cfg.batch):
             i = idx[b:b + cfg.batch]
-            yield xtr_t.index_select(0, i), ytr_t.index_select(0, i)
+            yield self.xtr_t.index_select(0, i), self.ytr_t.index_select(0, i)
 
-    def evaluate(m):
+    def evaluate(self, m):
+        """Rank r evaluates test images r, r+N, ...; the counts summed over the ranks."""
+        torch, xte, yte = self.torch, self.xte, self.yte
         m.eval()
         correct = seen = 0
         with torch.no_grad():
-            ids = np.arange(rank, len(xte), n)
+            ids = np.arange(self.cfg.rank, len(xte), self.cfg.size)
             for b in range(0, len(ids), 500):
                 i = ids[b:b + 500]
                 pred = m(torch.from_numpy(xte[i])).argmax(1)
@@ -232,88 +227,119 @@ def main():
                 seen += len(i)
         m.train()
         c = torch.tensor([correct, seen], dtype=torch.int64)
-        dist.all_reduce(c)
+        torch.distributed.all_reduce(c)
         return int(c[0]) / max(int(c[1]), 1)
 
-    step_times, opt_times, losses = [], [], []
-    acc = 0.0
-    train_s = 0.0
-    rows = []  # (step, epoch, loss, test_accuracy or None, wall_s, train_s)
-    eval_s = 0.0
-    reached = None
-    tx0 = tx_bytes()
-    t_start = time.perf_counter()
-    stop = False
-    for epoch in range(1, cfg.epochs + 1):
+
+class Training:
+    """The DDP training loop: the epochs and steps, the evaluations, what they measure, and
+    when to stop (--target-accuracy, --max-steps). Rank 0 prints the progress."""
+
+    def __init__(self, cfg, torch, data, ddp, model, opt):
+        self.cfg, self.torch, self.data = cfg, torch, data
+        self.ddp, self.model, self.opt = ddp, model, opt
+        self.step_times, self.opt_times, self.losses = [], [], []
+        self.acc = 0.0
+        self.train_s = 0.0
+        self.rows = []  # (step, epoch, loss, test_accuracy or None, wall_s, train_s)
+        self.eval_s = 0.0
+        self.reached = None
+        self.stop = False
+        self.t_start = None
+
+    def run(self):
+        self.t_start = time.perf_counter()
+        for epoch in range(1, self.cfg.epochs + 1):
+            self.epoch(epoch)
+            if self.stop:
+                break
+
+    def epoch(self, epoch):
+        cfg = self.cfg
         t_ep = time.perf_counter()
         ep_eval = 0.0
-        for x, y in batches(epoch):
-            t0 = time.perf_counter()
-            loss = F.cross_entropy(ddp(x), y)
-            loss.backward()  # returns after DDP's all-reduces are done
-            step_times.append(time.perf_counter() - t0)
-            losses.append(loss.item())
-            t1 = time.perf_counter()
-            opt.step()
-            opt.zero_grad(set_to_none=False)
-            opt_times.append(time.perf_counter() - t1)
-            step = len(step_times)
-            wall = time.perf_counter() - t_start
-            rows.append([step, epoch, losses[-1], None, wall, wall - eval_s])
-            if cfg.eval_every and step % cfg.eval_every == 0:
-                t_e = time.perf_counter()
-                acc = evaluate(model)
-                took = time.perf_counter() - t_e
-                eval_s += took
-                ep_eval += took
-                rows[-1][3] = acc
-                if rank == 0:
-                    print(f"step {step}: test accuracy {100 * acc:.2f}% after {rows[-1][5]:.1f} s "
-                          "of training", flush=True)
-                if cfg.target_accuracy and acc >= cfg.target_accuracy and reached is None:
-                    reached = rows[-1][5]
-                    if rank == 0:
-                        print(f"target accuracy {100 * cfg.target_accuracy:.2f}% reached at step "
-                              f"{step} after {reached:.2f} s of training", flush=True)
-                    stop = True
-            if cfg.max_steps and step >= cfg.max_steps:
-                stop = True
-            if stop:
+        for x, y in self.data.batches(epoch):
+            ep_eval += self.step(x, y, epoch)
+            if self.stop:
                 break
         ep_s = time.perf_counter() - t_ep - ep_eval  # as chorus-train: evaluations not counted
-        train_s += ep_s
+        self.train_s += ep_s
+        rows = self.rows
         if rows and rows[-1][3] is not None:
-            acc = rows[-1][3]
+            self.acc = rows[-1][3]
         else:
-            acc = evaluate(model)
+            self.acc = self.data.evaluate(self.model)
             if rows:
-                rows[-1][3] = acc
-        if rank == 0:
-            print(f"epoch {epoch}: train loss {np.mean(losses[-len(step_times):]):.4f} (rank 0), "
-                  f"{ep_s:.1f} s, test accuracy {100 * acc:.2f}%", flush=True)
-        if stop:
-            break
-    steps = len(step_times)
-    tx1 = tx_bytes()
-    sent_per_step = (tx1 - tx0) / max(steps, 1) if tx0 is not None and tx1 is not None else None
-    if rank == 0 and cfg.metrics:
-        with open(cfg.metrics, "w") as f:
-            f.write("step,epoch,loss,test_accuracy,bytes_sent,wall_s,train_s\n")
-            for st, ep, lo, ac, wall, tr in rows:
-                sent = "" if sent_per_step is None else f"{sent_per_step:.0f}"
-                f.write(f"{st},{ep},{lo},{'' if ac is None else ac},{sent},{wall},{tr}\n")
+                rows[-1][3] = self.acc
+        if cfg.rank == 0:
+            print(f"epoch {epoch}: train loss "
+                  f"{np.mean(self.losses[-len(self.step_times):]):.4f} (rank 0), "
+                  f"{ep_s:.1f} s, test accuracy {100 * self.acc:.2f}%", flush=True)
 
-    # Baseline without DDP: a plain copy of the module on the same shard's batches, all ranks
-    # at once (same CPU load). Its parameters are updated too, so the work per step is the same.
-    local = make_model(nn, cfg.model)
+    def step(self, x, y, epoch):
+        """One optimizer step (and the evaluation that falls on it); returns the seconds spent
+        evaluating."""
+        cfg, F = self.cfg, self.torch.nn.functional
+        t0 = time.perf_counter()
+        loss = F.cross_entropy(self.ddp(x), y)
+        loss.backward()  # returns after DDP's all-reduces are done
+        self.step_times.append(time.perf_counter() - t0)
+        self.losses.append(loss.item())
+        t1 = time.perf_counter()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=False)
+        self.opt_times.append(time.perf_counter() - t1)
+        step = len(self.step_times)
+        wall = time.perf_counter() - self.t_start
+        self.rows.append([step, epoch, self.losses[-1], None, wall, wall - self.eval_s])
+        took = 0.0
+        if cfg.eval_every and step % cfg.eval_every == 0:
+            took = self.evaluate_at(step)
+        if cfg.max_steps and step >= cfg.max_steps:
+            self.stop = True
+        return took
+
+    def evaluate_at(self, step):
+        """The test accuracy after this step, checked against --target-accuracy; returns the
+        seconds it took."""
+        cfg, row = self.cfg, self.rows[-1]
+        t_e = time.perf_counter()
+        self.acc = self.data.evaluate(self.model)
+        took = time.perf_counter() - t_e
+        self.eval_s += took
+        row[3] = self.acc
+        if cfg.rank == 0:
+            print(f"step {step}: test accuracy {100 * self.acc:.2f}% after {row[5]:.1f} s "
+                  "of training", flush=True)
+        if cfg.target_accuracy and self.acc >= cfg.target_accuracy and self.reached is None:
+            self.reached = row[5]
+            if cfg.rank == 0:
+                print(f"target accuracy {100 * cfg.target_accuracy:.2f}% reached at step "
+                      f"{step} after {self.reached:.2f} s of training", flush=True)
+            self.stop = True
+        return took
+
+
+def write_metrics(path, rows, sent_per_step):
+    with open(path, "w") as f:
+        f.write("step,epoch,loss,test_accuracy,bytes_sent,wall_s,train_s\n")
+        for st, ep, lo, ac, wall, tr in rows:
+            sent = "" if sent_per_step is None else f"{sent_per_step:.0f}"
+            f.write(f"{st},{ep},{lo},{'' if ac is None else ac},{sent},{wall},{tr}\n")
+
+
+def local_baseline(cfg, torch, data, model, steps):
+    """Step times without DDP: a plain copy of the module on the same shard's batches, all ranks
+    at once (same CPU load). Its parameters are updated too, so the work per step is the same."""
+    F, dist = torch.nn.functional, torch.distributed
+    local = make_model(torch.nn, cfg.model)
     local.load_state_dict(model.state_dict())
-    lopt = (torch.optim.SGD(local.parameters(), lr=cfg.lr, momentum=cfg.momentum)
-            if cfg.optimizer == "sgd" else torch.optim.Adam(local.parameters(), lr=cfg.lr))
+    lopt = make_optimizer(torch, cfg, local.parameters())
     want = cfg.local_steps or steps
     local_times = []
     dist.barrier()
     while len(local_times) < want:
-        for x, y in batches(cfg.epochs + 1 + len(local_times)):
+        for x, y in data.batches(cfg.epochs + 1 + len(local_times)):
             t0 = time.perf_counter()
             F.cross_entropy(local(x), y).backward()
             local_times.append(time.perf_counter() - t0)
@@ -322,43 +348,93 @@ def main():
             if len(local_times) >= want:
                 break
     dist.barrier()
+    return local_times
 
-    # Parameters identical on all ranks?
+
+def parameters_identical(torch, model):
+    """Whether every rank holds the same parameters, bit for bit."""
+    dist = torch.distributed
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     lo, hi = flat.clone(), flat.clone()
     dist.all_reduce(lo, op=dist.ReduceOp.MIN)
     dist.all_reduce(hi, op=dist.ReduceOp.MAX)
-    identical = bool(torch.equal(lo, hi))
+    return bool(torch.equal(lo, hi))
 
+
+def results(cfg, torch, threads, tr, local_times, sent_per_step, hook_state, identical):
+    """The --json record (and what rank 0 prints at the end)."""
+    steps = len(tr.step_times)
     skip = min(cfg.skip, max(steps - 1, 0))
-    step_ms = 1e3 * float(np.mean(step_times[skip:]))
+    step_ms = 1e3 * float(np.mean(tr.step_times[skip:]))
     local_ms = 1e3 * float(np.mean(local_times[min(cfg.skip, len(local_times) - 1):]))
-    res = {"system": "pytorch-ddp-gloo", "world_size": n, "model": cfg.model,
-           "optimizer": cfg.optimizer, "lr": cfg.lr, "batch": cfg.batch, "epochs": cfg.epochs,
-           "limit": cfg.limit, "threads": threads, "steps": steps, "skip": skip,
-           "step_ms": step_ms, "local_step_ms": local_ms,
-           "exposed_comm_ms": step_ms - local_ms,
-           "epoch_ms_per_step": 1e3 * train_s / max(steps, 1),
-           "test_accuracy": acc, "hook": cfg.hook,
-           "bytes_sent_per_step": sent_per_step, "target_reached_s": reached,
-           "hook_bytes_per_step": (hook_state.bytes_sent / max(steps, 1)
-                                   if hasattr(hook_state, "bytes_sent") else None),
-           "opt_ms": 1e3 * float(np.mean(opt_times[skip:])),
-           "step_times_ms": [round(1e3 * t, 3) for t in step_times],
-           "local_times_ms": [round(1e3 * t, 3) for t in local_times], "identical": identical, "host": socket.gethostname(),
-           "torch": torch.__version__, "ifname": os.environ["GLOO_SOCKET_IFNAME"],
-           "definition": "step = forward+backward incl. DDP's all-reduce wait (no batch prep, "
-                         "no optimizer step), mean after `skip` steps, rank 0; exposed = step - "
-                         "same step without DDP on a local copy"}
-    if rank == 0:
-        print(f"final test accuracy {100 * acc:.2f}%, {train_s:.1f} s training, hook {cfg.hook}")
-        if sent_per_step is not None:
-            print(f"bytes sent per rank per step: {sent_per_step:.0f} (interface "
-                  f"{os.environ.get('CLUSTER_IFNAME')}, rank 0)")
-        print(f"step {step_ms:.2f} ms (fwd+bwd+allreduce, mean of steps {skip + 1}..{steps}), "
-              f"without DDP {local_ms:.2f} ms, exposed comm {step_ms - local_ms:.2f} ms/step")
-        print("parameters identical on all %d ranks" % n if identical else
-              "parameters DIFFER between ranks")
+    return {"system": "pytorch-ddp-gloo", "world_size": cfg.size, "model": cfg.model,
+            "optimizer": cfg.optimizer, "lr": cfg.lr, "batch": cfg.batch, "epochs": cfg.epochs,
+            "limit": cfg.limit, "threads": threads, "steps": steps, "skip": skip,
+            "step_ms": step_ms, "local_step_ms": local_ms,
+            "exposed_comm_ms": step_ms - local_ms,
+            "epoch_ms_per_step": 1e3 * tr.train_s / max(steps, 1),
+            "test_accuracy": tr.acc, "hook": cfg.hook,
+            "bytes_sent_per_step": sent_per_step, "target_reached_s": tr.reached,
+            "hook_bytes_per_step": (hook_state.bytes_sent / max(steps, 1)
+                                    if hasattr(hook_state, "bytes_sent") else None),
+            "opt_ms": 1e3 * float(np.mean(tr.opt_times[skip:])),
+            "step_times_ms": [round(1e3 * t, 3) for t in tr.step_times],
+            "local_times_ms": [round(1e3 * t, 3) for t in local_times], "identical": identical,
+            "host": socket.gethostname(),
+            "torch": torch.__version__, "ifname": os.environ["GLOO_SOCKET_IFNAME"],
+            "definition": "step = forward+backward incl. DDP's all-reduce wait (no batch prep, "
+                          "no optimizer step), mean after `skip` steps, rank 0; exposed = step - "
+                          "same step without DDP on a local copy"}
+
+
+def print_summary(cfg, tr, res):
+    step_ms, local_ms = res["step_ms"], res["local_step_ms"]
+    sent_per_step = res["bytes_sent_per_step"]
+    print(f"final test accuracy {100 * tr.acc:.2f}%, {tr.train_s:.1f} s training, hook {cfg.hook}")
+    if sent_per_step is not None:
+        print(f"bytes sent per rank per step: {sent_per_step:.0f} (interface "
+              f"{os.environ.get('CLUSTER_IFNAME')}, rank 0)")
+    print(f"step {step_ms:.2f} ms (fwd+bwd+allreduce, mean of steps {res['skip'] + 1}.."
+          f"{res['steps']}), without DDP {local_ms:.2f} ms, exposed comm "
+          f"{step_ms - local_ms:.2f} ms/step")
+    print("parameters identical on all %d ranks" % cfg.size if res["identical"] else
+          "parameters DIFFER between ranks")
+
+
+def main():
+    cfg = parse_args()
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", os.environ.get("CLUSTER_IFNAME") or "lo")
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    threads = start(cfg, torch, dist)
+    data = Data(cfg, torch)
+    model = make_model(torch.nn, cfg.model)
+    ddp = DDP(model, bucket_cap_mb=cfg.bucket_mb)  # broadcasts rank 0's parameters
+    hook_state = register_hook(ddp, cfg.hook)
+    opt = make_optimizer(torch, cfg, ddp.parameters())
+    nparams = sum(p.numel() for p in model.parameters())
+    if cfg.rank == 0:
+        print(f"ddp_train: {cfg.size} ranks, {cfg.model} ({nparams} parameters), {cfg.optimizer} "
+              f"lr {cfg.lr}, batch {cfg.batch} per rank, {len(data.xtr)} training samples, "
+              f"{threads} thread(s) per rank, torch {torch.__version__} gloo "
+              f"({os.environ['GLOO_SOCKET_IFNAME']})", flush=True)
+
+    tx0 = tx_bytes()
+    tr = Training(cfg, torch, data, ddp, model, opt)
+    tr.run()
+    steps = len(tr.step_times)
+    tx1 = tx_bytes()
+    sent_per_step = (tx1 - tx0) / max(steps, 1) if tx0 is not None and tx1 is not None else None
+    if cfg.rank == 0 and cfg.metrics:
+        write_metrics(cfg.metrics, tr.rows, sent_per_step)
+
+    local_times = local_baseline(cfg, torch, data, model, steps)
+    identical = parameters_identical(torch, model)
+    res = results(cfg, torch, threads, tr, local_times, sent_per_step, hook_state, identical)
+    if cfg.rank == 0:
+        print_summary(cfg, tr, res)
         if cfg.json:
             with open(cfg.json, "w") as f:
                 json.dump(res, f, indent=2)
