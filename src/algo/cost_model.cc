@@ -15,7 +15,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Posting m messages at once costs alpha + (m - 1) * kExtraMessage * alpha: the wire latencies
 // overlap, the per-message software cost does not. 0.5 from the emulated 1 Gbit/s cluster, where
 // one-shot and two-shot lost to recursive doubling / halving-doubling at 8 ranks at every size
-// (bench/compare/algo_sweep.sh, docs/performance.md).
+// (bench/compare/algo_sweep.sh, docs/performance-log.md).
 constexpr double kExtraMessage = 0.5;
 // The hierarchical algorithm pipelines buffers from this size (hierarchical.cc) in this many
 // chunks, hiding the shorter of its local and network phases behind the longer.

@@ -1,5 +1,5 @@
 // chorus-bench --bound: single-core memory rates of this machine and the all-reduce busbw bound
-// they imply for ranks on one host (see bench.h and docs/performance.md).
+// they imply for ranks on one host (see bench.h and docs/performance-log.md).
 #include "bench.h"
 
 #include <sched.h>

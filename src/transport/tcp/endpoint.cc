@@ -133,7 +133,7 @@ void tuneSocket(int fd, int bufferBytes) {
   // A receive buffer set by hand turns the kernel's sizing off for good: it then stays at that
   // size, its window fills whenever the reader is slower than the sender (a rank that shares
   // its core), and nearly every read that empties it sends a window update, which on the
-  // emulated cluster costs about as much as the read (docs/performance.md, "CPU cost per
+  // emulated cluster costs about as much as the read (docs/performance-log.md, "CPU cost per
   // byte"). So it is set only where the kernel would not grow it that far by itself, or where
   // zero-copy sends, which are done only once the peer has taken their pages, are asked for.
   if (autoSizing().receiveMax < bufferBytes || ZeroCopySettings::fromEnv().minBytes > 0) {

@@ -294,7 +294,7 @@ bool TcpLink::readSome(uint8_t* dst, size_t want, size_t& got, bool& drained) {
     // which costs more than the call itself. Over loopback neither holds: more data is there
     // again by the next call and an update costs little, so it reads on after a short read and
     // into the payload only (measured: 13% less CPU per byte and 15% more busbw at 64 MiB,
-    // docs/performance.md, "CPU cost per byte").
+    // docs/performance-log.md, "CPU cost per byte").
     const bool readAhead = !staged && !loopback_;
     iovec iov[2] = {{dst + got, want - got}, {stage_, kStageBytes}};
     msghdr m{};
