@@ -132,6 +132,9 @@ class DocLinks(unittest.TestCase):
         write(self.root, "README.md", "[docs](docs/a.md), [web](https://example.org/docs/x.md)\n")
         write(self.root, "include/chorus/x.h",
               '// docs/a.md, "Section one"; docs/b.md ("Bold title"); docs/*.md\n')
+        write(self.root, "src/core/kept.cc", "int k;\n")
+        write(self.root, "src/core/kept.h", "#pragma once\n")
+        write(self.root, "docs/design.md", "`kept.{h,cc}`, `core/kept.cc`\n")
 
     def test_resolving_pointers_pass(self):
         rc, out = run(CHECK_LINKS, self.root)
@@ -155,6 +158,25 @@ class DocLinks(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("docs/c.md:1: link gone.md#part leads nowhere (docs/gone.md)", out)
         self.assertNotIn("skipped.md", out)
+
+    def test_map_of_the_code_naming_a_file_that_is_gone_fails(self):
+        write(self.root, "docs/design.md", "`kept.{h,cc}`, `core/gone.cc`\n")
+        rc, out = run(CHECK_LINKS, self.root)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("docs/design.md:1: names core/gone.cc, which no file of the project is", out)
+
+    def test_reader_of_a_variable_missing_from_config_page_fails(self):
+        write(self.root, "src/core/reader.cc", 'auto v = std::getenv("CHORUS_NEW_KNOB");\n')
+        write(self.root, "docs/config.md", "# Configuration\n")
+        rc, out = run(CHECK_LINKS, self.root)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("src/core/reader.cc: reads CHORUS_NEW_KNOB, but docs/config.md does not "
+                      "name it", out)
+        self.assertIn("src/core/reader.cc: names CHORUS_NEW_KNOB, which docs/config.md does not",
+                      out)
+        write(self.root, "docs/config.md", "| `src/core/reader.cc` | `CHORUS_NEW_KNOB` |\n")
+        rc, out = run(CHECK_LINKS, self.root)
+        self.assertEqual(rc, 0, out)
 
 
 if __name__ == "__main__":
