@@ -127,7 +127,8 @@ class DocLinks(unittest.TestCase):
     def setUp(self):
         self.root = tempfile.mkdtemp(prefix="check-doc-links-")
         self.addCleanup(shutil.rmtree, self.root)
-        write(self.root, "docs/a.md", "# A\n\n## Section one\n\nSee [b](b.md#x) and [top](../README.md).\n")
+        write(self.root, "docs/a.md",
+              "# A\n\n## Section one\n\nSee [b](b.md#x) and [top](../README.md).\n")
         write(self.root, "docs/b.md", "# B\n\n**Bold title.** Text.\n")
         write(self.root, "README.md", "[docs](docs/a.md), [web](https://example.org/docs/x.md)\n")
         write(self.root, "include/chorus/x.h",
