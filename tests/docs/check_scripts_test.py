@@ -181,9 +181,15 @@ class DocLinks(unittest.TestCase):
                       "name it", out)
         self.assertIn("src/core/reader.cc: names CHORUS_NEW_KNOB, which docs/config.md does not",
                       out)
-        write(self.root, "docs/config.md", "| `src/core/reader.cc` | `CHORUS_NEW_KNOB` |\n")
+        write(self.root, "docs/config.md",
+              "## Who reads what\n\n| `src/core/reader.cc` | `CHORUS_NEW_KNOB` |\n")
         rc, out = run(CHECK_LINKS, self.root)
         self.assertEqual(rc, 0, out)
+        write(self.root, "src/core/reader.cc", "int no_reads;\n")
+        rc, out = run(CHECK_LINKS, self.root)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("docs/config.md:3: lists src/core/reader.cc as a reader of CHORUS_* "
+                      "variables, but it reads none", out)
 
 
 if __name__ == "__main__":
