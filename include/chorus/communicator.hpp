@@ -27,7 +27,7 @@ inline constexpr int kNoColor = -1;
 enum class Run : uint8_t { kInBackground, kBlocking };
 
 // Which ranks arrived last in this communicator's collectives, as this rank saw them
-// (Communicator::stragglerReport; docs/trace-format.md, "stragglers"). A rank's arrival is its
+// (Communicator::stragglerReport; docs/trace-format.md, "Dump file"). A rank's arrival is its
 // first message of the call (this rank's own: the moment it started the call); the last of them
 // is counted against its rank, with its lag behind the second-to-last arrival. A call counts when
 // this rank heard from at least one peer in it. A rank that finds every peer's message already

@@ -16,9 +16,9 @@ class Store;
 
 // The constants of the cost model behind the automatic algorithm choice (docs/algorithms.md,
 // "Choosing an algorithm"): a message of b bytes over a link takes alpha + b * beta seconds, and
-// reducing b bytes takes b * gamma. The built-in values were calibrated on the project's test
-// machines (shared memory on one host; TCP over the emulated 1 Gbit/s cluster); `chorus-bench
-// --calibrate` measures them on the user's own machines and writes a file for CHORUS_TUNING_FILE.
+// reducing b bytes takes b * gamma. The built-in values come from the project's test machines;
+// `chorus-bench --calibrate` measures them on the user's own machines and writes a file for
+// CHORUS_TUNING_FILE.
 struct LinkCost {
   double alpha;  // seconds per message, size aside (latency and per-message software cost)
   double beta;   // seconds per byte (inverse bandwidth)
@@ -31,8 +31,8 @@ struct Tuning {
                                           0.25e-9, 0.25e-9, 0.25e-9, 0.25e-9};
   // Ring all-reduces of at least this many bytes over 3 or more ranks run as two rings in
   // opposite directions, each over half the buffer (0: never, the default). Calibration turns
-  // it on from the size where it measured faster (on the emulated cluster, whose hosts share two
-  // cores: from 2-8 MiB on 8 hosts, 64 MiB on 4). CHORUS_RING_BIDIR_BYTES overrides the file.
+  // it on from the size where it measured faster (docs/algorithms.md, "Ring details").
+  // CHORUS_RING_BIDIR_BYTES overrides the file.
   double ringBidirectionalBytes = 0;
 
   // Reads a file written by writeFile (or by hand): "key value" lines, '#' comments; keys
@@ -165,9 +165,9 @@ struct Options {
   size_t shmRingBytes{1024 * 1024};
   // CHORUS_SHM_SINGLE_COPY_BYTES (default 0 = never): shared-memory messages of at least this
   // size are read by the receiver straight from the sender's buffer (process_vm_readv) where the
-  // kernel allows it, instead of being copied through the ring. Off by default: measured here,
-  // process_vm_readv moves 5.3 GB/s while the ring's two copies run in parallel on two cores at
-  // about 14 GB/s each; it saves CPU time where cores are scarce.
+  // kernel allows it, instead of being copied through the ring. Off by default: one such read
+  // was slower than the ring's two copies, which run in parallel on two cores (docs/design.md,
+  // "Shared memory within a host"); it saves CPU time where cores are scarce.
   size_t shmSingleCopyBytes{0};
   // Where the progress records go (docs/trace-format.md, read by chorus-run --hang-seconds and
   // chorus-doctor --live). Null (default): the store the ranks meet at. For a binding whose

@@ -1,6 +1,7 @@
 // The communicator's side of the flight recorder: what it records per call, its dumps, and the
 // registration of its progress records (trace/).
 #include "core/communicator_impl.h"
+#include "core/trace_subject.h"
 
 #include "trace/clock.h"
 #include "trace/json_out.h"
@@ -23,7 +24,7 @@ struct CommunicatorAccess {
   static const Communicator::Impl& of(const Communicator& c) { return *c.impl_; }
 };
 
-std::shared_ptr<trace::Subject> trace::subjectOf(const Communicator& comm) {
+std::shared_ptr<trace::Subject> traceSubjectOf(const Communicator& comm) {
   const Communicator::Impl& impl = CommunicatorAccess::of(comm);
   return impl.trace().recorder.enabled() ? impl.traceSubject() : nullptr;
 }

@@ -1,5 +1,7 @@
 #include "dp/step_timing.h"
 
+#include "core/trace_subject.h"
+
 namespace chorus::dp {
 
 void StepTiming::stepBegan() {
@@ -8,7 +10,7 @@ void StepTiming::stepBegan() {
 }
 
 void StepTiming::computeEnded(const Communicator& comm, int64_t step) {
-  const std::shared_ptr<trace::Subject> subject = trace::subjectOf(comm);
+  const std::shared_ptr<trace::Subject> subject = traceSubjectOf(comm);
   if (!subject) return;
   trace::SpanRecord s;
   s.kind = trace::SpanKind::kCompute;
@@ -22,7 +24,7 @@ void StepTiming::launched(const Communicator& comm, size_t bucket, int slot, uin
   const size_t i = bucket * 2 + static_cast<size_t>(slot);
   if (launches_.size() <= i) launches_.resize(i + 1);
   Launch& l = launches_[i];
-  l.subject = trace::subjectOf(comm);
+  l.subject = traceSubjectOf(comm);
   if (!l.subject) return;
   // The call just issued on this thread is the one the recorder recorded last (a Replica is used
   // from one thread, and nothing else issues on its communicator meanwhile).

@@ -13,10 +13,6 @@
 #include <memory>
 #include <string>
 
-namespace chorus {
-class Communicator;
-}
-
 namespace chorus::trace {
 
 // Spans a communicator keeps for the layers above it (span_log.h).
@@ -38,9 +34,5 @@ struct Subject {
   std::shared_ptr<Store> rootStore;
   uint64_t nextPublishUs = 0;  // service thread only
 };
-
-// The flight recorder of `comm`, for the library's own layers above the communicator (the dp
-// layer); null when the recorder is off (src/core/tracing.cc).
-std::shared_ptr<Subject> subjectOf(const Communicator& comm);
 
 }  // namespace chorus::trace
