@@ -2,6 +2,7 @@
 // through it (rendezvous) and connect to each other.
 #include "core/connect.h"
 
+#include "core/init_line.h"
 #include "core/launch_env.h"
 #include "core/roll_call.h"
 #include "transport/connect.h"
@@ -107,6 +108,7 @@ std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const 
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank, int size,
                                                    Options options) {
+  printInitLine(options, rank, size);
   transport::CreationLog log(options, rank);
   return std::unique_ptr<Communicator>(
       new Communicator(connect(std::move(store), "", rank, size, std::move(options), log)));
@@ -114,6 +116,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
 
 std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, int rank, int size,
                                                    Options options) {
+  printInitLine(options, rank, size);
   transport::CreationLog log(options, rank);
   std::string route;
   bool hosting = false;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/parse_bytes.h"
+#include "common/tool_version.h"
 
 #include <cstdio>
 #include <map>
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
                "host read in place");
   app.add_option("--bound-reps", cfg.boundReps, "samples per size and kernel for --bound")
       ->check(CLI::Range(1, 1000));
+  app.set_version_flag("--version", chorus::tools::versionText("chorus-bench"));
   CLI11_PARSE(app, argc, argv);
   cfg.check = !noCheck;
   if (cppApi) cfg.api = "cpp";

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/parse_bytes.h"
+#include "common/tool_version.h"
 #include "heap_budget.h"
 #include "plot.h"
 
@@ -141,6 +142,7 @@ int main(int argc, char** argv) {
   app.add_option("--run-limit-s", runLimit,
                  "wall-clock seconds per run before it is given up (0: none)");
   app.add_flag("-q,--quiet", quiet, "no progress lines on stderr");
+  app.set_version_flag("--version", chorus::tools::versionText("chorus-sim"));
   CLI11_PARSE(app, argc, argv);
 
   try {
