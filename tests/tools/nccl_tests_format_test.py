@@ -96,6 +96,18 @@ check("broadcast: out of place N/A, in place timed, #wrong N/A with -c 0",
 check("broadcast: avg bus bandwidth from the in-place form alone",
       avg is not None and rows and abs(avg - float(rows[0]["ip"][2])) <= 1e-3 + 1e-2 * avg, out)
 
+# --in-place 0: out of place only, except for broadcast, whose only form is in place.
+rc, out, err = launch(2, "-b", "8", "-e", "8", "-n", "1", "-w", "0", "--in-place", "0")
+rows, _, _ = parse(out)
+check("--in-place 0: all-reduce out of place only",
+      rc == 0 and len(rows) == 1 and rows[0]["oop"][3] == "0" and rows[0]["ip"] == ["N/A"] * 4,
+      out + err)
+rc, out, err = launch(2, "--op", "broadcast", "-b", "8", "-e", "8", "-n", "1", "-w", "0",
+                      "--in-place", "0")
+rows, _, _ = parse(out)
+check("--in-place 0: broadcast keeps its one (in-place) form",
+      rc == 0 and len(rows) == 1 and rows[0]["ip"][3] == "0", out + err)
+
 # Reduce, -o max, int32: root 0, both forms checked; the JSON keeps its fields, in place added.
 with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "reduce.json")

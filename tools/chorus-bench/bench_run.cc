@@ -99,7 +99,11 @@ class Sweep {
     counts_ = unevenCounts(p.total, n_);
     sendCounts_.assign(static_cast<size_t>(n_), p.count);
     if (hasForm(cfg_.op, Form::kOutOfPlace)) row.outOfPlace = measure(p, Form::kOutOfPlace);
-    if (cfg_.inPlace && hasForm(cfg_.op, Form::kInPlace)) row.inPlace = measure(p, Form::kInPlace);
+    // --in-place 0 skips the in-place form, unless it is the collective's only one.
+    const bool onlyInPlace = !hasForm(cfg_.op, Form::kOutOfPlace);
+    if ((cfg_.inPlace || onlyInPlace) && hasForm(cfg_.op, Form::kInPlace)) {
+      row.inPlace = measure(p, Form::kInPlace);
+    }
     return row;
   }
 

@@ -90,8 +90,9 @@ int parseCommandLine(int argc, char** argv, CommandLine& cl) {
       ->check(CLI::Range(0, 1));
   app.add_flag("--no-check", noCheck, "the same as -c 0");
   app.add_option("--in-place", inPlace,
-                 "also time the in-place form (0: out of place only; broadcast has only the "
-                 "in-place form, send_recv and all_to_all_v only the other)")
+                 "also time the in-place form (0: out of place only, half the time; broadcast "
+                 "has only the in-place form, which 0 keeps; send_recv and all_to_all_v have "
+                 "only the out-of-place one)")
       ->check(CLI::Range(0, 1));
   app.add_option("-g,--ngpus", gpus, "devices per thread (nccl-tests): 1, the rank's CPUs");
   app.add_option("-t,--nthreads", threads, "threads per process (nccl-tests): 1");
