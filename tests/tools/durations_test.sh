@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every duration a tool takes on its command line accepts fractional seconds (chorus-run
 # --timeout 2.5 once said "Value 2.5 not in range"): chorus-run --timeout, --grace and
-# --hang-seconds; chorus-doctor --watch, --stale-seconds and --quiet-seconds; chorus-sim
-# --run-limit-s. (chorus-bench, chorus-store and chorus-train take no durations.)
+# --hang-seconds; chorus-bench -T (nccl-tests' --timeout); chorus-doctor --watch,
+# --stale-seconds and --quiet-seconds; chorus-sim --run-limit-s. (chorus-store and
+# chorus-train take no durations.)
 #
 #   durations_test.sh BUILD_DIR
 set -uo pipefail
@@ -37,6 +38,16 @@ short_timeout() {
   awk -v t="$took" 'BEGIN { exit !(t > 1 && t < 10) }'
 }
 check "chorus-run --timeout 1.5: a rank whose peer never comes fails in seconds" short_timeout
+# The same through chorus-bench's own -T 1.5 (no CHORUS_TIMEOUT).
+bench_timeout() {
+  local t0=$EPOCHREALTIME took
+  "$run" -n 2 -- sh -c '[ "$CHORUS_RANK" = 1 ] && exit 0; exec "$0" -T 1.5 -b 8 -e 8 -n 1 -w 0' \
+    "$build/tools/chorus-bench/chorus-bench" >"$out" 2>&1 && { show "$out"; return 1; }
+  took=$(seconds_since "$t0")
+  echo "    failed after ${took}s"
+  awk -v t="$took" 'BEGIN { exit !(t > 1 && t < 10) }'
+}
+check "chorus-bench -T 1.5: a rank whose peer never comes fails in seconds" bench_timeout
 
 # Not parse errors: the doctor goes on to complain that --live has no store.
 doctor_durations() {

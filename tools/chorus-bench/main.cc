@@ -5,6 +5,8 @@
 #include "bench.h"
 #include "options.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
@@ -17,6 +19,9 @@ int main(int argc, char** argv) {
     chorus_options options{};
     options.struct_size = sizeof(options);
     if (!cl.algo.empty()) options.algorithm = cl.algo.c_str();
+    if (cl.timeoutSeconds > 0) {
+      options.timeout_ms = std::max(1LL, std::llround(cl.timeoutSeconds * 1000));
+    }
     chorus_comm* c = nullptr;
     if (chorus_init_from_env_with_options(&options, &c) != CHORUS_OK) {
       throw std::runtime_error(chorus_last_error(nullptr));

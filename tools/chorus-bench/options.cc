@@ -96,6 +96,10 @@ int parseCommandLine(int argc, char** argv, CommandLine& cl) {
       ->check(CLI::Range(0, 1));
   app.add_option("-g,--ngpus", gpus, "devices per thread (nccl-tests): 1, the rank's CPUs");
   app.add_option("-t,--nthreads", threads, "threads per process (nccl-tests): 1");
+  app.add_option("-T,--timeout", cl.timeoutSeconds,
+                 "seconds (fractions too) a call may wait for a peer before it fails, as "
+                 "CHORUS_TIMEOUT (0: CHORUS_TIMEOUT, else the library's default)")
+      ->check(CLI::Range(0.0, 1e7));
   app.add_option("--algo", cl.algo,
                  "force algorithms, as CHORUS_ALGO: an all-reduce algorithm (ring rd rhd tree "
                  "oneshot twoshot hier) or collective=name,... (empty: the cost model chooses)");
