@@ -9,7 +9,7 @@
 
 #include <string>
 
-namespace chorus {
+namespace chorus::transport {
 
 // "chorus[3]: init: chorus 0.1.0, rank 3 of 8; authentication on (...); encryption off (...)".
 // rank < 0: a newcomer joining a running job, whose rank is not known yet.
@@ -18,4 +18,4 @@ std::string initLine(int rank, int size, const auth::AuthSettings& auth);
 // Prints initLine on stderr when options.debug is not off.
 void printInitLine(const Options& options, int rank, int size);
 
-}  // namespace chorus
+}  // namespace chorus::transport

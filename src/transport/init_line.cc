@@ -1,10 +1,10 @@
-#include "core/init_line.h"
+#include "transport/init_line.h"
 
 #include <chorus/chorus.h>
 
 #include <cstdio>
 
-namespace chorus {
+namespace chorus::transport {
 
 namespace {
 
@@ -56,4 +56,4 @@ void printInitLine(const Options& options, int rank, int size) {
   std::fprintf(stderr, "%s\n", initLine(rank, size, auth::authSettingsFromEnv()).c_str());
 }
 
-}  // namespace chorus
+}  // namespace chorus::transport
