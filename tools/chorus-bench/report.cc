@@ -27,7 +27,8 @@ void writeJson(const Config& cfg, int n, const std::string& algo, const std::vec
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   f << "{\n  \"system\": \"chorus\",\n  \"op\": \"" << cfg.op << "\",\n  \"dtype\": \""
-    << toString(cfg.dtype) << "\",\n  \"redop\": \"" << toString(cfg.redop)
+    << toString(cfg.dtype) << "\",\n  \"redop\": \""
+    << (reduces(cfg.op) ? std::string(toString(cfg.redop)) : std::string("none"))
     << "\",\n  \"world_size\": " << n << ",\n  \"algo\": \"" << algo << "\",\n  \"host\": \""
     << host << "\",\n  \"iters\": " << cfg.iters << ",\n  \"warmup\": " << cfg.warmup
     << ",\n  \"check\": " << (cfg.check ? "true" : "false") << ",\n  \"wire\": \""
