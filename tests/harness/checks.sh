@@ -57,7 +57,7 @@ free_port() {
 
 # bench_rows FILE: chorus-bench's table rows (lines that start with the size in bytes; nccl-tests'
 # columns: size count type redop root, then time algbw busbw #wrong out of place ($6-$9) and in
-# place ($10-$13), then algo ($14) and cpu).
+# place ($10-$13); with --chorus-columns then algo ($14) and cpu).
 bench_rows() { awk '$1 ~ /^[0-9]+$/ && NF >= 13' "$1"; }
 
 # bench_ok FILE ROWS: exactly ROWS table rows, every one with #wrong 0 out of place (column 9) and

@@ -72,7 +72,7 @@ mpirun4() {
 out=$scratch/bench.out
 rc=0
 t0=$EPOCHREALTIME
-mpirun4 29501 "$bench" --op allreduce -b 8 -e 256K -f 8 -n 2 -w 1 >"$out" 2>&1 || rc=$?
+mpirun4 29501 "$bench" --op allreduce -b 8 -e 256K -f 8 -n 2 -w 1 --chorus-columns >"$out" 2>&1 || rc=$?
 took_since "$t0"
 show "$out"
 bench_passed() { [[ $rc == 0 ]] && grep -q 'ranks=4' "$out" && bench_ok "$out" 6; }

@@ -48,7 +48,7 @@ def parse(out):
         if not f:
             continue
         rows.append({"size": int(f[0]), "count": int(f[1]), "type": f[2], "redop": f[3],
-                     "root": int(f[4]), "oop": f[5:9], "ip": f[9:13]})
+                     "root": int(f[4]), "oop": f[5:9], "ip": f[9:13], "extra": f[13:]})
     return rows, oob, avg
 
 
@@ -65,6 +65,8 @@ check("all-reduce: every line that is not a row starts with '#'",
       all(l.startswith("#") or l.split()[0].isdigit() for l in out.splitlines() if l.strip()), out)
 check("all-reduce: one row per size, 8 32 128 512 (factor 4 up to 1 KiB)",
       [r["size"] for r in rows] == [8, 32, 128, 512], out)
+check("all-reduce: rows of exactly nccl-tests' 13 columns (scripts unpack them)",
+      rows and all(not r["extra"] for r in rows), out)
 check("all-reduce: type float, redop sum, root -1, count = size / 4",
       all(r["type"] == "float" and r["redop"] == "sum" and r["root"] == -1
           and r["count"] == r["size"] // 4 for r in rows), out)
@@ -95,6 +97,14 @@ check("broadcast: out of place N/A, in place timed, #wrong N/A with -c 0",
       and float(rows[0]["ip"][0]) > 0, out)
 check("broadcast: avg bus bandwidth from the in-place form alone",
       avg is not None and rows and abs(avg - float(rows[0]["ip"][2])) <= 1e-3 + 1e-2 * avg, out)
+
+# --chorus-columns: the algorithm and the CPU cost after the 13.
+rc, out, err = launch(2, "-b", "8", "-e", "8", "-n", "1", "-w", "0", "--chorus-columns")
+rows, _, _ = parse(out)
+check("--chorus-columns: algo and cpu after nccl-tests' columns",
+      rc == 0 and len(rows) == 1 and len(rows[0]["extra"]) == 2
+      and rows[0]["extra"][0] in ("ring", "rd", "rhd", "tree", "oneshot", "twoshot", "hier"),
+      out + err)
 
 # --in-place 0: out of place only, except for broadcast, whose only form is in place.
 rc, out, err = launch(2, "-b", "8", "-e", "8", "-n", "1", "-w", "0", "--in-place", "0")

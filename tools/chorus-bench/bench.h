@@ -24,6 +24,8 @@ struct Config {
   int warmup = 5;
   bool check = true;
   bool inPlace = true;  // also time the in-place form (where the collective has one)
+  // --chorus-columns: chorus's own columns after nccl-tests' thirteen (algo, cpu; --bound's)
+  bool chorusColumns = false;
   std::string jsonPath;
   std::string api = "c";  // "c": the blocking C call; "cpp": the C++ API's issue + wait
   bool bound = false;     // --bound: measure memory rates, print bound and %bound per row
@@ -116,8 +118,8 @@ std::vector<std::string> describeRanks(chorus_comm* c);
 
 // The table in nccl-tests' format (table.cc): header lines starting with '#'; per size: size,
 // count, type, redop, root, then time, algbw, busbw and #wrong out of place and in place (N/A
-// for a form the collective lacks), then chorus's own columns (bound, %bound, algo, cpu); and
-// the "# Out of bounds values" and "# Avg bus bandwidth" lines at the end.
+// for a form the collective lacks), and with cfg.chorusColumns chorus's own (bound, %bound, algo,
+// cpu); the "# Out of bounds values" and "# Avg bus bandwidth" lines at the end.
 void printHeader(const Config& cfg, int worldSize, const std::string& algo,
                  const std::vector<std::string>& ranks, const BoundInfo& bound);
 void printRow(const Config& cfg, const Row& row, const BoundInfo& bound);

@@ -94,6 +94,10 @@ int parseCommandLine(int argc, char** argv, CommandLine& cl) {
                  "has only the in-place form, which 0 keeps; send_recv and all_to_all_v have "
                  "only the out-of-place one)")
       ->check(CLI::Range(0, 1));
+  app.add_flag("--chorus-columns", cfg.chorusColumns,
+               "after nccl-tests' 13 columns, chorus's own: the algorithm chosen and the CPU time "
+               "per byte summed over the ranks (with --bound, bound and %bound too); without "
+               "it, rows have exactly nccl-tests' columns");
   app.add_option("-g,--ngpus", gpus, "devices per thread (nccl-tests): 1, the rank's CPUs");
   app.add_option("-t,--nthreads", threads, "threads per process (nccl-tests): 1");
   app.add_option("-T,--timeout", cl.timeoutSeconds,
@@ -159,6 +163,7 @@ int parseCommandLine(int argc, char** argv, CommandLine& cl) {
     if (cfg.bound && cfg.op != "allreduce") {
       throw std::invalid_argument("--bound is defined for --op allreduce only");
     }
+    if (cfg.bound) cfg.chorusColumns = true;  // its figures are columns of their own
   } catch (const std::exception& e) {
     std::fprintf(stderr, "chorus-bench: %s\n", e.what());
     return 2;

@@ -1,5 +1,6 @@
 // chorus-bench's table, in the format of nccl-tests, so that the scripts written for it read
-// chorus-bench's output too; chorus's own columns come after nccl-tests' thirteen.
+// chorus-bench's output too (rows of exactly its thirteen columns: some scripts unpack them);
+// chorus's own columns, on request, come after them.
 #include "bench.h"
 
 #include <unistd.h>
@@ -108,13 +109,14 @@ void printHeader(const Config& cfg, int n, const std::string& algo,
     std::printf("  %10s  %8s  %8s  %6s", "time", "algbw", "busbw", "#wrong");
   }
   if (b) std::printf("  %8s  %7s", "bound", "%bound");
-  std::printf("  %-16s  %9s\n", "algo", "cpu");
-  std::printf("# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
+  if (cfg.chorusColumns) std::printf("  %-16s  %9s", "algo", "cpu");
+  std::printf("\n# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
   for (int form = 0; form < 2; ++form) {
     std::printf("  %10s  %8s  %8s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
   }
   if (b) std::printf("  %8s  %7s", "(GB/s)", "");
-  std::printf("  %-16s  %9s\n", "", "(ns/B)");
+  if (cfg.chorusColumns) std::printf("  %-16s  %9s", "", "(ns/B)");
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -131,7 +133,8 @@ void printRow(const Config& cfg, const Row& r, const BoundInfo& bound) {
       std::printf("  %8s  %7s", "N/A", "N/A");
     }
   }
-  std::printf("  %-16s  %9.3f\n", p.algo.c_str(), p.cpuNsPerByte);
+  if (cfg.chorusColumns) std::printf("  %-16s  %9.3f", p.algo.c_str(), p.cpuNsPerByte);
+  std::printf("\n");
   std::fflush(stdout);
 }
 
