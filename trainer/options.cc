@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <chorus/dp.hpp>
 
+#include "common/tool_version.h"
+
 #include <cstdio>
 
 namespace chorus::train {
@@ -12,6 +14,7 @@ int parseOptions(int argc, char** argv, TrainOptions& o) {
       "Data-parallel training of Fashion-MNIST with LibTorch and chorus::dp.\n"
       "Run it under chorus-run (e.g. chorus-run -n 4 -- chorus-train --epochs 1); every rank "
       "trains on its own shard and gradients are averaged by Chorus."};
+  app.set_version_flag("--version", chorus::tools::versionText("chorus-train"));
   app.add_option("--model", o.model, "mlp (784-512-256-10) or cnn (two conv layers)")
       ->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--epochs", o.epochs, "Epochs")->check(CLI::Range(1, 1000));

@@ -42,7 +42,7 @@ for n in $ns; do
     echo "## N=$n $a"
     "$repo/scripts/cluster" run "$n" --rate "$rate" --timeout 1200 --quiet -- \
       "${tuning_env[@]}" "$build/tools/chorus-bench/chorus-bench" -b "${MIN:-8}" -e "${MAX:-256M}" \
-      -f "${FACTOR:-4}" -n "${ITERS:-3}" -w "${WARMUP:-1}" "${force[@]}" \
+      -f "${FACTOR:-4}" -n "${ITERS:-3}" -w "${WARMUP:-1}" --in-place 0 "${force[@]}" \
       --json "$out/n$n-$a.json" >"$out/n$n-$a.log" 2>&1 || echo "   FAILED (see $out/n$n-$a.log)"
   done
 done

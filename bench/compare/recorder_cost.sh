@@ -37,7 +37,7 @@ run() {  # transport mode round
   ((pin)) && wrap=(sh -c 'exec taskset -c "$CHORUS_RANK" "$@"' sh)
   CHORUS_TRANSPORT=$1 CHORUS_TRACE_ENTRIES=$entries "$build/tools/chorus-run/chorus-run" -n 2 -- \
     "${wrap[@]}" "$build/tools/chorus-bench/chorus-bench" -b 8 -e 1K -f 128 -n "$iters" -w "$warmup" \
-    --no-check --json "$out/$1-$2-$3.json" >/dev/null
+    --no-check --in-place 0 --json "$out/$1-$2-$3.json" >/dev/null
 }
 
 for ((i = 1; i <= rounds; ++i)); do

@@ -259,7 +259,7 @@ gloo_local_round() {
 loopback_round() {
   local n=$1 round=$2
   # TCP like every system here (auto would put ranks of one host on shared memory).
-  CHORUS_TRANSPORT=tcp run "$n" "$round" chorus "$crun" -n "$n" -- "$cbench" --op allreduce \
+  CHORUS_TRANSPORT=tcp run "$n" "$round" chorus "$crun" -n "$n" -- "$cbench" --op allreduce --in-place 0 \
     "${common[@]}" --json
   gloo_local_round "$n" "$round"
   run "$n" "$round" openmpi-tcp "${mpirun_lo[@]}" -np "$n" "${ompi_tcp_lo[@]}" \
@@ -326,7 +326,7 @@ cluster_round() {
     tuning=(env CHORUS_TUNING_FILE="$file")
   fi
   run "$n" "$round" chorus env CHORUS_BUILD_DIR="$build" "$cluster" run "$n" --rate "$RATE" \
-    --timeout "$RUN_TIMEOUT" --quiet -- "${tuning[@]}" chorus-bench --op allreduce "${common[@]}" \
+    --timeout "$RUN_TIMEOUT" --quiet -- "${tuning[@]}" chorus-bench --op allreduce --in-place 0 "${common[@]}" \
     --json
   for algo in $GLOO_ALGOS; do
     store=$(mktemp -d /tmp/gloo-bench-store.XXXXXX)
@@ -396,9 +396,9 @@ cluster_round() {
 # transport.
 host_round() {
   local n=$1 round=$2
-  run "$n" "$round" chorus "$crun" -n "$n" -- "$cbench" --op allreduce --bound "${common[@]}" --json
+  run "$n" "$round" chorus "$crun" -n "$n" -- "$cbench" --op allreduce --in-place 0 --bound "${common[@]}" --json
   if [ "${CHORUS_TCP:-0}" = 1 ]; then
-    CHORUS_TRANSPORT=tcp run "$n" "$round" chorus-tcp "$crun" -n "$n" -- "$cbench" --op allreduce \
+    CHORUS_TRANSPORT=tcp run "$n" "$round" chorus-tcp "$crun" -n "$n" -- "$cbench" --op allreduce --in-place 0 \
       --bound "${common[@]}" --json
   fi
   run "$n" "$round" openmpi "${mpirun_lo[@]}" -np "$n" \
@@ -448,8 +448,8 @@ hier_round() {
   for ((i = 0; i < hosts; i++)); do echo "h$i slots=$per" >>"$hostfile"; done
   local crun_cl=(env CHORUS_BUILD_DIR="$build" "$cluster" run "$n" --per-host "$per"
                  --rate "$RATE" --timeout "$RUN_TIMEOUT" --quiet --)
-  run "$n" "$round" chorus "${crun_cl[@]}" chorus-bench --op allreduce "${common[@]}" --json
-  CHORUS_ALGO=ring run "$n" "$round" chorus-flat "${crun_cl[@]}" chorus-bench --op allreduce \
+  run "$n" "$round" chorus "${crun_cl[@]}" chorus-bench --op allreduce --in-place 0 "${common[@]}" --json
+  CHORUS_ALGO=ring run "$n" "$round" chorus-flat "${crun_cl[@]}" chorus-bench --op allreduce --in-place 0 \
     "${common[@]}" --json
   # Several ranks per host always share its 2 CPUs here: yield when N > CPUs (see cluster).
   local yield=${MPI_YIELD:-auto} ytxt=""

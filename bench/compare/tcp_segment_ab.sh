@@ -24,7 +24,7 @@ for ((round = 1; round <= ${ROUNDS:-3}; ++round)); do
       f=$out/n$n-$setting-r$round.json
       if [ "$setting" = off ]; then value=0; else value=${ON:-}; fi
       env ${value:+CHORUS_TCP_SEGMENT_BYTES=$value} timeout 600 scripts/cluster run "$n" -- \
-        "$bench" -b 1M -e 64M -f 4 -n "${ITERS:-4}" -w 1 --no-check --json "$f" \
+        "$bench" -b 1M -e 64M -f 4 -n "${ITERS:-4}" -w 1 --no-check --in-place 0 --json "$f" \
         >"$out/n$n-$setting-r$round.log" 2>&1 || { echo "n=$n $setting round $round: failed"; continue; }
       /usr/bin/python3 - "$f" "$n" "$setting" "$round" <<'PY'
 import json, sys

@@ -29,7 +29,7 @@ for n in $NS; do
       echo "== n=$n round $round: $system (load $(cut -d' ' -f1 /proc/loadavg))"
       if [[ $system == chorus-c ]]; then
         timeout "$RUN_TIMEOUT" "$run" -n "$n" -- "$build/tools/chorus-bench/chorus-bench" \
-          "${common[@]}" --api c --json "$out.json" > "$out.log" 2>&1
+          "${common[@]}" --api c --in-place 0 --json "$out.json" > "$out.log" 2>&1
       else
         store=$(mktemp -d)
         timeout "$RUN_TIMEOUT" "$run" -n "$n" -- env TORCH_BENCH_STORE_DIR="$store" \

@@ -6,6 +6,7 @@
 #include "core/roll_call.h"
 #include "transport/connect.h"
 #include "transport/creation_log.h"
+#include "transport/init_line.h"
 
 #include <chorus/error.hpp>
 
@@ -107,6 +108,7 @@ std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const 
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank, int size,
                                                    Options options) {
+  transport::printInitLine(options, rank, size);
   transport::CreationLog log(options, rank);
   return std::unique_ptr<Communicator>(
       new Communicator(connect(std::move(store), "", rank, size, std::move(options), log)));
@@ -114,6 +116,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
 
 std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, int rank, int size,
                                                    Options options) {
+  transport::printInitLine(options, rank, size);
   transport::CreationLog log(options, rank);
   std::string route;
   bool hosting = false;

@@ -2,6 +2,7 @@
 // The agreement itself is in membership.cc.
 #include "core/connect.h"
 #include "core/membership.h"
+#include "transport/init_line.h"
 
 #include <chorus/error.hpp>
 
@@ -153,6 +154,7 @@ std::unique_ptr<Communicator> Communicator::joinVia(std::shared_ptr<Store> store
                                                     const std::string& route, Options options) {
   if (!store) throw Error(ErrorCode::kInvalidArgument, "join: store is null");
   algo::validateAlgorithmSetting(options.algorithm);
+  transport::printInitLine(options, -1, 0);
   const int64_t ticket = membership::enqueueJoiner(*store);
   const std::string where = "join (newcomer ticket " + std::to_string(ticket) + ")";
   membership::Outcome out;

@@ -77,7 +77,7 @@ if [[ -x $bench && -x $CHORUS_BUILD_DIR/tools/chorus-store/chorus-store ]]; then
   check "run 2: a Chorus all-reduce across two hosts, rank 0's table shown, no wrong results" \
     bash -c "out=\$('$cluster' run 2 --timeout 60 -- chorus-bench --op allreduce -b 8 -e 64K -n 2 -w 1) &&
       grep -q 'ranks=2' <<<\"\$out\" &&
-      [[ \$(awk '\$1 ~ /^[0-9]+\$/ && \$8 == 0' <<<\"\$out\" | wc -l) == 14 ]]"
+      [[ \$(awk '\$1 ~ /^[0-9]+\$/ && \$9 == 0 && \$13 == 0' <<<\"\$out\" | wc -l) == 14 ]]"
   check "run propagates a rank's failure (bad chorus-bench flag)" bash -c \
     "'$cluster' run 2 --timeout 30 -- chorus-bench --op nonsense >/dev/null 2>&1; [[ \$? != 0 ]]"
   check "run 3 --per-host 2: CHORUS_RANK, CHORUS_LOCAL_RANK/SIZE and CHORUS_IFNAME per rank" bash -c \

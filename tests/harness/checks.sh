@@ -55,14 +55,17 @@ free_port() {
   return 1
 }
 
-# bench_rows FILE: chorus-bench's table rows (lines that start with the size in bytes).
-bench_rows() { awk '$1 ~ /^[0-9]+$/ && NF >= 9' "$1"; }
+# bench_rows FILE: chorus-bench's table rows (lines that start with the size in bytes; nccl-tests'
+# columns: size count type redop root, then time algbw busbw #wrong out of place ($6-$9) and in
+# place ($10-$13); with --chorus-columns then algo ($14) and cpu).
+bench_rows() { awk '$1 ~ /^[0-9]+$/ && NF >= 13' "$1"; }
 
-# bench_ok FILE ROWS: exactly ROWS table rows, every one with #wrong (column 8) 0.
+# bench_ok FILE ROWS: exactly ROWS table rows, every one with #wrong 0 out of place (column 9) and
+# in place (column 13; N/A for a collective without that form).
 bench_ok() {
   local rows bad
   rows=$(bench_rows "$1" | wc -l)
-  bad=$(bench_rows "$1" | awk '$8 != 0' | wc -l)
+  bad=$(bench_rows "$1" | awk '$9 != "0" || ($13 != "0" && $13 != "N/A")' | wc -l)
   if ((rows != $2 || bad != 0)); then
     echo "    expected $2 rows with #wrong 0, got $rows rows, $bad with wrong results:" >&2
     sed 's/^/    | /' "$1" >&2

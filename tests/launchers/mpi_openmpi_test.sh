@@ -72,13 +72,13 @@ mpirun4() {
 out=$scratch/bench.out
 rc=0
 t0=$EPOCHREALTIME
-mpirun4 29501 "$bench" --op allreduce -b 8 -e 256K -f 8 -n 2 -w 1 >"$out" 2>&1 || rc=$?
+mpirun4 29501 "$bench" --op allreduce -b 8 -e 256K -f 8 -n 2 -w 1 --chorus-columns >"$out" 2>&1 || rc=$?
 took_since "$t0"
 show "$out"
 bench_passed() { [[ $rc == 0 ]] && grep -q 'ranks=4' "$out" && bench_ok "$out" 6; }
 check "mpirun -np 4 chorus-bench: exit 0, 6 sizes (8 B .. 256 KiB), #wrong 0 on every row" \
   bench_passed
-hier_rows=$(bench_rows "$out" | awk '$9 == "hier" { printf "%s ", $1 }')
+hier_rows=$(bench_rows "$out" | awk '$14 == "hier" { printf "%s ", $1 }')
 echo "    hier chosen at: ${hier_rows:-no size}"
 check "the cost model chooses the hierarchical all-reduce (algo column 'hier')" \
   test -n "$hier_rows"

@@ -78,8 +78,8 @@ bench_under_srun() {
   out=$(<"$scratch/bench$n.out")
   ((rc == 0)) || { bad "srun exited $rc" "$out"; return 1; }
   # Table rows start with the size in bytes; column 8 is #wrong.
-  rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8' <<<"$out" | wc -l)
-  wrong=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 && $8 != "0"' <<<"$out")
+  rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13' <<<"$out" | wc -l)
+  wrong=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13 && ($9 != "0" || $13 != "0")' <<<"$out")
   ((rows == 9)) || { bad "expected 9 result rows (8 B to 1 MiB), got $rows" "$out"; return 1; }
   [[ -z $wrong ]] || { bad "rows with wrong results" "$out"; return 1; }
   launch=$(grep '^# launch: ' <<<"$out")

@@ -238,7 +238,7 @@ TEST(LaunchEnv, AloneGivesAWorldOfOne) {
 
 // A process started as a replacement (CHORUS_JOIN=1) joins only where the program asks for it by
 // name (fromEnvOrJoin, chorus_comm_init_from_env_or_join); fromEnv refuses and says what to call.
-// 0.1's chorus_init_from_env keeps joining (tests/capi_compat).
+// 0.1's chorus_comm_init_from_env keeps joining (tests/capi_compat).
 TEST(LaunchEnv, OnlyFromEnvOrJoinJoins) {
   CleanEnv env;
   TcpStoreServer server("127.0.0.1", 0);

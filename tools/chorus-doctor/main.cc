@@ -18,6 +18,8 @@
 #include "timeline.h"
 #include "trace.h"
 
+#include "common/tool_version.h"
+
 namespace {
 
 using namespace chorus::doctor;
@@ -87,6 +89,7 @@ int live(const std::string& url, bool json, double watchSeconds, const LiveOptio
 int main(int argc, char** argv) {
   CLI::App app{"Names the rank and the call that hold up a Chorus job.", "chorus-doctor"};
   app.footer(kFooter);
+  app.set_version_flag("--version", chorus::tools::versionText("chorus-doctor"));
   std::string dir, url, timeline;
   bool json = false, isLive = false;
   double watch = 0;

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/tool_version.h"
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -67,6 +69,7 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
   std::vector<std::string> positional;
   CLI::App app{"Starts N local Chorus ranks and supervises them.", "chorus-run"};
   app.footer(std::string("\n") + kUsage + "\n" + kFooter);
+  app.set_version_flag("--version", chorus::tools::versionText("chorus-run"));
   app.add_option("-n,--ranks", options.ranks, "Number of ranks to start")
       ->required()
       ->check(CLI::Range(1, 65536));
@@ -75,8 +78,8 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
                  "store hosted by chorus-run");
   app.add_flag("--tag-output", options.tagOutput, "Prefix each output line with [rank]");
   app.add_option("--timeout", options.timeoutSeconds,
-                 "Set CHORUS_TIMEOUT (seconds) in the ranks' environment")
-      ->check(CLI::Range(1, INT_MAX));
+                 "Set CHORUS_TIMEOUT (seconds, fractions too: 2.5) in the ranks' environment")
+      ->check(CLI::Range(0.001, 1e7));
   app.add_option("--grace", options.graceSeconds,
                  "Seconds between SIGTERM and SIGKILL when stopping ranks (default 5)")
       ->check(CLI::Range(0.0, 3600.0));
@@ -104,6 +107,10 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
     app.parse(split, argv);
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
+    exitCode = 0;
+    return std::nullopt;
+  } catch (const CLI::CallForVersion& v) {
+    std::cout << v.what() << "\n";
     exitCode = 0;
     return std::nullopt;
   } catch (const CLI::ParseError& e) {

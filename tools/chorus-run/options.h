@@ -14,7 +14,7 @@ struct Options {
   // Prefix every line a rank prints with "[rank] ".
   bool tagOutput = false;
   // CHORUS_TIMEOUT for the ranks, in seconds; unset: the ranks' own default.
-  std::optional<int> timeoutSeconds;
+  std::optional<double> timeoutSeconds;
   // How long ranks get between SIGTERM (or a forwarded signal) and SIGKILL.
   double graceSeconds = 5.0;
   // --hang-seconds: when no rank made progress for this long while a call is pending, the

@@ -6,9 +6,21 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <system_error>
 
 namespace chorus::launcher {
+
+namespace {
+
+// "2.5", not std::to_string's "2.500000": the shortest text that reads back as the same double.
+std::string shortest(double v) {
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof(buf), v).ptr;
+  return std::string(buf, end);
+}
+
+}  // namespace
 
 std::vector<std::string> rankEnvironment(const LaunchEnvironment& launch, int rank) {
   const std::string r = std::to_string(rank);
@@ -20,7 +32,7 @@ std::vector<std::string> rankEnvironment(const LaunchEnvironment& launch, int ra
       "RANK=" + r, "WORLD_SIZE=" + size, "LOCAL_RANK=" + r, "LOCAL_WORLD_SIZE=" + size,
       "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(launch.masterPort)};
   if (launch.timeoutSeconds) {
-    env.push_back("CHORUS_TIMEOUT=" + std::to_string(*launch.timeoutSeconds));
+    env.push_back("CHORUS_TIMEOUT=" + shortest(*launch.timeoutSeconds));
   }
   if (!launch.keyFile.empty()) env.push_back("CHORUS_AUTH_KEY_FILE=" + launch.keyFile);
   if (!launch.traceDir.empty()) {

@@ -10,11 +10,11 @@ namespace chorus::launcher {
 
 struct LaunchEnvironment {
   int ranks = 0;
-  std::string storeUrl;               // CHORUS_STORE
-  std::optional<int> timeoutSeconds;  // CHORUS_TIMEOUT when set
-  int masterPort = 0;                 // MASTER_PORT, on MASTER_ADDR 127.0.0.1
-  std::string traceDir;               // CHORUS_TRACE_DIR and CHORUS_TRACE_SIGNAL=USR1 when set
-  std::string keyFile;                // CHORUS_AUTH_KEY_FILE when set: the job's key
+  std::string storeUrl;                  // CHORUS_STORE
+  std::optional<double> timeoutSeconds;  // CHORUS_TIMEOUT when set
+  int masterPort = 0;                    // MASTER_PORT, on MASTER_ADDR 127.0.0.1
+  std::string traceDir;                  // CHORUS_TRACE_DIR and CHORUS_TRACE_SIGNAL=USR1 when set
+  std::string keyFile;                   // CHORUS_AUTH_KEY_FILE when set: the job's key
 };
 
 // "NAME=value" overrides for one rank of the launch.

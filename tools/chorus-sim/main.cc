@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "common/tool_version.h"
 #include "sweep.h"
 
 int main(int argc, char** argv) {
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
   app.add_option("--run-limit-s", s.runLimit,
                  "wall-clock seconds per run before it is given up (0: none)");
   app.add_flag("-q,--quiet", s.quiet, "no progress lines on stderr");
+  app.set_version_flag("--version", chorus::tools::versionText("chorus-sim"));
   CLI11_PARSE(app, argc, argv);
   try {
     chorus::sim_tool::simulate(s);

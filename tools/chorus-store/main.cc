@@ -1,12 +1,13 @@
 // chorus-store: runs a Chorus TCP store server in the foreground until SIGINT or SIGTERM.
 //
-//   chorus-store [--host H] [--port P] [--key-file F]
+//   chorus-store [--host H] [--port P] [--key-file F] [--version]
 //
 // Defaults: --host 0.0.0.0 (every interface), --port 29500; --port 0 picks a free port.
 // --key-file (or CHORUS_AUTH_KEY_FILE) makes every client prove the job's key (docs/security.md).
 // Prints "chorus-store listening on tcp://H:P" once the server accepts connections.
 #include "auth/settings.h"
 #include "common/errno_text.h"
+#include "common/tool_version.h"
 
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
@@ -26,7 +27,8 @@ void usage(std::FILE* out) {
                "  --host H   address or hostname to bind (default 0.0.0.0: every interface)\n"
                "  --port P   TCP port (default 29500; 0 picks a free port)\n"
                "  --key-file F  clients must prove this job key (mode 0600; default:\n"
-               "             $CHORUS_AUTH_KEY_FILE; none: clients are not authenticated)\n");
+               "             $CHORUS_AUTH_KEY_FILE; none: clients are not authenticated)\n"
+               "  --version  print the version and exit\n");
 }
 
 bool parsePort(const std::string& s, int* port) {
@@ -57,6 +59,10 @@ int main(int argc, char** argv) {
     }
     if (arg == "-h" || arg == "--help") {
       usage(stdout);
+      return 0;
+    }
+    if (arg == "--version") {
+      std::printf("%s\n", chorus::tools::versionText("chorus-store").c_str());
       return 0;
     }
     if (arg != "--host" && arg != "--port" && arg != "--key-file") {

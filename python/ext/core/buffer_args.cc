@@ -88,6 +88,27 @@ DataType parseTypeName(py::handle dtype) {
                         "int8, uint8, int32, int64");
 }
 
+// dtype= names the element type of a buffer that has none of its own: raw bytes (bytearray,
+// bytes, memoryview of bytes) or bfloat16 bits in a 16-bit integer buffer. On a buffer that is
+// already typed otherwise it would reinterpret the bits (float32 read as int32), so it must agree.
+void checkOverride(const HeldBuffer& held, py::handle obj, DataType override) {
+  const std::optional<DataType> own = held.formatType();
+  if (own == override) return;
+  const bool rawBytes = held.format() == "B" &&
+                        (py::isinstance<py::bytearray>(obj) || py::isinstance<py::bytes>(obj) ||
+                         py::isinstance<py::memoryview>(obj));
+  const std::string f = held.format();
+  const bool bf16Bits = override == DataType::kBF16 && held.itemSize() == 2 &&
+                        f.find_first_of("Hh") != std::string::npos;
+  if (rawBytes || bf16Bits) return;
+  const std::string ownName = own ? typeName(*own) : "format '" + f + "'";
+  throw py::type_error(std::string(held.what()) + ": dtype='" + typeName(override) +
+                       "' differs from the buffer's own element type " + ownName +
+                       " (Chorus would reinterpret its bits); pass a buffer of that type (e.g. "
+                       "numpy's astype) or leave dtype out. dtype= types only raw bytes "
+                       "(bytearray, bytes, memoryview) and bfloat16 bits held as uint16");
+}
+
 }  // namespace
 
 HeldBuffer::HeldBuffer(py::handle obj, const char* what, bool writable) : what_(what) {
@@ -118,8 +139,11 @@ Elements exportBuffer(py::handle obj, const char* what, bool writable, Typing ty
   Elements e;
   e.held = std::make_shared<HeldBuffer>(obj, what, writable);
   e.data = e.held->data();
-  std::optional<DataType> type =
-      dtype.is_none() ? e.held->formatType() : std::optional<DataType>(parseTypeName(dtype));
+  std::optional<DataType> type = e.held->formatType();
+  if (!dtype.is_none()) {
+    type = parseTypeName(dtype);
+    checkOverride(*e.held, obj, *type);
+  }
   if (type) {
     e.itemBytes = sizeOf(*type);
     if (e.held->bytes() % e.itemBytes != 0) {
@@ -147,11 +171,15 @@ ReduceOp parseOp(py::handle op) {
   }
   const auto name = op.cast<std::string>();
   if (name == "sum") return ReduceOp::kSum;
-  if (name == "prod" || name == "product") return ReduceOp::kProd;
+  if (name == "prod") return ReduceOp::kProd;
   if (name == "min") return ReduceOp::kMin;
   if (name == "max") return ReduceOp::kMax;
-  if (name == "avg" || name == "mean") return ReduceOp::kAvg;
-  throw py::value_error("op '" + name + "' is not one of 'sum', 'prod', 'min', 'max', 'avg'");
+  if (name == "avg") return ReduceOp::kAvg;
+  // One name per op, as in C, C++ and chorus-bench. No "mean": numpy's mean of integers is a
+  // float, while avg divides in the element type (int32 avg truncates).
+  throw py::value_error(
+      "op '" + name + "' is not one of 'sum', 'prod', 'min', 'max', 'avg'" +
+      (name == "mean" ? " (the mean is 'avg', computed in the buffer's type)" : std::string()));
 }
 
 const char* typeName(DataType type) {

@@ -319,7 +319,10 @@ Every rank must issue the same collectives in the same order. Buffers are any ob
 the buffer protocol (numpy arrays, bytearray, memoryview), C-contiguous; outputs must be
 writable. Element types come from the buffer format: float32, float64, float16 ('e'),
 int8, uint8, int32, int64. bfloat16 has no numpy format: pass raw uint16 buffers with
-``dtype="bf16"`` to the reducing calls. Collectives that only move data (broadcast,
+``dtype="bf16"`` to the reducing calls. ``dtype=`` only types buffers without a type of their
+own (bytearray, bytes, memoryview; bfloat16 bits as uint16): on a buffer of another type it
+raises TypeError rather than reinterpret the bits. Ops are "sum", "prod", "min", "max" and
+"avg" (the mean, divided in the buffer's type: integers truncate). Collectives that only move data (broadcast,
 all_gather, gather, scatter, all_to_all, send, recv) move bytes and take any format.
 
 Every call blocks (the GIL released) unless ``async_op=True``: then it returns a

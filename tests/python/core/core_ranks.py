@@ -410,13 +410,33 @@ def run_failures(comm):
     expect(TypeError, lambda: comm.all_reduce(np.zeros(4, dtype=np.int16)), "int16 sum")
     expect(TypeError, lambda: comm.all_reduce(b"abc"[0]), "not a buffer")
     expect(ValueError, lambda: comm.all_reduce(x, "xor"), "unknown op")
-    expect(ValueError, lambda: comm.all_reduce(np.zeros(3, dtype=np.uint8), dtype="bf16"),
+    e = expect(ValueError, lambda: comm.all_reduce(x, "mean"), "op='mean' (not an alias of avg)")
+    assert "'avg'" in str(e), e
+    expect(ValueError, lambda: comm.all_reduce(bytearray(3), dtype="bf16"),
            "bf16 over an odd number of bytes")
+    # dtype= on a typed buffer of another type would reinterpret its bits: refused.
+    e = expect(TypeError, lambda: comm.all_reduce(np.ones(4, dtype=np.float32), dtype="int32"),
+               "float32 buffer with dtype='int32'")
+    assert "int32" in str(e) and "float32" in str(e), e
+    expect(TypeError, lambda: comm.all_reduce(np.ones(4, dtype=np.uint8), dtype="int32"),
+           "uint8 array with dtype='int32'")
+    expect(TypeError, lambda: comm.all_reduce(np.ones(4, dtype=np.float16), dtype="bf16"),
+           "float16 buffer with dtype='bf16'")
+    expect(TypeError, lambda: comm.reduce_scatter(np.ones(4 * n, dtype=np.float32),
+                                                  np.ones(4, dtype=np.int32), dtype="float32"),
+           "reduce_scatter outbuf of another type than dtype")
     expect(ValueError, lambda: comm.all_reduce(x, dtype="complex"), "unknown dtype")
     expect(ValueError, lambda: chorus.Communicator("tcp://127.0.0.1:1", 2, 2), "rank >= size")
     # Still usable: a collective with the right values.
     y = np.full(3, r + 1, dtype=np.int32)
     comm.all_reduce(y)
+    assert np.all(y == n * (n + 1) // 2), y
+    # dtype= types raw bytes, and agrees with a buffer of its own type.
+    raw = bytearray(np.full(3, r + 1, dtype=np.int32).tobytes())
+    comm.all_reduce(raw, dtype="int32")
+    assert np.all(np.frombuffer(raw, dtype=np.int32) == n * (n + 1) // 2), raw
+    y = np.full(3, r + 1, dtype=np.int32)
+    comm.all_reduce(y, dtype="int32")
     assert np.all(y == n * (n + 1) // 2), y
     if n == 1:
         return
