@@ -55,8 +55,8 @@ class EveryCollective {
   // reduce (blocking, then non-blocking in place on the root)
   void reduce() {
     const int root = n_ - 1;
-    if (ok(chorus_reduce(comm_, mine_.data(), me_ == root ? sum_.data() : nullptr, k_, CHORUS_DTYPE_I32,
-                         CHORUS_OP_SUM, root),
+    if (ok(chorus_reduce(comm_, mine_.data(), me_ == root ? sum_.data() : nullptr, k_,
+                         CHORUS_DTYPE_I32, CHORUS_OP_SUM, root),
            "chorus_reduce") &&
         me_ == root) {
       for (size_t i = 0; i < k_; ++i) {
@@ -66,7 +66,8 @@ class EveryCollective {
       }
     }
     std::vector<int32_t> inout = mine_;
-    if (ok(chorus_ireduce(comm_, inout.data(), inout.data(), k_, CHORUS_DTYPE_I32, CHORUS_OP_MAX, 0, &req_),
+    if (ok(chorus_ireduce(comm_, inout.data(), inout.data(), k_, CHORUS_DTYPE_I32, CHORUS_OP_MAX, 0,
+                          &req_),
            "chorus_ireduce") &&
         ok(chorus_request_wait(req_), "chorus_request_wait(ireduce)") && me_ == 0) {
       for (size_t i = 0; i < k_; ++i) expect(inout[i] == value(n_ - 1, i), "chorus_ireduce max");
@@ -76,7 +77,8 @@ class EveryCollective {
   // gather, then scatter back what was gathered
   void gatherThenScatter() {
     std::vector<int32_t> back(k_, -1);
-    if (ok(chorus_gather(comm_, mine_.data(), all_.data(), k_, CHORUS_DTYPE_I32, 0), "chorus_gather") &&
+    if (ok(chorus_gather(comm_, mine_.data(), all_.data(), k_, CHORUS_DTYPE_I32, 0),
+           "chorus_gather") &&
         me_ == 0) {
       for (size_t i = 0; i < all_.size(); ++i) {
         expect(all_[i] == value(static_cast<int>(i / k_), i % k_), "chorus_gather");
@@ -96,7 +98,8 @@ class EveryCollective {
     block_.resize(counts_[static_cast<size_t>(me_)]);
     for (size_t i = 0; i < block_.size(); ++i) block_[i] = value(me_, i);
     gathered_.assign(total, -1);
-    if (ok(chorus_all_gather_v(comm_, block_.data(), gathered_.data(), counts_.data(), CHORUS_DTYPE_I32),
+    if (ok(chorus_all_gather_v(comm_, block_.data(), gathered_.data(), counts_.data(),
+                               CHORUS_DTYPE_I32),
            "chorus_all_gather_v")) {
       size_t at = 0;
       for (size_t r = 0; r < nn_; ++r) {
@@ -107,20 +110,20 @@ class EveryCollective {
     }
     ones_.assign(total, me_ + 1);
     part_.assign(counts_[static_cast<size_t>(me_)], -1);
-    if (ok(chorus_ireduce_scatter_v(comm_, ones_.data(), part_.data(), counts_.data(), CHORUS_DTYPE_I32,
-                                    CHORUS_OP_SUM, &req_),
+    if (ok(chorus_ireduce_scatter_v(comm_, ones_.data(), part_.data(), counts_.data(),
+                                    CHORUS_DTYPE_I32, CHORUS_OP_SUM, &req_),
            "chorus_ireduce_scatter_v") &&
         ok(chorus_request_wait(req_), "chorus_request_wait(ireduce_scatter_v)")) {
       for (int32_t v : part_) expect(v == n_ * (n_ + 1) / 2, "chorus_ireduce_scatter_v");
     }
-    if (ok(chorus_reduce_scatter_v(comm_, ones_.data(), part_.data(), counts_.data(), CHORUS_DTYPE_I32,
-                                   CHORUS_OP_MIN),
+    if (ok(chorus_reduce_scatter_v(comm_, ones_.data(), part_.data(), counts_.data(),
+                                   CHORUS_DTYPE_I32, CHORUS_OP_MIN),
            "chorus_reduce_scatter_v")) {
       for (int32_t v : part_) expect(v == 1, "chorus_reduce_scatter_v min");
     }
     std::vector<int32_t> gathered2(total, -1);
-    if (ok(chorus_iall_gather_v(comm_, block_.data(), gathered2.data(), counts_.data(), CHORUS_DTYPE_I32,
-                                &req_),
+    if (ok(chorus_iall_gather_v(comm_, block_.data(), gathered2.data(), counts_.data(),
+                                CHORUS_DTYPE_I32, &req_),
            "chorus_iall_gather_v") &&
         ok(chorus_request_wait(req_), "chorus_request_wait(iall_gather_v)")) {
       expect(gathered2 == gathered_, "chorus_iall_gather_v");
@@ -180,7 +183,8 @@ class EveryCollective {
         ok(chorus_request_wait(req_), "chorus_request_wait(igather)") && me_ == 0) {
       expect(all2 == all_, "chorus_igather");
     }
-    if (ok(chorus_scatter(comm_, all_.data(), back2.data(), k_, CHORUS_DTYPE_I32, 0), "chorus_scatter")) {
+    if (ok(chorus_scatter(comm_, all_.data(), back2.data(), k_, CHORUS_DTYPE_I32, 0),
+           "chorus_scatter")) {
       expect(back2 == mine_, "chorus_scatter");
     }
   }
@@ -199,8 +203,8 @@ class EveryCollective {
         CHORUS_ERR_INVALID_ARGUMENT, "reduce to root n");
     bad(chorus_all_gather_v(comm_, block_.data(), gathered_.data(), nullptr, CHORUS_DTYPE_I32),
         CHORUS_ERR_INVALID_ARGUMENT, "all_gather_v without counts");
-    bad(chorus_ireduce_scatter_v(comm_, ones_.data(), part_.data(), counts_.data(), CHORUS_DTYPE_I32,
-                                 static_cast<chorus_op>(42), &req_),
+    bad(chorus_ireduce_scatter_v(comm_, ones_.data(), part_.data(), counts_.data(),
+                                 CHORUS_DTYPE_I32, static_cast<chorus_op>(42), &req_),
         CHORUS_ERR_INVALID_ARGUMENT, "ireduce_scatter_v with op 42");
     bad(chorus_igather(comm_, mine_.data(), all_.data(), k_, CHORUS_DTYPE_I32, 0, nullptr),
         CHORUS_ERR_INVALID_ARGUMENT, "igather without a request pointer");
@@ -212,7 +216,8 @@ class EveryCollective {
       fail_("gather on a null communicator");
     }
     int32_t x = 1, y = 0;
-    if (ok(chorus_reduce(comm_, &x, &y, 1, CHORUS_DTYPE_I32, CHORUS_OP_SUM, 0), "reduce after bad calls") &&
+    if (ok(chorus_reduce(comm_, &x, &y, 1, CHORUS_DTYPE_I32, CHORUS_OP_SUM, 0),
+           "reduce after bad calls") &&
         me_ == 0) {
       expect(y == n_, "reduce after bad calls");
     }

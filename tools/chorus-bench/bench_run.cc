@@ -146,9 +146,9 @@ class Sweep {
     int64_t cpuNs = processCpuNs() - cpu0;
     res.algo = comm_.lastAlgorithm();  // read before the max-over-ranks call below replaces it
     // Slowest rank per iteration, then the median iteration.
-    checkStatus(
-        chorus_all_reduce(c_, times.data(), times.data(), times.size(), CHORUS_DTYPE_F64, CHORUS_OP_MAX),
-        c_);
+    checkStatus(chorus_all_reduce(c_, times.data(), times.data(), times.size(), CHORUS_DTYPE_F64,
+                                  CHORUS_OP_MAX),
+                c_);
     std::sort(times.begin(), times.end());
     res.timeUs = times[times.size() / 2];
     const size_t low = times.size() / 10, high = times.size() - times.size() / 10;

@@ -125,8 +125,9 @@ class Correct {
 
   // reduce_scatter: this rank receives block `me` of the reduction of count * n elements.
   void reduceScatter(size_t count, const std::string& cn, bool heavy) {
-    const std::pair<chorus_dtype, chorus_op> rsCases[] = {
-        {CHORUS_DTYPE_F32, CHORUS_OP_SUM}, {CHORUS_DTYPE_I32, CHORUS_OP_MAX}, {CHORUS_DTYPE_F16, CHORUS_OP_AVG}};
+    const std::pair<chorus_dtype, chorus_op> rsCases[] = {{CHORUS_DTYPE_F32, CHORUS_OP_SUM},
+                                                          {CHORUS_DTYPE_I32, CHORUS_OP_MAX},
+                                                          {CHORUS_DTYPE_F16, CHORUS_OP_AVG}};
     for (auto [t, op] : rsCases) {
       const size_t es = sizeOf(t);
       for (int inPlace = 0; inPlace < 2; ++inPlace) {
@@ -218,12 +219,14 @@ class Correct {
     std::vector<uint8_t> bc = me_ == root ? bcWant : std::vector<uint8_t>(bcWant.size(), 0xAB);
 
     chorus_request* req[5] = {};
-    k_.status("iallreduce" + cn, chorus_iall_reduce(c_.comm, ptr(a), ptr(aOut), count, CHORUS_DTYPE_F32,
-                                                   CHORUS_OP_SUM, &req[0]));
+    k_.status("iallreduce" + cn, chorus_iall_reduce(c_.comm, ptr(a), ptr(aOut), count,
+                                                    CHORUS_DTYPE_F32, CHORUS_OP_SUM, &req[0]));
     k_.status("iallreduce/inplace" + cn,
-              chorus_iall_reduce(c_.comm, ptr(b), ptr(b), count, CHORUS_DTYPE_I32, CHORUS_OP_MAX, &req[1]));
-    k_.status("ireduce_scatter" + cn, chorus_ireduce_scatter(c_.comm, ptr(rs), ptr(rsOut), count,
-                                                             CHORUS_DTYPE_F32, CHORUS_OP_SUM, &req[2]));
+              chorus_iall_reduce(c_.comm, ptr(b), ptr(b), count, CHORUS_DTYPE_I32, CHORUS_OP_MAX,
+                                 &req[1]));
+    k_.status("ireduce_scatter" + cn,
+              chorus_ireduce_scatter(c_.comm, ptr(rs), ptr(rsOut), count, CHORUS_DTYPE_F32,
+                                     CHORUS_OP_SUM, &req[2]));
     k_.status("iall_gather" + cn,
               chorus_iall_gather(c_.comm, ptr(ag), ptr(agOut), count, CHORUS_DTYPE_I32, &req[3]));
     k_.status("ibroadcast" + cn,
@@ -245,7 +248,8 @@ class Correct {
     std::vector<uint8_t> agWant(count * N_ * 4);
     for (int r = 0; r < n_; ++r) {
       for (size_t i = 0; i < count; ++i) {
-        store(CHORUS_DTYPE_I32, agWant.data(), count * static_cast<size_t>(r) + i, input(r, n_, i, s3));
+        store(CHORUS_DTYPE_I32, agWant.data(), count * static_cast<size_t>(r) + i,
+              input(r, n_, i, s3));
       }
     }
     k_.same("iall_gather" + cn, agOut, agWant);
@@ -282,7 +286,8 @@ class Correct {
   // Every rank must hold bit-identical results: compare the hashes; report and destroy.
   int finish(int64_t start) {
     std::vector<uint64_t> hashes(N_);
-    k_.status("all_gather/hash", chorus_all_gather(c_.comm, &hash_.h, hashes.data(), 8, CHORUS_DTYPE_U8));
+    k_.status("all_gather/hash",
+              chorus_all_gather(c_.comm, &hash_.h, hashes.data(), 8, CHORUS_DTYPE_U8));
     bool identical = true;
     for (uint64_t h : hashes) identical = identical && h == hash_.h;
     k_.status("barrier/end", chorus_barrier(c_.comm));
