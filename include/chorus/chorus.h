@@ -17,7 +17,7 @@
 /* Version of these headers; chorus_get_version gives the library's (they differ when a program
  * runs against another build of libchorus than it was compiled with). */
 #define CHORUS_VERSION_MAJOR 0
-#define CHORUS_VERSION_MINOR 1
+#define CHORUS_VERSION_MINOR 2
 #define CHORUS_VERSION_PATCH 0
 
 #ifdef __cplusplus

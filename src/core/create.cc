@@ -3,6 +3,7 @@
 #include "core/connect.h"
 
 #include "core/launch_env.h"
+#include "core/library_version.h"
 #include "core/roll_call.h"
 #include "transport/connect.h"
 #include "transport/creation_log.h"
@@ -108,7 +109,7 @@ std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const 
 
 std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store, int rank, int size,
                                                    Options options) {
-  transport::printInitLine(options, rank, size);
+  transport::printInitLine(options, rank, size, libraryVersion());
   transport::CreationLog log(options, rank);
   return std::unique_ptr<Communicator>(
       new Communicator(connect(std::move(store), "", rank, size, std::move(options), log)));
@@ -116,7 +117,7 @@ std::unique_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
 
 std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, int rank, int size,
                                                    Options options) {
-  transport::printInitLine(options, rank, size);
+  transport::printInitLine(options, rank, size, libraryVersion());
   transport::CreationLog log(options, rank);
   std::string route;
   bool hosting = false;

@@ -1,6 +1,7 @@
 // Membership changes: Communicator::shrink, join and their queries (docs/fault-tolerance.md).
 // The agreement itself is in membership.cc.
 #include "core/connect.h"
+#include "core/library_version.h"
 #include "core/membership.h"
 #include "transport/init_line.h"
 
@@ -154,7 +155,7 @@ std::unique_ptr<Communicator> Communicator::joinVia(std::shared_ptr<Store> store
                                                     const std::string& route, Options options) {
   if (!store) throw Error(ErrorCode::kInvalidArgument, "join: store is null");
   algo::validateAlgorithmSetting(options.algorithm);
-  transport::printInitLine(options, -1, 0);
+  transport::printInitLine(options, -1, 0, libraryVersion());
   const int64_t ticket = membership::enqueueJoiner(*store);
   const std::string where = "join (newcomer ticket " + std::to_string(ticket) + ")";
   membership::Outcome out;

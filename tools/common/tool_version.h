@@ -14,7 +14,7 @@ inline std::string libraryVersion() {
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
 }
 
-// "chorus-run 0.1.0 (libchorus 0.1.0)": the tool's version (the headers it was built with) and
+// "chorus-run 0.2.0 (libchorus 0.2.0)": the tool's version (the headers it was built with) and
 // that of the library it runs against, which differ only when libchorus was replaced.
 inline std::string versionText(const std::string& tool) {
   return tool + " " + std::to_string(CHORUS_VERSION_MAJOR) + "." +

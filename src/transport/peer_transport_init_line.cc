@@ -1,6 +1,6 @@
 #include "transport/init_line.h"
 
-#include <chorus/chorus.h>
+#include "auth/settings.h"
 
 #include <cstdio>
 
@@ -38,12 +38,8 @@ std::string encryption(const auth::AuthSettings& auth) {
   return "encryption off (CHORUS_ENCRYPT=1 turns it on)";
 }
 
-}  // namespace
-
-std::string initLine(int rank, int size, const auth::AuthSettings& auth) {
-  const std::string version = std::to_string(CHORUS_VERSION_MAJOR) + "." +
-                              std::to_string(CHORUS_VERSION_MINOR) + "." +
-                              std::to_string(CHORUS_VERSION_PATCH);
+std::string initLine(int rank, int size, const auth::AuthSettings& auth,
+                     const std::string& version) {
   const std::string who = rank >= 0 ? std::to_string(rank) : "newcomer";
   const std::string where =
       rank >= 0 ? "rank " + who + " of " + std::to_string(size) : "joining a running job";
@@ -51,9 +47,11 @@ std::string initLine(int rank, int size, const auth::AuthSettings& auth) {
          authentication(auth) + "; " + encryption(auth);
 }
 
-void printInitLine(const Options& options, int rank, int size) {
+}  // namespace
+
+void printInitLine(const Options& options, int rank, int size, const std::string& version) {
   if (options.debug == DebugLevel::kOff) return;
-  std::fprintf(stderr, "%s\n", initLine(rank, size, auth::authSettingsFromEnv()).c_str());
+  std::fprintf(stderr, "%s\n", initLine(rank, size, auth::authSettingsFromEnv(), version).c_str());
 }
 
 }  // namespace chorus::transport
