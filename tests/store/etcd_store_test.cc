@@ -1,0 +1,290 @@
+// The etcd store beyond what every store does (store_test.cc): its URLs, the members it tries in
+// turn, its errors when none answers, compare-and-set, and a communicator on it.
+#include <gtest/gtest.h>
+#include <chorus/chorus.hpp>
+#include <chorus/error.hpp>
+#include <chorus/store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/etcd_server.h"
+#include "harness/thread_ranks.h"
+#include "store/compare_set.h"
+#include "store/etcd/base64.h"
+#include "store/store_url.h"
+
+namespace chorus {
+namespace {
+
+using namespace std::chrono_literals;
+using Bytes = Store::Bytes;
+using SteadyClock = std::chrono::steady_clock;
+using chorus::testing::EtcdServer;
+using chorus::testing::freeLoopbackPort;
+
+Bytes bytesOf(const std::string& s) { return Bytes(s.begin(), s.end()); }
+std::string stringOf(const Bytes& b) { return std::string(b.begin(), b.end()); }
+long long msSince(SteadyClock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
+}
+
+template <typename Fn>
+ErrorCode errorOf(Fn&& fn, std::string* message = nullptr) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (message) *message = e.what();
+    return e.code();
+  }
+  return ErrorCode::kOk;
+}
+
+// A one-member etcd of its own for the test, or a skip saying why there is none.
+#define START_ETCD(name)                                                       \
+  std::string etcdMissing_;                                                    \
+  if (EtcdServer::binary(&etcdMissing_).empty()) GTEST_SKIP() << etcdMissing_; \
+  EtcdServer name
+
+TEST(EtcdUrlTest, MembersAndPrefix) {
+  auto u = store::parseStoreUrl("etcd://h1:2379,[::1]:2380,h3/jobs/42/");
+  EXPECT_EQ(u.kind, store::StoreUrl::Kind::kEtcd);
+  ASSERT_EQ(u.endpoints.size(), 3u);
+  EXPECT_EQ(u.endpoints[0].host, "h1");
+  EXPECT_EQ(u.endpoints[0].port, 2379);
+  EXPECT_EQ(u.endpoints[1].host, "::1");
+  EXPECT_EQ(u.endpoints[1].port, 2380);
+  EXPECT_EQ(u.endpoints[2].host, "h3");
+  EXPECT_EQ(u.endpoints[2].port, 2379);  // etcd's client port when none is given
+  EXPECT_EQ(u.path, "jobs/42");
+  EXPECT_EQ(store::parseStoreUrl("etcd://h1:1").path, "chorus");
+  EXPECT_EQ(store::parseStoreUrl("etcd://h1:1/").path, "chorus");
+}
+
+TEST(EtcdUrlTest, RejectsBadUrls) {
+  for (const std::string url :
+       {"etcd://", "etcd:///p", "etcd://h1:2379,,h2:2379/p", "etcd://h1:2379,/p", "etcd://h1:0/p",
+        "etcd://h1:x/p", "etcd://::1:2379/p", "etcd://h1:2379//p", "etcd://h1:2379/a//b"}) {
+    std::string message;
+    EXPECT_EQ(errorOf([&] { store::parseStoreUrl(url); }, &message), ErrorCode::kInvalidArgument)
+        << url;
+    EXPECT_NE(message.find("\"" + url + "\""), std::string::npos) << message;
+  }
+}
+
+TEST(EtcdBase64Test, RoundTripsAndRejects) {
+  for (std::string s : {"", "f", "fo", "foo", "foob", "fooba", "foobar"}) {
+    EXPECT_EQ(store::etcd::base64Decode(store::etcd::base64Encode(s)), s);
+  }
+  EXPECT_EQ(store::etcd::base64Encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(store::etcd::base64Encode("fo"), "Zm8=");
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  EXPECT_EQ(store::etcd::base64Decode(store::etcd::base64Encode(all)), all);
+  for (std::string bad : {"Zm9", "Zm9v!A==", "Z===", "Zm=v"}) {
+    EXPECT_FALSE(store::etcd::base64Decode(bad).has_value()) << bad;
+  }
+}
+
+TEST(EtcdStoreTest, NoMemberAnswersFailsWithinTheDeadlineNamingThem) {
+  const int a = freeLoopbackPort();
+  const int b = freeLoopbackPort();
+  const std::string url =
+      "etcd://127.0.0.1:" + std::to_string(a) + ",127.0.0.1:" + std::to_string(b) + "/job";
+  std::string message;
+  auto start = SteadyClock::now();
+  EXPECT_EQ(errorOf([&] { openStore(url, 300ms); }, &message), ErrorCode::kTimeout);
+  const auto took = msSince(start);
+  EXPECT_GE(took, 290);
+  EXPECT_LT(took, 1500);
+  EXPECT_NE(message.find("127.0.0.1:" + std::to_string(a)), std::string::npos) << message;
+  EXPECT_NE(message.find("127.0.0.1:" + std::to_string(b)), std::string::npos) << message;
+  EXPECT_NE(message.find("no member answered"), std::string::npos) << message;
+}
+
+TEST(EtcdStoreTest, FirstMemberDeadIsPassedOver) {
+  START_ETCD(etcd);
+  const std::string dead = "127.0.0.1:" + std::to_string(freeLoopbackPort());
+  auto store = openStore("etcd://" + dead + "," + etcd.endpoint() + "/dead-first", 5s);
+  auto start = SteadyClock::now();
+  for (int i = 0; i < 20; ++i) store->set("k" + std::to_string(i), bytesOf("v"));
+  EXPECT_EQ(stringOf(store->get("k19", 1s)), "v");
+  // After the first answer it keeps to the live member: no connect to the dead one per call.
+  EXPECT_LT(msSince(start), 2000);
+  EXPECT_EQ(store->add("n", 2), 2);
+}
+
+TEST(EtcdStoreTest, LostClusterEndsAWaitWithinItsDeadline) {
+  START_ETCD(etcd);
+  auto store = openStore(etcd.url("lost"), 5s);
+  store->set("here", bytesOf("x"));
+  std::thread killer([&] {
+    std::this_thread::sleep_for(100ms);
+    etcd.kill();
+  });
+  std::string message;
+  auto start = SteadyClock::now();
+  EXPECT_EQ(errorOf([&] { store->get("never", 1500ms); }, &message), ErrorCode::kTimeout);
+  killer.join();
+  const auto took = msSince(start);
+  EXPECT_GE(took, 1400);
+  EXPECT_LT(took, 4000);
+  EXPECT_NE(message.find(etcd.endpoint()), std::string::npos) << message;
+  // A call that does not wait retries for the store's own timeout, then names the member.
+  start = SteadyClock::now();
+  EXPECT_EQ(errorOf([&] { openStore(etcd.url("lost"), 200ms); }, &message), ErrorCode::kTimeout);
+  EXPECT_LT(msSince(start), 1500);
+  EXPECT_NE(message.find(etcd.endpoint()), std::string::npos) << message;
+}
+
+TEST(EtcdStoreTest, SomethingElseOnThePortFailsWithinTheDeadlineNamingIt) {
+  // A TCP store server on the port: it closes on what it cannot parse, as a wrong port would.
+  TcpStoreServer server("127.0.0.1", 0);
+  std::string message;
+  auto start = SteadyClock::now();
+  EXPECT_NE(
+      errorOf([&] { openStore("etcd://127.0.0.1:" + std::to_string(server.port()) + "/x", 300ms); },
+              &message),
+      ErrorCode::kOk);
+  EXPECT_LT(msSince(start), 1500);
+  EXPECT_NE(message.find("127.0.0.1:" + std::to_string(server.port())), std::string::npos)
+      << message;
+}
+
+// compare-and-set, on every store that offers it.
+enum class CasKind { kHash, kEtcd, kPrefixOverEtcd };
+
+class CompareSetTest : public ::testing::TestWithParam<CasKind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == CasKind::kHash) {
+      hash_ = makeHashStore();
+    } else {
+      std::string why;
+      if (EtcdServer::binary(&why).empty()) GTEST_SKIP() << why;
+      etcd_ = std::make_unique<EtcdServer>();
+    }
+    store_ = open();
+  }
+  std::shared_ptr<Store> open() {
+    switch (GetParam()) {
+      case CasKind::kHash:
+        return hash_;
+      case CasKind::kEtcd:
+        return openStore(etcd_->url("cas"), 5s);
+      case CasKind::kPrefixOverEtcd:
+        return makePrefixStore("job", openStore(etcd_->url("cas"), 5s));
+    }
+    return nullptr;
+  }
+  store::ComparesAndSets& cas(Store& s) {
+    auto* c = store::compareSetOf(s);
+    if (c == nullptr) throw std::runtime_error("no compare-and-set");
+    return *c;
+  }
+
+  std::shared_ptr<Store> hash_;
+  std::unique_ptr<EtcdServer> etcd_;
+  std::shared_ptr<Store> store_;
+};
+
+TEST_P(CompareSetTest, SwapsOnlyOnTheExpectedValue) {
+  auto& c = cas(*store_);
+  auto r = c.compareSet("k", std::nullopt, bytesOf("first"));
+  EXPECT_TRUE(r.swapped);
+  EXPECT_EQ(stringOf(*r.current), "first");
+  r = c.compareSet("k", std::nullopt, bytesOf("second"));  // exists already
+  EXPECT_FALSE(r.swapped);
+  EXPECT_EQ(stringOf(*r.current), "first");
+  r = c.compareSet("k", bytesOf("other"), bytesOf("second"));
+  EXPECT_FALSE(r.swapped);
+  EXPECT_EQ(stringOf(*r.current), "first");
+  r = c.compareSet("k", bytesOf("first"), bytesOf("second"));
+  EXPECT_TRUE(r.swapped);
+  EXPECT_EQ(stringOf(store_->get("k", 1s)), "second");
+  r = c.compareSet("absent", bytesOf("x"), bytesOf("y"));
+  EXPECT_FALSE(r.swapped);
+  EXPECT_FALSE(r.current.has_value());
+  EXPECT_FALSE(store_->check({"absent"}));
+  // Empty and binary values compare as bytes.
+  EXPECT_TRUE(c.compareSet("e", std::nullopt, {}).swapped);
+  EXPECT_TRUE(c.compareSet("e", Bytes{}, Bytes{0, 255}).swapped);
+  EXPECT_EQ(store_->get("e", 1s), (Bytes{0, 255}));
+}
+
+TEST_P(CompareSetTest, ExactlyOneOfManyWritersWins) {
+  constexpr int kWriters = 8;
+  std::atomic<int> wins{0};
+  std::vector<std::string> seen(kWriters);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kWriters; ++t) {
+    threads.emplace_back([&, t] {
+      auto s = open();
+      auto r = cas(*s).compareSet("leader", std::nullopt, bytesOf("w" + std::to_string(t)));
+      wins += r.swapped;
+      seen[static_cast<size_t>(t)] = stringOf(*r.current);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wins.load(), 1);
+  const std::string winner = stringOf(store_->get("leader", 1s));
+  for (const auto& s : seen) EXPECT_EQ(s, winner);  // every loser learns who won
+}
+
+std::string casName(const ::testing::TestParamInfo<CasKind>& param) {
+  switch (param.param) {
+    case CasKind::kHash:
+      return "Hash";
+    case CasKind::kEtcd:
+      return "Etcd";
+    case CasKind::kPrefixOverEtcd:
+      return "PrefixOverEtcd";
+  }
+  return "Unknown";
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, CompareSetTest,
+                         ::testing::Values(CasKind::kHash, CasKind::kEtcd,
+                                           CasKind::kPrefixOverEtcd),
+                         casName);
+
+TEST(CompareSetCapability, TcpStoresHaveNone) {
+  TcpStoreServer server("127.0.0.1", 0);
+  auto tcp = makeTcpStore("127.0.0.1", server.port(), 2s);
+  EXPECT_EQ(store::compareSetOf(*tcp), nullptr);
+  EXPECT_EQ(store::compareSetOf(*makePrefixStore("p", tcp)), nullptr);
+  EXPECT_NE(store::compareSetOf(*makePrefixStore("p", makeHashStore())), nullptr);
+}
+
+// A job of 4 thread ranks on the etcd store: a communicator from the URL, then an all-reduce.
+TEST(EtcdStoreTest, CommunicatorAndAllReduce) {
+  START_ETCD(etcd);
+  constexpr int kRanks = 4;
+  const std::string url = etcd.url("allreduce-job");
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        auto comm = Communicator::create(url, r, kRanks, chorus::testing::testOptions(20s));
+        std::vector<float> v(1000, static_cast<float>(r + 1));
+        comm->allReduce(std::span<float>(v)).wait();
+        for (float x : v) {
+          if (x != 10.0f) throw std::runtime_error("sum " + std::to_string(x) + ", not 10");
+        }
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
+}  // namespace
+}  // namespace chorus
