@@ -73,10 +73,14 @@ class EtcdStore final : public Store, public ReadsMany, public ComparesAndSets {
   }
 
   // Read, then write the sum only if the key did not change since (a transaction comparing its
-  // revision); a writer in between makes it read again. Each try is 2 requests.
+  // revision); a writer in between makes it read again (the failed transaction's read). 2
+  // requests, and 1 more per writer in between.
   int64_t add(const std::string& key, int64_t delta) override {
     const Deadline deadline = opDeadline();
     KeyRead now = readAll({key}, deadline)[0];
+    // add(key, 0) reads a counter (the membership protocol does so often): no write when it
+    // exists.
+    if (delta == 0 && now.value) return parseCounter(key, bytes(*now.value));
     for (;;) {
       const int64_t next =
           addCounter(key, now.value ? parseCounter(key, bytes(*now.value)) : 0, delta);
