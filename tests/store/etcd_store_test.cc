@@ -119,6 +119,31 @@ TEST(EtcdStoreTest, FirstMemberDeadIsPassedOver) {
   EXPECT_EQ(store->add("n", 2), 2);
 }
 
+// Other writers keep the store moving while a rank waits: the wait falls back to watching from
+// the revision it read at, and still sees the put (etcd delivers it within its 100 ms catch-up).
+TEST(EtcdStoreTest, WaitWhileOthersKeepWriting) {
+  START_ETCD(etcd);
+  auto store = openStore(etcd.url("busy"), 5s);
+  std::atomic<bool> stop{false};
+  std::thread noise([&] {
+    auto other = openStore(etcd.url("busy-other"), 5s);
+    for (int i = 0; !stop; ++i) other->set("noise", bytesOf(std::to_string(i)));
+  });
+  std::thread writer([&] {
+    std::this_thread::sleep_for(300ms);
+    openStore(etcd.url("busy"), 5s)->set("late", bytesOf("here"));
+  });
+  auto start = SteadyClock::now();
+  const std::string got = stringOf(store->get("late", 5s));
+  const auto took = msSince(start);
+  stop = true;
+  writer.join();
+  noise.join();
+  EXPECT_EQ(got, "here");
+  EXPECT_GE(took, 290);
+  EXPECT_LT(took, 1500);
+}
+
 TEST(EtcdStoreTest, LostClusterEndsAWaitWithinItsDeadline) {
   START_ETCD(etcd);
   auto store = openStore(etcd.url("lost"), 5s);

@@ -146,11 +146,10 @@ Json EtcdClient::call(const std::string& what, const std::string& path, const Js
                                        std::to_string(took) + " ms; tried " + tried);
 }
 
-bool EtcdClient::watchForPut(const std::string& key, int64_t from, const Deadline& until,
-                             std::string* value) {
-  Json create = {{"key", base64Encode(key)},
-                 {"start_revision", std::to_string(from)},
-                 {"filters", Json::array({"NODELETE"})}};
+bool EtcdClient::watchForPut(const std::string& key, int64_t readAt, bool fromNow,
+                             const Deadline& until, std::string* value) {
+  Json create = {{"key", base64Encode(key)}, {"filters", Json::array({"NODELETE"})}};
+  if (!fromNow) create["start_revision"] = std::to_string(readAt + 1);
   const std::string body = Json{{"create_request", create}}.dump();
   const Deadline slice(std::min(until.at(), Clock::now() + kWatchSlice));
   bool got = false;
@@ -164,6 +163,12 @@ bool EtcdClient::watchForPut(const std::string& key, int64_t from, const Deadlin
       if (!line.is_object() || !line.contains("result")) return false;  // an error: read again
       const Json& result = line["result"];
       if (result.value("canceled", false) || intField(result, "compact_revision") != 0) {
+        return false;
+      }
+      // Watching from the present: a write between the caller's read and now may have been the
+      // key's, so the caller reads again.
+      if (fromNow && result.value("created", false) &&
+          intField(result.value("header", Json::object()), "revision") != readAt) {
         return false;
       }
       auto events = result.find("events");

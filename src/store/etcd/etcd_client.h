@@ -39,9 +39,14 @@ class EtcdClient {
   Json call(const std::string& what, const std::string& path, const Json& request,
             const Deadline& deadline);
 
-  // Waits for a put of `key` at or after revision `from`: true with its value once one came,
-  // false when `until` passed first or the member stopped watching (the caller reads again).
-  bool watchForPut(const std::string& key, int64_t from, const Deadline& until, std::string* value);
+  // Waits for a put of `key` after revision `readAt` (at which the caller found it absent): true
+  // with its value once one came, false when `until` passed first, the member stopped watching,
+  // or (fromNow) the store moved past readAt before the watch began: the caller reads again.
+  // fromNow watches from the present, which etcd serves at once; a watch from a past revision
+  // waits for etcd's catch-up of slow watchers (every 100 ms), so it is the fallback for a store
+  // that other writers keep moving.
+  bool watchForPut(const std::string& key, int64_t readAt, bool fromNow, const Deadline& until,
+                   std::string* value);
 
   // "127.0.0.1:2379,127.0.0.1:2380".
   std::string endpointsText() const;

@@ -3,8 +3,8 @@
 // needs no generated code and no gRPC stack in libchorus (and in every process that loads it,
 // torch's included); what it costs, JSON and base64 around each request, is small beside a
 // rendezvous's few requests per rank. Keys live under "<prefix>/"; values are bytes as given;
-// counters are decimal text as in every store. Waits read, then watch from the revision read at,
-// so a put between the two is not missed.
+// counters are decimal text as in every store. Waits read, then watch (etcd_client.h says from
+// which revision), so a put between the two is not missed.
 #include "store/etcd/etcd_store.h"
 
 #include <chorus/error.hpp>
@@ -26,6 +26,11 @@ using std::chrono::milliseconds;
 constexpr size_t kMaxTxnOps = 128;
 // The reads of a wait get at least this long, so that a zero timeout still reads once.
 constexpr milliseconds kMinRead{250};
+// The watches of one wait that start from the present (served at once, but given up when the
+// store moved since the read); later ones start from the revision read at (never miss a put,
+// but etcd may deliver it up to 100 ms late). While ranks rendezvous the store moves with every
+// rank's write, and a few fresh reads find the key sooner than a late delivery.
+constexpr int kWatchesFromNow = 8;
 
 std::string text(const Store::Bytes& b) { return std::string(b.begin(), b.end()); }
 Store::Bytes bytes(const std::string& s) { return Store::Bytes(s.begin(), s.end()); }
@@ -170,6 +175,7 @@ class EtcdStore final : public Store, public ReadsMany, public ComparesAndSets {
   std::vector<std::string> waitFor(const std::vector<std::string>& keys, milliseconds timeout) {
     const Deadline deadline = deadlineAfter(timeout);
     std::vector<std::optional<std::string>> values(keys.size());
+    int watches = 0;
     for (;;) {
       const Deadline readBy(std::max(deadline.at(), Clock::now() + kMinRead));
       size_t missing = keys.size();
@@ -198,7 +204,8 @@ class EtcdStore final : public Store, public ReadsMany, public ComparesAndSets {
                          "key " + quoteKey(keys[missing]), timeout);
       }
       std::string value;
-      if (client_.watchForPut(full(keys[missing]), revision + 1, deadline, &value)) {
+      const bool fromNow = ++watches <= kWatchesFromNow;
+      if (client_.watchForPut(full(keys[missing]), revision, fromNow, deadline, &value)) {
         values[missing] = value;
       }
     }
