@@ -47,7 +47,7 @@ int threads(int n, const std::string& url, int reps) {
     for (int r = 0; r < n; ++r) {
       ranks.emplace_back([&, r] {
         try {
-          chorus::Options options;
+          chorus::Options options = chorus::Options::fromEnv();
           options.timeout = std::chrono::seconds(30);
           auto comm = chorus::Communicator::create(repUrl, r, n, options);
           took[static_cast<size_t>(r)] = msSince(start);
