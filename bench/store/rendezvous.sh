@@ -26,7 +26,7 @@ etcd --name bench --data-dir "$dir/data" --log-level warn \
   --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
   --initial-cluster "bench=http://127.0.0.1:$peer" >"$dir/log" 2>&1 &
 etcd_pid=$!
-trap 'kill $etcd_pid 2>/dev/null; wait $etcd_pid 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'kill $etcd_pid 2>/dev/null || true; wait $etcd_pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do
   curl -sf -m 1 "http://127.0.0.1:$client/health" >/dev/null && break
   sleep 0.1
