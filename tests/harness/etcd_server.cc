@@ -3,6 +3,8 @@
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
+#include "store/etcd/etcd_client.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -65,7 +67,7 @@ std::string EtcdServer::binary(std::string* why) {
   return "";
 }
 
-EtcdServer::EtcdServer(std::chrono::milliseconds startup) {
+EtcdServer::EtcdServer(int members, std::chrono::milliseconds startup) {
   std::string why;
   const std::string exe = binary(&why);
   if (exe.empty()) throw std::runtime_error(why);
@@ -75,61 +77,83 @@ EtcdServer::EtcdServer(std::chrono::milliseconds startup) {
   std::string pattern = base + "/chorus-etcd-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + pattern);
   dir_ = pattern;
-  clientPort_ = freeLoopbackPort();
-  const int peerPort = freeLoopbackPort();
-  const std::string client = "http://127.0.0.1:" + std::to_string(clientPort_);
-  const std::string peer = "http://127.0.0.1:" + std::to_string(peerPort);
-  // Heartbeat and election in tens of milliseconds: a lone member elects itself at once.
-  std::vector<std::string> args = {exe,
-                                   "--name=test",
-                                   "--data-dir=" + dir_ + "/data",
-                                   "--listen-client-urls=" + client,
-                                   "--advertise-client-urls=" + client,
-                                   "--listen-peer-urls=" + peer,
-                                   "--initial-advertise-peer-urls=" + peer,
-                                   "--initial-cluster=test=" + peer,
-                                   "--heartbeat-interval=10",
-                                   "--election-timeout=100",
-                                   "--log-level=warn"};
-  const std::string log = dir_ + "/log";
-  pid_ = ::fork();
-  if (pid_ < 0) throw std::runtime_error("fork failed");
-  if (pid_ == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the test
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
+  members_.resize(static_cast<size_t>(members));
+  std::string cluster;
+  for (int i = 0; i < members; ++i) {
+    Member& m = members_[static_cast<size_t>(i)];
+    m.clientPort = freeLoopbackPort();
+    m.peerPort = freeLoopbackPort();
+    m.log = dir_ + "/m" + std::to_string(i) + ".log";
+    cluster += (i > 0 ? "," : "") + std::string("m") + std::to_string(i) +
+               "=http://127.0.0.1:" + std::to_string(m.peerPort);
+  }
+  for (int i = 0; i < members; ++i) {
+    Member& m = members_[static_cast<size_t>(i)];
+    const std::string client = "http://127.0.0.1:" + std::to_string(m.clientPort);
+    const std::string peer = "http://127.0.0.1:" + std::to_string(m.peerPort);
+    // Heartbeat and election in tens of milliseconds: a leader is elected, and replaced, at once.
+    std::vector<std::string> args = {exe,
+                                     "--name=m" + std::to_string(i),
+                                     "--data-dir=" + dir_ + "/m" + std::to_string(i),
+                                     "--listen-client-urls=" + client,
+                                     "--advertise-client-urls=" + client,
+                                     "--listen-peer-urls=" + peer,
+                                     "--initial-advertise-peer-urls=" + peer,
+                                     "--initial-cluster=" + cluster,
+                                     "--initial-cluster-token=" + dir_,
+                                     "--heartbeat-interval=10",
+                                     "--election-timeout=100",
+                                     "--log-level=warn"};
+    m.pid = ::fork();
+    if (m.pid < 0) {
+      kill();
+      throw std::runtime_error("fork failed");
     }
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(exe.c_str(), argv.data());
-    ::_exit(127);
+    if (m.pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the test
+      int fd = ::open(m.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(exe.c_str(), argv.data());
+      ::_exit(127);
+    }
   }
   const auto until = std::chrono::steady_clock::now() + startup;
+  try {
+    for (int i = 0; i < members; ++i) waitServing(i, until);
+  } catch (...) {
+    kill();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    throw;
+  }
+}
+
+void EtcdServer::waitServing(int member, std::chrono::steady_clock::time_point until) {
+  Member& m = members_[static_cast<size_t>(member)];
   std::string last;
   for (;;) {
     try {
-      openStore(url("startup"), std::chrono::milliseconds(200));
+      openStore("etcd://" + endpoint(member) + "/startup", std::chrono::milliseconds(200));
       return;
     } catch (const Error& e) {
       last = e.what();
     }
-    std::string failure;
     int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      failure = exe + " exited at start-up: " + tail(log, 2000);
-    } else if (std::chrono::steady_clock::now() >= until) {
-      failure = exe + " did not serve within " + std::to_string(startup.count()) + " ms (" + last +
-                "); its log ends: " + tail(log, 2000);
+    if (::waitpid(m.pid, &status, WNOHANG) == m.pid) {
+      m.pid = -1;
+      throw std::runtime_error("etcd member " + std::to_string(member) +
+                               " exited at start-up: " + tail(m.log, 2000));
     }
-    if (!failure.empty()) {
-      kill();
-      std::error_code ec;
-      std::filesystem::remove_all(dir_, ec);
-      throw std::runtime_error(failure);
+    if (std::chrono::steady_clock::now() >= until) {
+      throw std::runtime_error("etcd member " + std::to_string(member) +
+                               " did not serve in time (" + last +
+                               "); its log ends: " + tail(m.log, 2000));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -141,17 +165,49 @@ EtcdServer::~EtcdServer() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-void EtcdServer::kill() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
-  pid_ = -1;
+void EtcdServer::kill(int member) {
+  Member& m = members_[static_cast<size_t>(member)];
+  if (m.pid <= 0) return;
+  ::kill(m.pid, SIGKILL);
+  ::waitpid(m.pid, nullptr, 0);
+  m.pid = -1;
 }
 
-std::string EtcdServer::endpoint() const { return "127.0.0.1:" + std::to_string(clientPort_); }
+void EtcdServer::kill() {
+  for (int i = 0; i < members(); ++i) kill(i);
+}
+
+std::string EtcdServer::endpoint(int member) const {
+  return "127.0.0.1:" + std::to_string(members_[static_cast<size_t>(member)].clientPort);
+}
+
+std::string EtcdServer::endpoints() const {
+  std::string out;
+  for (int i = 0; i < members(); ++i) out += (i > 0 ? "," : "") + endpoint(i);
+  return out;
+}
 
 std::string EtcdServer::url(const std::string& prefix) const {
-  return "etcd://" + endpoint() + "/" + prefix;
+  return "etcd://" + endpoints() + "/" + prefix;
+}
+
+int EtcdServer::leader() const {
+  // Each live member names the leader's id and its own (uint64 in decimal text); the leader is
+  // the member whose own id is the one named.
+  using store::etcd::Json;
+  for (int i = 0; i < members(); ++i) {
+    const Member& m = members_[static_cast<size_t>(i)];
+    if (m.pid <= 0) continue;
+    store::etcd::EtcdClient one({store::HostPort{"127.0.0.1", m.clientPort}});
+    try {
+      Json status = one.call("status", "/v3/maintenance/status", Json::object(),
+                             Deadline::after(std::chrono::milliseconds(500)));
+      const Json self = status.value("header", Json::object()).value("member_id", Json());
+      if (!self.is_null() && self == status.value("leader", Json())) return i;
+    } catch (const Error&) {
+    }
+  }
+  return -1;
 }
 
 }  // namespace chorus::testing

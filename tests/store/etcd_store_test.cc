@@ -5,8 +5,10 @@
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <span>
 #include <string>
@@ -307,6 +309,88 @@ TEST(EtcdStoreTest, CommunicatorAndAllReduce) {
       }
     });
   }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A cluster of 3 members on loopback: the leader is killed.
+
+// The leader, once the cluster has one (a few elections of 100 ms at most).
+int awaitLeader(const EtcdServer& etcd) {
+  const auto until = SteadyClock::now() + 5s;
+  for (;;) {
+    if (int l = etcd.leader(); l >= 0 || SteadyClock::now() > until) return l;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+// The URL with the leader listed first, so that the client starts on it and has to move.
+std::string leaderFirstUrl(const EtcdServer& etcd, int leader, const std::string& prefix) {
+  std::string members = etcd.endpoint(leader);
+  for (int i = 0; i < etcd.members(); ++i) {
+    if (i != leader) members += "," + etcd.endpoint(i);
+  }
+  return "etcd://" + members + "/" + prefix;
+}
+
+TEST(EtcdClusterTest, LeaderKilledWhileWritingAndWaiting) {
+  std::string why;
+  if (EtcdServer::binary(&why).empty()) GTEST_SKIP() << why;
+  EtcdServer etcd(3);
+  const int leader = awaitLeader(etcd);
+  ASSERT_GE(leader, 0);
+  auto store = openStore(leaderFirstUrl(etcd, leader, "failover"), 5s);
+  store->set("before", bytesOf("1"));
+  auto waiter = std::async(std::launch::async, [&] {
+    return stringOf(openStore(leaderFirstUrl(etcd, leader, "failover"), 5s)->get("after", 5s));
+  });
+  std::this_thread::sleep_for(50ms);
+  etcd.kill(leader);
+  auto start = SteadyClock::now();
+  long long slowest = 0;
+  for (int i = 0; i < 20; ++i) {
+    auto one = SteadyClock::now();
+    EXPECT_EQ(store->add("count", 1), i + 1);
+    slowest = std::max(slowest, msSince(one));
+  }
+  store->set("after", bytesOf("2"));
+  EXPECT_EQ(waiter.get(), "2");
+  EXPECT_EQ(stringOf(store->get("before", 1s)), "1");
+  // A new leader within etcd's election timeout (100 ms here) and the client's move to another
+  // member: well under a second.
+  EXPECT_LT(slowest, 1500) << "slowest add after the kill";
+  EXPECT_LT(msSince(start), 3000);
+  EXPECT_GE(awaitLeader(etcd), 0);
+  EXPECT_NE(etcd.leader(), leader);
+}
+
+TEST(EtcdClusterTest, RendezvousSurvivesTheLeaderKilledDuringIt) {
+  std::string why;
+  if (EtcdServer::binary(&why).empty()) GTEST_SKIP() << why;
+  EtcdServer etcd(3);
+  const int leader = awaitLeader(etcd);
+  ASSERT_GE(leader, 0);
+  constexpr int kRanks = 4;
+  const std::string url = leaderFirstUrl(etcd, leader, "rendezvous-failover");
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        // Rank 3 comes late, so that the kill falls inside the rendezvous of the others.
+        if (r == kRanks - 1) std::this_thread::sleep_for(200ms);
+        auto comm = Communicator::create(url, r, kRanks, chorus::testing::testOptions(20s));
+        std::vector<int> v(64, r);
+        comm->allReduce(std::span<int>(v)).wait();
+        if (v[0] != 6) throw std::runtime_error("sum " + std::to_string(v[0]) + ", not 6");
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  std::this_thread::sleep_for(100ms);
+  etcd.kill(leader);
   for (auto& t : ranks) t.join();
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
 }
