@@ -1,7 +1,11 @@
-// chorus-run with --store etcd://: 4 rank processes create a communicator through a one-member
-// etcd on loopback (the first member listed is dead, and the job's key authenticates the store
-// records) and run every collective bit-exact (mp_worker "correct").
+// Processes on the etcd store: chorus-run with --store etcd:// (4 ranks create a communicator
+// through a one-member etcd on loopback, the first member listed dead, the job's key
+// authenticating the records, and run every collective bit-exact), and the elastic job of
+// membership_mp_test.cc (a rank killed with SIGKILL; the survivors shrink, a replacement joins)
+// on a 3-member etcd whose leader is killed at the same moment.
 #include "harness/etcd_server.h"
+#include "harness/scratch_dir.h"
+#include "multiproc/elastic_job.h"
 #include "multiproc/mp_util.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +16,7 @@
 
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -52,5 +57,32 @@ TEST(EtcdLaunch, RanksRendezvousOnEtcdWithTheFirstMemberDead) {
     EXPECT_EQ(rec["identical"], "1") << rec.line;
   }
 }
+
+// The membership agreement by compare-and-set between processes, through a cluster that loses
+// its leader as the rank dies.
+void runElasticOnEtcd(bool replace) {
+  std::string why;
+  if (EtcdServer::binary(&why).empty()) GTEST_SKIP() << why;
+  const std::string worker = CHORUS_TEST_BIN_DIR "/membership_worker";
+  ASSERT_EQ(access(worker.c_str(), X_OK), 0) << worker << " is missing";
+  EtcdServer etcd(3);
+  int leader = -1;
+  for (int i = 0; i < 100 && leader < 0; ++i, std::this_thread::sleep_for(20ms))
+    leader = etcd.leader();
+  ASSERT_GE(leader, 0);
+  chorus::test::ScratchDir dir("chorus-elastic-etcd");
+  chorus::mp::ElasticJob job(worker, dir.path(), 4, 4096, 10, etcd.url("elastic"));
+  job.alsoAtTheKill([&] { etcd.kill(leader); });
+  chorus::mp::ElasticRun r = job.run(replace ? 1 : 2, replace, std::chrono::seconds(60));
+  ASSERT_TRUE(r.ok) << r.problem << "\n" << r.outputs;
+  EXPECT_EQ(r.changedSize, replace ? 4 : 3) << r.outputs;
+  // Each all-reduce after the change sums (identity + 1) over the members.
+  const long long expected = replace ? 1 + 2 + 3 + 4 : 1 + 2 + 4;
+  ASSERT_EQ(r.sums.size(), static_cast<size_t>((replace ? 4 : 3) * 10)) << r.outputs;
+  for (long long s : r.sums) EXPECT_EQ(s, expected) << r.outputs;
+}
+
+TEST(ElasticOnEtcd, KilledRankAndLeaderSurvivorsShrink) { runElasticOnEtcd(false); }
+TEST(ElasticOnEtcd, KilledRankAndLeaderReplacementRejoins) { runElasticOnEtcd(true); }
 
 }  // namespace
