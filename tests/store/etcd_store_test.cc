@@ -355,6 +355,8 @@ TEST(EtcdClusterTest, LeaderKilledWhileWritingAndWaiting) {
     slowest = std::max(slowest, msSince(one));
   }
   store->set("after", bytesOf("2"));
+  ::testing::Test::RecordProperty("slowest_add_after_kill_ms", static_cast<int>(slowest));
+  ::testing::Test::RecordProperty("twenty_adds_after_kill_ms", static_cast<int>(msSince(start)));
   EXPECT_EQ(waiter.get(), "2");
   EXPECT_EQ(stringOf(store->get("before", 1s)), "1");
   // A new leader within etcd's election timeout (100 ms here) and the client's move to another
