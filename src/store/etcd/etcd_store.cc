@@ -10,6 +10,7 @@
 #include <chorus/error.hpp>
 
 #include <algorithm>
+#include <thread>
 
 #include "store/compare_set.h"
 #include "store/etcd/base64.h"
@@ -31,6 +32,9 @@ constexpr milliseconds kMinRead{250};
 // but etcd may deliver it up to 100 ms late). While ranks rendezvous the store moves with every
 // rank's write, and a few fresh reads find the key sooner than a late delivery.
 constexpr int kWatchesFromNow = 8;
+// A watch from a past revision that ends sooner than this without an event was refused: the
+// wait pauses as long before it reads again.
+constexpr milliseconds kQuickWatch{20};
 
 std::string text(const Store::Bytes& b) { return std::string(b.begin(), b.end()); }
 Store::Bytes bytes(const std::string& s) { return Store::Bytes(s.begin(), s.end()); }
@@ -205,8 +209,12 @@ class EtcdStore final : public Store, public ReadsMany, public ComparesAndSets {
       }
       std::string value;
       const bool fromNow = ++watches <= kWatchesFromNow;
+      const auto watchedAt = Clock::now();
       if (client_.watchForPut(full(keys[missing]), revision, fromNow, deadline, &value)) {
         values[missing] = value;
+      } else if (!fromNow && Clock::now() - watchedAt < kQuickWatch) {
+        // The member refused the watch at once (no leader, going down): not a loop of requests.
+        std::this_thread::sleep_for(std::min(kQuickWatch, milliseconds(deadline.remainingMs())));
       }
     }
     std::vector<std::string> out;
