@@ -1,5 +1,5 @@
-// openStore: "tcp://host:port", "file:///abs/path" or "etcd://host:port,.../prefix" (parsed by
-// store_url.cc).
+// openStore: "tcp://host:port", "file:///abs/path" or "etcd[s]://host:port,.../prefix" (parsed
+// by store_url.cc).
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
@@ -15,7 +15,7 @@ std::shared_ptr<Store> openStore(const std::string& url, std::chrono::millisecon
   if (parsed.kind == store::StoreUrl::Kind::kFile) return makeFileStore(parsed.path);
   if (parsed.kind == store::StoreUrl::Kind::kEtcd) {
 #if CHORUS_HAVE_ETCD
-    return store::etcd::makeEtcdStore(parsed.endpoints, parsed.path, timeout);
+    return store::etcd::openEtcdStore(parsed, timeout);
 #else
     throw Error(ErrorCode::kInvalidArgument,
                 "openStore: \"" + url +

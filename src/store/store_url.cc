@@ -57,10 +57,11 @@ HostPort parseHostPort(const std::string& url, std::string_view rest, std::strin
 }
 
 // "etcd://h1:2379,h2:2379/prefix": the members, then an optional key prefix.
-StoreUrl parseEtcdUrl(const std::string& url, std::string_view rest) {
+StoreUrl parseEtcdUrl(const std::string& url, std::string_view rest, bool tls) {
   constexpr std::string_view kExpected = "etcd://host:port,host:port/prefix";
   StoreUrl parsed;
   parsed.kind = StoreUrl::Kind::kEtcd;
+  parsed.tls = tls;
   size_t slash = rest.find('/');
   std::string_view members = rest.substr(0, slash);
   std::string_view prefix = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
@@ -91,6 +92,7 @@ StoreUrl parseStoreUrl(const std::string& url) {
   constexpr std::string_view kTcp = "tcp://";
   constexpr std::string_view kFile = "file://";
   constexpr std::string_view kEtcd = "etcd://";
+  constexpr std::string_view kEtcds = "etcds://";
   if (u.substr(0, kTcp.size()) == kTcp) {
     std::string_view rest = u.substr(kTcp.size());
     if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);  // tolerate "tcp://h:p/"
@@ -100,7 +102,8 @@ StoreUrl parseStoreUrl(const std::string& url) {
     parsed.port = hp.port;
     return parsed;
   }
-  if (u.substr(0, kEtcd.size()) == kEtcd) return parseEtcdUrl(url, u.substr(kEtcd.size()));
+  if (u.substr(0, kEtcd.size()) == kEtcd) return parseEtcdUrl(url, u.substr(kEtcd.size()), false);
+  if (u.substr(0, kEtcds.size()) == kEtcds) return parseEtcdUrl(url, u.substr(kEtcds.size()), true);
   if (u.substr(0, kFile.size()) == kFile) {
     std::string_view path = u.substr(kFile.size());
     if (path.empty() || path.front() != '/') {
@@ -111,7 +114,7 @@ StoreUrl parseStoreUrl(const std::string& url) {
     parsed.path = std::string(path);
     return parsed;
   }
-  badUrl(url, "expected tcp://host:port, file:///path or etcd://host:port,host:port/prefix");
+  badUrl(url, "expected tcp://host:port, file:///path or etcd[s]://host:port,host:port/prefix");
 }
 
 }  // namespace chorus::store

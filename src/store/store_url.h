@@ -19,6 +19,7 @@ struct StoreUrl {
   int port = 0;      // kTcp: 1-65535
   std::string path;  // kFile: absolute; kEtcd: the key prefix, without leading or trailing '/'
   std::vector<HostPort> endpoints;  // kEtcd: the members, in the order given
+  bool tls = false;                 // kEtcd: "etcds://", the members serve HTTPS
 };
 
 // The prefix of an etcd:// URL without one: every key of the job lives under "chorus/".

@@ -4,6 +4,7 @@
 #include <chorus/store.hpp>
 
 #include "store/etcd/etcd_client.h"
+#include "store/etcd/etcd_store.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -67,7 +68,7 @@ std::string EtcdServer::binary(std::string* why) {
   return "";
 }
 
-EtcdServer::EtcdServer(int members, std::chrono::milliseconds startup) {
+EtcdServer::EtcdServer(int members, std::chrono::milliseconds startup, bool tls) : tls_(tls) {
   std::string why;
   const std::string exe = binary(&why);
   if (exe.empty()) throw std::runtime_error(why);
@@ -77,6 +78,15 @@ EtcdServer::EtcdServer(int members, std::chrono::milliseconds startup) {
   std::string pattern = base + "/chorus-etcd-XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + pattern);
   dir_ = pattern;
+  if (tls_) {
+    try {
+      makeCertificates();
+    } catch (...) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir_, ec);
+      throw;
+    }
+  }
   members_.resize(static_cast<size_t>(members));
   std::string cluster;
   for (int i = 0; i < members; ++i) {
@@ -89,7 +99,8 @@ EtcdServer::EtcdServer(int members, std::chrono::milliseconds startup) {
   }
   for (int i = 0; i < members; ++i) {
     Member& m = members_[static_cast<size_t>(i)];
-    const std::string client = "http://127.0.0.1:" + std::to_string(m.clientPort);
+    const std::string client =
+        std::string(tls_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(m.clientPort);
     const std::string peer = "http://127.0.0.1:" + std::to_string(m.peerPort);
     // Heartbeat and election in tens of milliseconds: a leader is elected, and replaced, at once.
     std::vector<std::string> args = {exe,
@@ -104,6 +115,13 @@ EtcdServer::EtcdServer(int members, std::chrono::milliseconds startup) {
                                      "--heartbeat-interval=10",
                                      "--election-timeout=100",
                                      "--log-level=warn"};
+    if (tls_) {
+      for (std::string a :
+           {"--cert-file=" + dir_ + "/server.pem", "--key-file=" + dir_ + "/server.key",
+            "--trusted-ca-file=" + caFile(), std::string("--client-cert-auth")}) {
+        args.push_back(a);
+      }
+    }
     m.pid = ::fork();
     if (m.pid < 0) {
       kill();
@@ -139,7 +157,9 @@ void EtcdServer::waitServing(int member, std::chrono::steady_clock::time_point u
   std::string last;
   for (;;) {
     try {
-      openStore("etcd://" + endpoint(member) + "/startup", std::chrono::milliseconds(200));
+      store::etcd::makeEtcdStore(
+          {store::HostPort{"127.0.0.1", m.clientPort}}, "startup", std::chrono::milliseconds(200),
+          tls_, {tls_ ? caFile() : "", tls_ ? clientCert() : "", tls_ ? clientKey() : ""});
       return;
     } catch (const Error& e) {
       last = e.what();
@@ -188,7 +208,28 @@ std::string EtcdServer::endpoints() const {
 }
 
 std::string EtcdServer::url(const std::string& prefix) const {
-  return "etcd://" + endpoints() + "/" + prefix;
+  return (tls_ ? "etcds://" : "etcd://") + endpoints() + "/" + prefix;
+}
+
+void EtcdServer::makeCertificates() {
+  // A CA, a certificate for the members (127.0.0.1) and one for the clients, all signed by it
+  // (EC keys: quick to make).
+  const std::string d = dir_;
+  std::ofstream(d + "/server.ext") << "subjectAltName=IP:127.0.0.1\n"
+                                   << "extendedKeyUsage=serverAuth,clientAuth\n";
+  std::ofstream(d + "/client.ext") << "extendedKeyUsage=clientAuth\n";
+  const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ";
+  const std::string script =
+      "set -e; cd '" + d + "'; exec 2>openssl.log >&2; " + "openssl req -x509" + ec +
+      "-keyout ca.key -out ca.pem -days 2 -subj /CN=chorus-test-ca; " +
+      "for who in server client; do openssl req" + ec +
+      "-keyout $who.key -out $who.csr -subj /CN=chorus-test-$who; " +
+      "openssl x509 -req -in $who.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 " +
+      "-extfile $who.ext -out $who.pem; done";
+  if (std::system(script.c_str()) != 0) {
+    throw std::runtime_error("making test certificates with openssl failed: " +
+                             tail(d + "/openssl.log", 2000));
+  }
 }
 
 int EtcdServer::leader() const {
@@ -198,7 +239,9 @@ int EtcdServer::leader() const {
   for (int i = 0; i < members(); ++i) {
     const Member& m = members_[static_cast<size_t>(i)];
     if (m.pid <= 0) continue;
-    store::etcd::EtcdClient one({store::HostPort{"127.0.0.1", m.clientPort}});
+    store::etcd::EtcdClient one(
+        {store::HostPort{"127.0.0.1", m.clientPort}}, tls_,
+        {tls_ ? caFile() : "", tls_ ? clientCert() : "", tls_ ? clientKey() : ""});
     try {
       Json status = one.call("status", "/v3/maintenance/status", Json::object(),
                              Deadline::after(std::chrono::milliseconds(500)));

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <span>
@@ -48,6 +49,10 @@ ErrorCode errorOf(Fn&& fn, std::string* message = nullptr) {
 }
 
 // A one-member etcd of its own for the test, or a skip saying why there is none.
+#define START_ETCD_SKIP_CHECK() \
+  std::string etcdMissing_;     \
+  if (EtcdServer::binary(&etcdMissing_).empty()) GTEST_SKIP() << etcdMissing_
+
 #define START_ETCD(name)                                                       \
   std::string etcdMissing_;                                                    \
   if (EtcdServer::binary(&etcdMissing_).empty()) GTEST_SKIP() << etcdMissing_; \
@@ -64,6 +69,11 @@ TEST(EtcdUrlTest, MembersAndPrefix) {
   EXPECT_EQ(u.endpoints[2].host, "h3");
   EXPECT_EQ(u.endpoints[2].port, 2379);  // etcd's client port when none is given
   EXPECT_EQ(u.path, "jobs/42");
+  EXPECT_FALSE(u.tls);
+  auto tls = store::parseStoreUrl("etcds://h1,h2:1/p");
+  EXPECT_TRUE(tls.tls);
+  EXPECT_EQ(tls.endpoints.size(), 2u);
+  EXPECT_EQ(tls.path, "p");
   EXPECT_EQ(store::parseStoreUrl("etcd://h1:1").path, "chorus");
   EXPECT_EQ(store::parseStoreUrl("etcd://h1:1/").path, "chorus");
 }
@@ -395,6 +405,101 @@ TEST(EtcdClusterTest, RendezvousSurvivesTheLeaderKilledDuringIt) {
   etcd.kill(leader);
   for (auto& t : ranks) t.join();
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// etcds://: members that serve HTTPS and ask for a client certificate.
+
+// Sets the CHORUS_ETCD_* variables for the scope of a test.
+class EtcdTlsEnv {
+ public:
+  EtcdTlsEnv(const std::string& ca, const std::string& cert, const std::string& key) {
+    set("CHORUS_ETCD_CA", ca);
+    set("CHORUS_ETCD_CERT", cert);
+    set("CHORUS_ETCD_KEY", key);
+  }
+  ~EtcdTlsEnv() {
+    for (const char* name : {"CHORUS_ETCD_CA", "CHORUS_ETCD_CERT", "CHORUS_ETCD_KEY"}) {
+      ::unsetenv(name);
+    }
+  }
+
+ private:
+  static void set(const char* name, const std::string& value) {
+    if (value.empty()) {
+      ::unsetenv(name);
+    } else {
+      ::setenv(name, value.c_str(), 1);
+    }
+  }
+};
+
+bool haveOpenssl() { return std::system("command -v openssl >/dev/null 2>&1") == 0; }
+
+TEST(EtcdTlsTest, StoreAndCommunicatorOverHttps) {
+  START_ETCD_SKIP_CHECK();
+  if (!haveOpenssl()) GTEST_SKIP() << "no openssl command to make the test certificates";
+  EtcdServer etcd(1, 10s, /*tls=*/true);
+  EtcdTlsEnv env(etcd.caFile(), etcd.clientCert(), etcd.clientKey());
+  auto store = openStore(etcd.url("tls"), 5s);
+  store->set("k", bytesOf("over https"));
+  EXPECT_EQ(stringOf(openStore(etcd.url("tls"), 5s)->get("k", 1s)), "over https");
+  EXPECT_EQ(store->add("n", 5), 5);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        auto comm =
+            Communicator::create(etcd.url("tls-job"), r, 2, chorus::testing::testOptions(20s));
+        std::vector<int> v(8, r + 1);
+        comm->allReduce(std::span<int>(v)).wait();
+        if (v[0] != 3) throw std::runtime_error("wrong sum");
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
+TEST(EtcdTlsTest, UnverifiedMemberOrMissingClientCertificateFailsNamingIt) {
+  START_ETCD_SKIP_CHECK();
+  if (!haveOpenssl()) GTEST_SKIP() << "no openssl command to make the test certificates";
+  EtcdServer etcd(1, 10s, /*tls=*/true);
+  std::string message;
+  {
+    // The system's CAs do not know the test CA: refused at once, not retried.
+    EtcdTlsEnv env("", etcd.clientCert(), etcd.clientKey());
+    auto start = SteadyClock::now();
+    EXPECT_EQ(errorOf([&] { openStore(etcd.url("tls"), 3s); }, &message), ErrorCode::kSystem);
+    EXPECT_LT(msSince(start), 1000);
+    EXPECT_NE(message.find("https://" + etcd.endpoint()), std::string::npos) << message;
+  }
+  {
+    // No client certificate: etcd refuses the handshake; retried within the deadline.
+    EtcdTlsEnv env(etcd.caFile(), "", "");
+    auto start = SteadyClock::now();
+    EXPECT_EQ(errorOf([&] { openStore(etcd.url("tls"), 300ms); }, &message), ErrorCode::kTimeout);
+    EXPECT_LT(msSince(start), 1500);
+    EXPECT_NE(message.find(etcd.endpoint()), std::string::npos) << message;
+    EXPECT_NE(message.find("no client certificate"), std::string::npos) << message;
+  }
+  {
+    EtcdTlsEnv env(etcd.caFile(), etcd.clientCert(), "");
+    EXPECT_EQ(errorOf([&] { openStore(etcd.url("tls"), 1s); }, &message),
+              ErrorCode::kInvalidArgument);
+    EXPECT_NE(message.find("CHORUS_ETCD_KEY"), std::string::npos) << message;
+  }
+  {
+    // TLS files for a plain-HTTP URL: said, not ignored.
+    EtcdTlsEnv env(etcd.caFile(), "", "");
+    EXPECT_EQ(errorOf([&] { openStore("etcd://" + etcd.endpoint() + "/x", 1s); }, &message),
+              ErrorCode::kInvalidArgument);
+    EXPECT_NE(message.find("etcds://"), std::string::npos) << message;
+  }
 }
 
 }  // namespace

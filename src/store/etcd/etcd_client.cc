@@ -72,7 +72,11 @@ KeyRead readRange(const Json& rangeReply) {
   return read;
 }
 
-EtcdClient::EtcdClient(std::vector<HostPort> endpoints) : endpoints_(std::move(endpoints)) {
+EtcdClient::EtcdClient(std::vector<HostPort> endpoints, bool https, TlsFiles tls)
+    : endpoints_(std::move(endpoints)),
+      https_(https),
+      clientCertificate_(!tls.cert.empty()),
+      http_(std::move(tls)) {
   if (endpoints_.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "etcd store: no member to talk to");
   }
@@ -81,7 +85,8 @@ EtcdClient::EtcdClient(std::vector<HostPort> endpoints) : endpoints_(std::move(e
 std::string EtcdClient::urlOf(size_t member, const std::string& path) const {
   const HostPort& hp = endpoints_[member];
   const bool v6 = hp.host.find(':') != std::string::npos;
-  return "http://" + (v6 ? "[" + hp.host + "]" : hp.host) + ":" + std::to_string(hp.port) + path;
+  return (https_ ? "https://" : "http://") + (v6 ? "[" + hp.host + "]" : hp.host) + ":" +
+         std::to_string(hp.port) + path;
 }
 
 std::string EtcdClient::endpointsText() const {
@@ -112,6 +117,10 @@ Json EtcdClient::call(const std::string& what, const std::string& path, const Js
                                    std::min(left, kConnectTimeout));
       if (!reply.answered) {
         why[i] = reply.error;
+        if (reply.fatal) {
+          throw Error(ErrorCode::kSystem,
+                      "etcd store: " + what + ": " + urlOf(i, "") + ": " + reply.error);
+        }
         continue;
       }
       Json parsed = Json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
@@ -142,8 +151,13 @@ Json EtcdClient::call(const std::string& what, const std::string& path, const Js
     tried += (i > 0 ? "; " : "") + urlOf(i, "") + " (" + why[i] + ")";
   }
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
+  // A member that wants a client certificate ends the handshake in words that do not say so.
+  const std::string hint = https_ && !clientCertificate_
+                               ? " (no client certificate was given: CHORUS_ETCD_CERT and "
+                                 "CHORUS_ETCD_KEY, where the members ask for one)"
+                               : "";
   throw Error(ErrorCode::kTimeout, "etcd store: no member answered " + what + " within " +
-                                       std::to_string(took) + " ms; tried " + tried);
+                                       std::to_string(took) + " ms; tried " + tried + hint);
 }
 
 bool EtcdClient::watchForPut(const std::string& key, int64_t readAt, bool fromNow,

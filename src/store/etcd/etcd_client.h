@@ -30,7 +30,8 @@ struct KeyRead {
 
 class EtcdClient {
  public:
-  explicit EtcdClient(std::vector<HostPort> endpoints);
+  // https: the members serve HTTPS (tls: the files to use).
+  EtcdClient(std::vector<HostPort> endpoints, bool https = false, TlsFiles tls = {});
 
   // POSTs `request` to `path` and returns the reply. Tries the members in turn until one
   // answers, and goes round again (after a pause) while the deadline allows. `what` names the
@@ -57,6 +58,8 @@ class EtcdClient {
   std::string urlOf(size_t member, const std::string& path) const;
 
   std::vector<HostPort> endpoints_;
+  const bool https_;
+  const bool clientCertificate_;
   std::atomic<size_t> preferred_{0};  // the member that answered last
   std::atomic<uint64_t> requests_{0};
   HttpClient http_;

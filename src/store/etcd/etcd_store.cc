@@ -9,7 +9,10 @@
 
 #include <chorus/error.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "store/compare_set.h"
@@ -41,8 +44,11 @@ Store::Bytes bytes(const std::string& s) { return Store::Bytes(s.begin(), s.end(
 
 class EtcdStore final : public Store, public ReadsMany, public ComparesAndSets {
  public:
-  EtcdStore(std::vector<HostPort> endpoints, const std::string& prefix, milliseconds timeout)
-      : client_(std::move(endpoints)), prefix_(prefix + "/"), timeout_(timeout) {
+  EtcdStore(std::vector<HostPort> endpoints, const std::string& prefix, milliseconds timeout,
+            bool https, TlsFiles tls)
+      : client_(std::move(endpoints), https, std::move(tls)),
+        prefix_(prefix + "/"),
+        timeout_(timeout) {
     // Fails now, as the TCP store's connect does, when no member answers.
     client_.call("a first read (under prefix '" + prefix + "')", "/v3/kv/range",
                  {{"key", base64Encode(prefix_)}, {"count_only", true}}, opDeadline());
@@ -231,8 +237,34 @@ class EtcdStore final : public Store, public ReadsMany, public ComparesAndSets {
 }  // namespace
 
 std::shared_ptr<Store> makeEtcdStore(std::vector<HostPort> endpoints, const std::string& prefix,
-                                     milliseconds timeout) {
-  return std::make_shared<EtcdStore>(std::move(endpoints), prefix, timeout);
+                                     milliseconds timeout, bool https, TlsFiles tls) {
+  return std::make_shared<EtcdStore>(std::move(endpoints), prefix, timeout, https, std::move(tls));
+}
+
+std::shared_ptr<Store> openEtcdStore(const StoreUrl& url, milliseconds timeout) {
+  TlsFiles tls;
+  const std::pair<const char*, std::string*> vars[] = {
+      {"CHORUS_ETCD_CA", &tls.ca}, {"CHORUS_ETCD_CERT", &tls.cert}, {"CHORUS_ETCD_KEY", &tls.key}};
+  for (const auto& [name, field] : vars) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == 0) continue;
+    if (!url.tls) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string("openStore: ") + name +
+                      " is set but the store URL is etcd:// (plain HTTP): use etcds://");
+    }
+    if (::access(value, R_OK) != 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string("openStore: ") + name + "=" + value + " cannot be read");
+    }
+    *field = value;
+  }
+  if (tls.cert.empty() != tls.key.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "openStore: CHORUS_ETCD_CERT and CHORUS_ETCD_KEY go together (a client "
+                "certificate and its key)");
+  }
+  return makeEtcdStore(url.endpoints, url.path, timeout, url.tls, std::move(tls));
 }
 
 }  // namespace chorus::store::etcd

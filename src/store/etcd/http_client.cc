@@ -45,7 +45,7 @@ size_t onWrite(char* data, size_t size, size_t count, void* user) {
 
 }  // namespace
 
-HttpClient::HttpClient() { initCurlOnce(); }
+HttpClient::HttpClient(TlsFiles tls) : tls_(std::move(tls)) { initCurlOnce(); }
 
 HttpClient::~HttpClient() {
   for (void* h : idle_) curl_easy_cleanup(static_cast<CURL*>(h));
@@ -97,6 +97,9 @@ HttpReply HttpClient::post(const std::string& url, const std::string& body,
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<int64_t>(1, timeout.count())));
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(std::max<int64_t>(1, connectTimeout.count())));
+  if (!tls_.ca.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, tls_.ca.c_str());
+  if (!tls_.cert.empty()) curl_easy_setopt(h, CURLOPT_SSLCERT, tls_.cert.c_str());
+  if (!tls_.key.empty()) curl_easy_setopt(h, CURLOPT_SSLKEY, tls_.key.c_str());
   const CURLcode rc = curl_easy_perform(h);
   curl_slist_free_all(headers);
   reply.stoppedByReader = sink.stopped;
@@ -105,6 +108,8 @@ HttpReply HttpClient::post(const std::string& url, const std::string& body,
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &reply.status);
   } else {
     reply.error = errbuf[0] != 0 ? errbuf : curl_easy_strerror(rc);
+    reply.fatal = rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
+                  rc == CURLE_SSL_CERTPROBLEM;
   }
   give(h);
   return reply;

@@ -11,11 +11,18 @@
 
 namespace chorus::store::etcd {
 
+// Files for HTTPS: the CA that signed the members' certificates (empty: the system's), and this
+// client's certificate and key where the members ask for one (etcd's --client-cert-auth).
+struct TlsFiles {
+  std::string ca, cert, key;
+};
+
 struct HttpReply {
   bool answered = false;  // an HTTP response came back (any status)
   long status = 0;
   std::string body;
-  std::string error;  // why there was no answer (libcurl's words)
+  std::string error;   // why there was no answer (libcurl's words)
+  bool fatal = false;  // and another try will not do better (a certificate that fails to verify)
   bool stoppedByReader = false;
 };
 
@@ -24,7 +31,7 @@ class HttpClient {
   // Sees the response body as it streams; returns false to stop reading.
   using Reader = std::function<bool(std::string_view chunk)>;
 
-  HttpClient();
+  explicit HttpClient(TlsFiles tls = {});
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -38,6 +45,7 @@ class HttpClient {
   void* take();
   void give(void* handle);
 
+  const TlsFiles tls_;
   std::mutex mu_;
   std::vector<void*> idle_;
 };
