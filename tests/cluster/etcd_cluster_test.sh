@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# A 3-member etcd on the emulated cluster (one member on each of hosts 0-2, network namespaces of
-# scripts/cluster), and Chorus jobs of 4 ranks (one per host) that rendezvous through it: before,
-# and after the leader is killed. Exit 0: pass, 1: fail, 77: skipped (not root, no network
-# namespaces, no etcd). A few seconds.
+# A 3-member etcd on the emulated cluster (one member on each of hosts 2-4, network namespaces of
+# scripts/cluster), and Chorus jobs of 4 ranks (2 on each of hosts 0 and 1) that rendezvous
+# through it: with every member up, with the first member listed cut off (its link down), and
+# after the leader is killed. Exit 0: pass, 1: fail, 77: skipped (not root, no network namespaces,
+# no etcd). About 10 seconds.
 #
 #   tests/cluster/etcd_cluster_test.sh BUILD_DIR
 #
@@ -36,14 +37,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$cluster" up 4 >/dev/null 2>&1 || { echo "FAIL - scripts/cluster up 4"; exit 1; }
+"$cluster" up 5 >/dev/null 2>&1 || { echo "FAIL - scripts/cluster up 5"; exit 1; }
 # The job's key authenticates its records in etcd and its connections, as across real hosts.
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/key"
 chmod 600 "$dir/key"
 addr() { echo "10.77.0.$(($1 + 1))"; }
-initial=m0=http://$(addr 0):2380,m1=http://$(addr 1):2380,m2=http://$(addr 2):2380
-members=$(addr 0):2379,$(addr 1):2379,$(addr 2):2379
-for h in 0 1 2; do
+etcd_hosts=(2 3 4)
+initial=m2=http://$(addr 2):2380,m3=http://$(addr 3):2380,m4=http://$(addr 4):2380
+members=$(addr 2):2379,$(addr 3):2379,$(addr 4):2379
+declare -A pid_of
+for h in "${etcd_hosts[@]}"; do
   # Heartbeat 20 ms, election 200 ms: a lost leader is replaced within a fraction of a second.
   "$cluster" exec "$h" etcd --name "m$h" --data-dir "$dir/m$h" --log-level warn \
     --listen-client-urls "http://$(addr "$h"):2379" --advertise-client-urls "http://$(addr "$h"):2379" \
@@ -51,16 +54,17 @@ for h in 0 1 2; do
     --initial-cluster "$initial" --initial-cluster-token "$dir" \
     --heartbeat-interval 20 --election-timeout 200 >"$dir/m$h.log" 2>&1 &
   pids+=($!)
+  pid_of[$h]=$!
   disown  # killed on purpose below: no "Killed" notice
 done
 
-# From host 3 (no member there): curl of one member's gateway.
-member_curl() { "$cluster" exec 3 curl -sf -m 1 -X POST "http://$(addr "$1"):2379$2" -d "${3:-{\}}"; }
+# From host 0 (no member there): curl of one member's gateway.
+member_curl() { "$cluster" exec 0 curl -sf -m 1 -X POST "http://$(addr "$1"):2379$2" -d "${3:-{\}}"; }
 healthy() {
   local until=$((SECONDS + 15))
   while ((SECONDS < until)); do
-    member_curl 0 /v3/kv/range '{"key":"YQ=="}' >/dev/null && member_curl 1 /v3/kv/range '{"key":"YQ=="}' >/dev/null &&
-      member_curl 2 /v3/kv/range '{"key":"YQ=="}' >/dev/null && return 0
+    member_curl 2 /v3/kv/range '{"key":"YQ=="}' >/dev/null && member_curl 3 /v3/kv/range '{"key":"YQ=="}' >/dev/null &&
+      member_curl 4 /v3/kv/range '{"key":"YQ=="}' >/dev/null && return 0
     sleep 0.1
   done
   tail -5 "$dir"/m*.log
@@ -76,10 +80,11 @@ sys.exit(0 if s["header"]["member_id"] == s["leader"] else 1)' && { echo "$h"; r
   done
   return 1
 }
-# A job of 4 ranks, rank i on host i, on the etcd store under prefix $1; every collective checked.
+# A job of 4 ranks, 2 on each of hosts 0 and 1, on the etcd store under prefix $1; every
+# collective checked.
 job() {
   local out
-  out=$("$cluster" run-each 4 --timeout 60 -- sh -c "CHORUS_RANK=\$CLUSTER_RANK CHORUS_WORLD_SIZE=4 \
+  out=$("$cluster" run-each 4 --per-host 2 --timeout 60 -- sh -c "CHORUS_RANK=\$CLUSTER_RANK CHORUS_WORLD_SIZE=4 \
     CHORUS_IFNAME=\$CLUSTER_IFNAME CHORUS_STORE=etcd://$members/$1 CHORUS_TIMEOUT=30 CHORUS_AUTH_KEY_FILE=$dir/key \
     exec $worker correct" 2>&1) || {
     echo "$out" | tail -20
@@ -88,17 +93,21 @@ job() {
   [[ $(grep -c 'status=CHORUS_OK .* wrong=0 identical=1' <<<"$out") == 4 ]] || { echo "$out" | tail -20; return 1; }
 }
 
-check "3 etcd members serve on hosts 0-2" healthy
-check "4 ranks on 4 hosts rendezvous on etcd and run every collective" job before
-lead=$(leader 0 1 2) || lead=
+check "3 etcd members serve on hosts 2-4" healthy
+check "4 ranks on 2 hosts rendezvous on etcd and run every collective" job before
+# The first member listed cut off: every rank's client waits for its connect timeout once, then
+# keeps to a member that answers.
+ip -n "$CHORUS_CLUSTER_PREFIX-h2" link set "$CHORUS_CLUSTER_PREFIX-h2" down
+check "the same job with the first member listed (host 2) cut off" job cut-off
+ip -n "$CHORUS_CLUSTER_PREFIX-h2" link set "$CHORUS_CLUSTER_PREFIX-h2" up
+check "host 2's member serves again" healthy
+lead=$(leader "${etcd_hosts[@]}") || lead=
 check "a leader is known" test -n "$lead"
 if [[ -n $lead ]]; then
-  kill -9 "${pids[$lead]}"
+  kill -9 "${pid_of[$lead]}"
   others=()
-  for h in 0 1 2; do [[ $h == "$lead" ]] || others+=("$h"); done
-  t0=$EPOCHREALTIME
+  for h in "${etcd_hosts[@]}"; do [[ $h == "$lead" ]] || others+=("$h"); done
   check "the same job after the leader (host $lead) was killed" job after-leader-kill
-  echo "     (rendezvous and collectives after the kill: $(seconds_since "$t0") s)"
   newlead=
   for _ in $(seq 20); do
     newlead=$(leader "${others[@]}") && break
