@@ -3,6 +3,7 @@
 #include <chorus/error.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <thread>
 
 #include "store/etcd/base64.h"
@@ -47,7 +48,12 @@ int64_t intField(const Json& object, const char* name) {
   auto it = object.find(name);
   if (it == object.end()) return 0;
   if (it->is_number_integer()) return it->get<int64_t>();
-  if (it->is_string()) return std::stoll(it->get<std::string>());
+  if (it->is_string()) {
+    const std::string& text = it->get_ref<const std::string&>();
+    int64_t out = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    if (ec == std::errc() && end == text.data() + text.size()) return out;
+  }
   throw Error(ErrorCode::kSystem, std::string("etcd store: field '") + name + "' is not a number");
 }
 
@@ -129,9 +135,10 @@ Json EtcdClient::call(const std::string& what, const std::string& path, const Js
         return parsed;
       }
       const int code = parsed.is_object() ? static_cast<int>(intField(parsed, "code")) : 0;
-      const std::string message = parsed.is_object() && parsed.contains("message")
-                                      ? parsed["message"].get<std::string>()
-                                      : firstLine(reply.body);
+      const bool hasMessage =
+          parsed.is_object() && parsed.contains("message") && parsed["message"].is_string();
+      const std::string message =
+          hasMessage ? parsed["message"].get<std::string>() : firstLine(reply.body);
       why[i] = "HTTP " + std::to_string(reply.status) + ": " + message;
       if (code != 0 && !retryable(code)) {
         throw Error(code == 3 ? ErrorCode::kInvalidArgument : ErrorCode::kSystem,
