@@ -1,7 +1,6 @@
 // An etcd on loopback for the tests of the etcd store: one member, or a cluster of several (each
-// with its own free ports), data directories in memory (/dev/shm where there is one, so that
-// etcd's fsyncs cost nothing), killed and removed at the end. Tests skip, saying why, where no
-// etcd binary is installed.
+// with its own free ports), data directories under the temporary directory, killed and removed at
+// the end. Tests skip, saying why, where no etcd binary is installed.
 #pragma once
 
 #include <sys/types.h>
