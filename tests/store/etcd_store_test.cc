@@ -5,6 +5,11 @@
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -154,6 +159,53 @@ TEST(EtcdStoreTest, WaitWhileOthersKeepWriting) {
   EXPECT_EQ(got, "here");
   EXPECT_GE(took, 290);
   EXPECT_LT(took, 1500);
+}
+
+// A port whose connections hang, as a host cut off: a listening socket that never accepts, its
+// queue filled.
+class Blackhole {
+ public:
+  Blackhole() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::listen(fd_, 0) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error("blackhole socket failed");
+    }
+    port_ = ntohs(addr.sin_port);
+    for (int i = 0; i < 4; ++i) {  // fill the accept queue; later connects are not answered
+      int c = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      ::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+      fillers_.push_back(c);
+    }
+  }
+  ~Blackhole() {
+    for (int c : fillers_) ::close(c);
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::vector<int> fillers_;
+};
+
+TEST(EtcdStoreTest, FirstMemberCutOffLeavesTimeForTheOthers) {
+  START_ETCD(etcd);
+  Blackhole cutOff;
+  const std::string url =
+      "etcd://127.0.0.1:" + std::to_string(cutOff.port()) + "," + etcd.endpoint() + "/cut-off";
+  // A deadline of 1 s is shared between the two members: the live one still answers in time.
+  auto start = SteadyClock::now();
+  auto store = openStore(url, 1s);
+  EXPECT_LT(msSince(start), 900);
+  store->set("k", bytesOf("v"));
+  EXPECT_EQ(stringOf(store->get("k", 1s)), "v");
 }
 
 TEST(EtcdStoreTest, LostClusterEndsAWaitWithinItsDeadline) {

@@ -16,6 +16,8 @@ using std::chrono::milliseconds;
 // A member that does not accept the connection by then is taken for down (loopback and a LAN
 // connect in well under a millisecond; a partitioned host never does).
 constexpr milliseconds kConnectTimeout{1000};
+// ... but a caller's deadline shorter than 1 s per member is shared among them, down to this.
+constexpr milliseconds kMinConnectTimeout{100};
 // The most one request waits for one member before the next is tried: a member cut off from
 // the leader holds a write until its own request timeout (seconds), while another member
 // could serve it at once.
@@ -118,9 +120,12 @@ Json EtcdClient::call(const std::string& what, const std::string& path, const Js
       const size_t i = (from + n) % endpoints_.size();
       if (!first && deadline.expired()) break;
       const milliseconds left = std::max(remaining(deadline), milliseconds(1));
+      // A short deadline is shared among the members, so that one cut off does not use it up.
+      const auto members = static_cast<milliseconds::rep>(endpoints_.size());
+      const milliseconds connect =
+          std::min({left, kConnectTimeout, std::max(left / members, kMinConnectTimeout)});
       requests_.fetch_add(1);
-      HttpReply reply = http_.post(urlOf(i, path), body, std::min(left, kAttemptTimeout),
-                                   std::min(left, kConnectTimeout));
+      HttpReply reply = http_.post(urlOf(i, path), body, std::min(left, kAttemptTimeout), connect);
       if (!reply.answered) {
         why[i] = reply.error;
         if (reply.fatal) {
