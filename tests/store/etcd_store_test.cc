@@ -8,11 +8,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <memory>
@@ -243,6 +245,36 @@ TEST(EtcdStoreTest, SomethingElseOnThePortFailsWithinTheDeadlineNamingIt) {
   EXPECT_LT(msSince(start), 1500);
   EXPECT_NE(message.find("127.0.0.1:" + std::to_string(server.port())), std::string::npos)
       << message;
+}
+
+// chorus-doctor --live reads a job's progress records from etcd as from any store.
+TEST(EtcdStoreTest, DoctorLiveReadsAJobOnEtcd) {
+  START_ETCD(etcd);
+  const std::string doctor = CHORUS_BIN_DIR "/chorus-doctor/chorus-doctor";
+  if (::access(doctor.c_str(), X_OK) != 0) GTEST_SKIP() << doctor << " is not built";
+  const std::string url = etcd.url("doctor-job");
+  std::vector<std::unique_ptr<Communicator>> comms(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      comms[static_cast<size_t>(r)] =
+          Communicator::create(url, r, 2, chorus::testing::testOptions(20s));
+      std::vector<int> v(8, 1);
+      for (int i = 0; i < 3; ++i)
+        comms[static_cast<size_t>(r)]->allReduce(std::span<int>(v)).wait();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  ASSERT_TRUE(comms[0] && comms[1]);
+  std::this_thread::sleep_for(1500ms);  // a progress record each (every second)
+  std::string out;
+  FILE* p = ::popen((doctor + " --live --store " + url + " 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  const int status = ::pclose(p);
+  EXPECT_EQ(out.rfind("verdict: no problem found (2 ranks, 3 collectives completed", 0), 0u) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
 }
 
 // compare-and-set, on every store that offers it.
