@@ -3,8 +3,10 @@
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
+#if CHORUS_HAVE_ETCD
 #include "store/etcd/etcd_client.h"
 #include "store/etcd/etcd_store.h"
+#endif
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -53,6 +55,10 @@ int freeLoopbackPort() {
 }
 
 std::string EtcdServer::binary(std::string* why) {
+#if !CHORUS_HAVE_ETCD
+  *why = "libchorus was built without the etcd store (libcurl4-openssl-dev missing)";
+  return "";
+#endif
   if (const char* env = std::getenv("CHORUS_ETCD"); env != nullptr && *env != 0) {
     if (::access(env, X_OK) == 0) return env;
     *why = std::string("$CHORUS_ETCD (") + env + ") is not an executable";
@@ -155,6 +161,7 @@ void EtcdServer::waitServing(int member, std::chrono::steady_clock::time_point u
   Member& m = members_[static_cast<size_t>(member)];
   std::string last;
   for (;;) {
+#if CHORUS_HAVE_ETCD
     try {
       store::etcd::makeEtcdStore(
           {store::HostPort{"127.0.0.1", m.clientPort}}, "startup", std::chrono::milliseconds(200),
@@ -163,6 +170,7 @@ void EtcdServer::waitServing(int member, std::chrono::steady_clock::time_point u
     } catch (const Error& e) {
       last = e.what();
     }
+#endif
     int status = 0;
     if (::waitpid(m.pid, &status, WNOHANG) == m.pid) {
       m.pid = -1;
@@ -232,6 +240,7 @@ void EtcdServer::makeCertificates() {
 }
 
 int EtcdServer::leader() const {
+#if CHORUS_HAVE_ETCD
   // Each live member names the leader's id and its own (uint64 in decimal text); the leader is
   // the member whose own id is the one named.
   using store::etcd::Json;
@@ -249,6 +258,7 @@ int EtcdServer::leader() const {
     } catch (const Error&) {
     }
   }
+#endif
   return -1;
 }
 
