@@ -14,8 +14,16 @@ file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/ChorusConfig.cmake.in [=[
 include(CMakeFindDependencyMacro)
 find_dependency(Threads)
 find_dependency(OpenSSL COMPONENTS Crypto)
+@CHORUS_FIND_CURL@
 include("${CMAKE_CURRENT_LIST_DIR}/ChorusTargets.cmake")
 ]=])
+# The static library links libcurl when it has the etcd store (src/CMakeLists.txt).
+set(CHORUS_FIND_CURL "")
+set(CHORUS_PC_CURL "")
+if(CHORUS_HAVE_ETCD)
+  set(CHORUS_FIND_CURL "find_dependency(CURL)")
+  set(CHORUS_PC_CURL " -lcurl")
+endif()
 configure_package_config_file(${CMAKE_CURRENT_BINARY_DIR}/ChorusConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/ChorusConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Chorus)
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ChorusConfigVersion.cmake

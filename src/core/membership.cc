@@ -2,11 +2,14 @@
 // store's "chorus/elastic/":
 //   g<G>/a<A>/reg/<slot>   a participant of attempt A of generation G is here (value: the slots
 //                          it knows to be dead)
-//   g<G>/a<A>/decider      counter: the participant that moves it to 1 writes the decision
-//   g<G>/a<A>/decision     the members, one line each: "<slot> <former rank> <ticket>"
+//   g<G>/a<A>/decider      counter: the participant that moves it to 1 writes the decision (a
+//                          store with compare-and-set: the first participant to write it does)
+//   g<G>/a<A>/decision     the members, one line each: "<slot> <former rank> <ticket>", then
+//                          "consumed <ticket>"
 //   g<G>/a<A>/comm/...     the new communicator's rendezvous (fresh keys for every attempt)
 //   g<G>/a<A>/connected/<r>, elect, outcome   whether every member connected: "commit", or
-//                          "abandon" (then the members run attempt A + 1)
+//                          "abandon" (then the members run attempt A + 1); elected as the
+//                          decision is
 //   joiners                counter: tickets handed to newcomers
 //   joiner/<t>, withdrawn/<t>, admitted/<t> ("<G> <A>")   one newcomer's queue entry
 //   admitted               tickets consumed by decisions so far
@@ -17,6 +20,8 @@
 #include "core/membership.h"
 
 #include "core/connect.h"
+#include "store/compare_set.h"
+#include "store/store_util.h"
 
 #include <chorus/error.hpp>
 
@@ -74,6 +79,7 @@ void afterRegister(int rank) {
 struct Decision {
   std::vector<int> slots;  // per member: its slot in the attempt, -1 for a newcomer
   std::vector<Member> members;
+  int64_t consumedTo = 0;  // the newcomers' tickets looked at, withdrawn ones included
 };
 
 std::string encode(const Decision& d) {
@@ -82,17 +88,22 @@ std::string encode(const Decision& d) {
     out += std::to_string(d.slots[i]) + " " + std::to_string(d.members[i].former) + " " +
            std::to_string(d.members[i].ticket) + "\n";
   }
-  return out;
+  return out + "consumed " + std::to_string(d.consumedTo) + "\n";
 }
 
 Decision decode(const std::string& s) {
   Decision d;
-  std::istringstream in(s);
-  int slot, former;
-  int64_t ticket;
-  while (in >> slot >> former >> ticket) {
-    d.slots.push_back(slot);
-    d.members.push_back({former, ticket});
+  std::istringstream lines(s);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream in(line);
+    int slot, former;
+    int64_t ticket;
+    if (line.rfind("consumed ", 0) == 0) {
+      d.consumedTo = std::stoll(line.substr(9));
+    } else if (in >> slot >> former >> ticket) {
+      d.slots.push_back(slot);
+      d.members.push_back({former, ticket});
+    }
   }
   return d;
 }
@@ -199,10 +210,9 @@ bool everyoneConnected(Store& root, const std::string& at, int size, const Deadl
   }
 }
 
-// Writes the decision of this attempt: the slots registered now, then the newcomers waiting, in
-// ticket order.
-void decide(Store& root, const std::string& at, const std::vector<Member>& base,
-            uint64_t generation, int attempt) {
+// The decision this participant would take now: the slots registered, then the newcomers
+// waiting, in ticket order. Reads only.
+Decision propose(Store& root, const std::string& at, const std::vector<Member>& base) {
   Decision d;
   for (size_t i = 0; i < base.size(); ++i) {
     if (has(root, at + "reg/" + std::to_string(i))) {
@@ -212,15 +222,45 @@ void decide(Store& root, const std::string& at, const std::vector<Member>& base,
   }
   const int64_t consumed = root.add(kConsumedKey, 0);
   const int64_t issued = root.add(kTicketsKey, 0);
-  int64_t upTo = consumed;
+  d.consumedTo = consumed;
   for (int64_t t = consumed + 1; t <= issued && has(root, joinerKey(t)); ++t) {
-    upTo = t;
+    d.consumedTo = t;
     if (has(root, withdrawnKey(t))) continue;
     d.slots.push_back(-1);
     d.members.push_back({-1, t});
-    root.set(admittedKey(t), bytes(std::to_string(generation) + " " + std::to_string(attempt)));
   }
-  if (upTo > consumed) root.add(kConsumedKey, upTo - consumed);
+  return d;
+}
+
+// What a decision does to the newcomers' queue: each admitted newcomer learns its attempt, and
+// the tickets looked at are consumed. With compare-and-set every participant applies the
+// decision that won (its proposer may be gone), so each step is idempotent: the same admission,
+// and the consumed count raised (never added to).
+void apply(Store& root, const Decision& d, uint64_t generation, int attempt,
+           store::ComparesAndSets* cas) {
+  for (size_t i = 0; i < d.members.size(); ++i) {
+    if (d.slots[i] >= 0) continue;
+    root.set(admittedKey(d.members[i].ticket),
+             bytes(std::to_string(generation) + " " + std::to_string(attempt)));
+  }
+  int64_t consumed = root.add(kConsumedKey, 0);
+  if (cas == nullptr) {
+    if (d.consumedTo > consumed) root.add(kConsumedKey, d.consumedTo - consumed);
+    return;
+  }
+  while (d.consumedTo > consumed) {
+    auto r = cas->compareSet(kConsumedKey, store::formatCounter(consumed),
+                             store::formatCounter(d.consumedTo));
+    if (r.swapped || !r.current) break;
+    consumed = store::parseCounter(kConsumedKey, *r.current);
+  }
+}
+
+// Without compare-and-set: the one elected decider writes the decision, after its effects.
+void decide(Store& root, const std::string& at, const std::vector<Member>& base,
+            uint64_t generation, int attempt) {
+  const Decision d = propose(root, at, base);
+  apply(root, d, generation, attempt, nullptr);
   root.set(at + "decision", bytes(encode(d)));
 }
 
@@ -230,6 +270,10 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
                     std::vector<Member> base, int slot, int64_t ticket, std::vector<int> knownDead,
                     const Options& options, const std::string& route, const Deadline& deadline) {
   const int oldRank = slot >= 0 ? base[static_cast<size_t>(slot)].former : -1;
+  // With compare-and-set (etcd, the in-process store) every participant proposes and the first
+  // proposal stands: no elected decider can die between winning and writing. Without it (TCP,
+  // file), one participant elected by a counter decides.
+  store::ComparesAndSets* const cas = store::compareSetOf(*root);
   std::string lastFailure;
   for (;; ++attempt) {
     const std::string at = attemptKey(generation, attempt);
@@ -241,7 +285,13 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
         if (d >= 0 && d < static_cast<int>(base.size())) deadSlots[static_cast<size_t>(d)] = true;
       }
       awaitRegistrations(*root, at, static_cast<int>(base.size()), deadSlots, halfway(deadline));
-      if (!has(*root, at + "decision") && root->add(at + "decider", 1) == 1) {
+      if (cas != nullptr && !has(*root, at + "decision")) {
+        awaitReplacements(*root, at, static_cast<int>(base.size()), halfway(deadline));
+        if (!has(*root, at + "decision")) {
+          cas->compareSet(at + "decision", std::nullopt, bytes(encode(propose(*root, at, base))));
+        }
+      } else if (cas == nullptr && !has(*root, at + "decision") &&
+                 root->add(at + "decider", 1) == 1) {
         awaitReplacements(*root, at, static_cast<int>(base.size()), halfway(deadline));
         decide(*root, at, base, generation, attempt);
       }
@@ -255,6 +305,7 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
                       " (attempt " + std::to_string(attempt) + ")" +
                       (lastFailure.empty() ? "" : " after " + lastFailure) + ": " + e.what());
     }
+    if (cas != nullptr) apply(*root, d, generation, attempt, cas);
     int me = -1;
     for (size_t i = 0; i < d.members.size() && me < 0; ++i) {
       if (slot >= 0 ? d.slots[i] == slot : (d.slots[i] < 0 && d.members[i].ticket == ticket)) {
@@ -285,7 +336,11 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
       // Some members may have connected and others not: one elected member says for all whether
       // the attempt stands (every member connected) or is abandoned.
       const bool all = impl && everyoneConnected(*root, at, size, halfway(deadline));
-      if (!has(*root, at + "outcome") && root->add(at + "elect", 1) == 1) {
+      if (cas != nullptr) {
+        if (!has(*root, at + "outcome")) {
+          cas->compareSet(at + "outcome", std::nullopt, bytes(all ? "commit" : "abandon"));
+        }
+      } else if (!has(*root, at + "outcome") && root->add(at + "elect", 1) == 1) {
         root->set(at + "outcome", bytes(all ? "commit" : "abandon"));
       }
       std::string outcome;

@@ -6,12 +6,13 @@
 #include <unordered_map>
 
 #include "common/deadline.h"
+#include "store/compare_set.h"
 #include "store/store_util.h"
 
 namespace chorus {
 namespace {
 
-class HashStore final : public Store {
+class HashStore final : public Store, public store::ComparesAndSets {
  public:
   void set(const std::string& key, const Bytes& value) override {
     {
@@ -54,6 +55,24 @@ class HashStore final : public Store {
     if (!cv_.wait_until(lock, deadline.at(), [&] { return allPresent(keys); })) {
       store::throwWaitTimeout("hash store", firstMissing(keys), timeout);
     }
+  }
+
+  store::CompareSetResult compareSet(const std::string& key, const std::optional<Bytes>& expected,
+                                     const Bytes& desired) override {
+    store::CompareSetResult result;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = data_.find(key);
+      const bool matches =
+          expected ? it != data_.end() && it->second == *expected : it == data_.end();
+      if (!matches) {
+        return {false, it == data_.end() ? std::nullopt : std::optional<Bytes>(it->second)};
+      }
+      data_[key] = desired;
+      result = {true, desired};
+    }
+    cv_.notify_all();
+    return result;
   }
 
  private:

@@ -1,4 +1,5 @@
 // Wraps another store and prefixes every key with prefix + "/".
+#include "store/compare_set.h"
 #include "store/get_many.h"
 
 #include <chorus/error.hpp>
@@ -7,7 +8,7 @@
 namespace chorus {
 namespace {
 
-class PrefixStore final : public Store, public store::ReadsMany {
+class PrefixStore final : public Store, public store::ReadsMany, public store::ComparesAndSets {
  public:
   PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
       : prefix_(std::move(prefix) + "/"), inner_(std::move(inner)) {}
@@ -26,6 +27,16 @@ class PrefixStore final : public Store, public store::ReadsMany {
   std::vector<Bytes> getMany(const std::vector<std::string>& keys,
                              std::chrono::milliseconds timeout) override {
     return store::getMany(*inner_, full(keys), timeout);
+  }
+
+  bool offersCompareSet() const override { return store::compareSetOf(*inner_) != nullptr; }
+  store::CompareSetResult compareSet(const std::string& key, const std::optional<Bytes>& expected,
+                                     const Bytes& desired) override {
+    auto* cas = store::compareSetOf(*inner_);
+    if (cas == nullptr) {
+      throw Error(ErrorCode::kInternal, "prefix store: compare-and-set on a store that has none");
+    }
+    return cas->compareSet(full(key), expected, desired);
   }
 
  private:

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -43,15 +44,20 @@ struct ElasticRun {
 
 class ElasticJob {
  public:
-  ElasticJob(std::string worker, std::string dir, int ranks, size_t count, int after)
+  // storeUrl: the job's store; empty: a TCP store served by the test.
+  ElasticJob(std::string worker, std::string dir, int ranks, size_t count, int after,
+             std::string storeUrl = "")
       : worker_(std::move(worker)),
         dir_(std::move(dir)),
+        url_(std::move(storeUrl)),
         ranks_(ranks),
         count_(count),
         after_(after),
         server_("127.0.0.1", 0) {
-    url_ = "tcp://127.0.0.1:" + std::to_string(server_.port());
+    if (url_.empty()) url_ = "tcp://127.0.0.1:" + std::to_string(server_.port());
   }
+  // Called just before the victim is killed (another fault at the same moment).
+  void alsoAtTheKill(std::function<void()> fault) { alsoAtTheKill_ = std::move(fault); }
   ~ElasticJob() {
     for (auto& p : procs_) {
       if (p.pid > 0) {
@@ -65,7 +71,7 @@ class ElasticJob {
   // every process (at most `limit`).
   ElasticRun run(int victim, bool replace, std::chrono::seconds limit) {
     ElasticRun r;
-    auto store = makeTcpStore("127.0.0.1", server_.port(), std::chrono::seconds(5));
+    auto store = openStore(url_, std::chrono::seconds(5));
     const long long spawnedAll = monoNs();
     for (int i = 0; i < ranks_; ++i) start(i, false);
     const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -77,6 +83,7 @@ class ElasticJob {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // well into the all-reduces
     // As an elastic launcher does, the replacement is announced before it starts.
     if (replace) store->add("chorus/elastic/expected_joiners", 1);
+    if (alsoAtTheKill_) alsoAtTheKill_();
     const long long killedAt = monoNs();
     kill(procs_[static_cast<size_t>(victim)].pid, SIGKILL);
     waitpid(procs_[static_cast<size_t>(victim)].pid, nullptr, 0);
@@ -197,6 +204,7 @@ class ElasticJob {
   size_t count_;
   int after_;
   TcpStoreServer server_;
+  std::function<void()> alsoAtTheKill_;
   std::vector<Proc> procs_;
 };
 

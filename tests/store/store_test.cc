@@ -26,6 +26,7 @@
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
+#include "harness/etcd_server.h"
 #include "store/tcp_store_protocol.h"
 
 namespace chorus {
@@ -145,7 +146,7 @@ class RawSocket {
 // ---------------------------------------------------------------------------------------------
 // Tests run against every kind of store.
 
-enum class Kind { kHash, kFile, kTcp, kPrefixHash, kPrefixTcp };
+enum class Kind { kHash, kFile, kTcp, kPrefixHash, kPrefixTcp, kEtcd, kPrefixEtcd };
 
 std::string nameOf(Kind kind) {
   switch (kind) {
@@ -159,14 +160,37 @@ std::string nameOf(Kind kind) {
       return "PrefixOverHash";
     case Kind::kPrefixTcp:
       return "PrefixOverTcp";
+    case Kind::kEtcd:
+      return "Etcd";
+    case Kind::kPrefixEtcd:
+      return "PrefixOverEtcd";
   }
   return "Unknown";
 }
 
-std::string kindName(const testing::TestParamInfo<Kind>& info) { return nameOf(info.param); }
+std::string kindName(const ::testing::TestParamInfo<Kind>& info) { return nameOf(info.param); }
+
+// One etcd for every test of this binary (started at the first that needs it), each test under
+// a prefix of its own; nullptr with *why set when there is no etcd binary.
+chorus::testing::EtcdServer* sharedEtcd(std::string* why) {
+  static std::string skipReason;
+  static std::unique_ptr<chorus::testing::EtcdServer> server = [] {
+    if (chorus::testing::EtcdServer::binary(&skipReason).empty()) {
+      return std::unique_ptr<chorus::testing::EtcdServer>();
+    }
+    return std::make_unique<chorus::testing::EtcdServer>();
+  }();
+  *why = skipReason;
+  return server.get();
+}
+
+std::string freshEtcdPrefix() {
+  static std::atomic<int> next{0};
+  return "store-test-" + std::to_string(::getpid()) + "-" + std::to_string(next++);
+}
 void PrintTo(Kind kind, std::ostream* os) { *os << nameOf(kind); }
 
-class StoreTest : public testing::TestWithParam<Kind> {
+class StoreTest : public ::testing::TestWithParam<Kind> {
  protected:
   void SetUp() override {
     switch (GetParam()) {
@@ -181,6 +205,14 @@ class StoreTest : public testing::TestWithParam<Kind> {
       case Kind::kPrefixTcp:
         server_ = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
         break;
+      case Kind::kEtcd:
+      case Kind::kPrefixEtcd: {
+        std::string why;
+        auto* etcd = sharedEtcd(&why);
+        if (etcd == nullptr) GTEST_SKIP() << why;
+        etcdUrl_ = etcd->url(freshEtcdPrefix());
+        break;
+      }
     }
     store_ = open();
   }
@@ -198,6 +230,10 @@ class StoreTest : public testing::TestWithParam<Kind> {
         return makePrefixStore("job", hash_);
       case Kind::kPrefixTcp:
         return makePrefixStore("job", makeTcpStore("127.0.0.1", server_->port(), 5s));
+      case Kind::kEtcd:
+        return openStore(etcdUrl_, 5s);
+      case Kind::kPrefixEtcd:
+        return makePrefixStore("job", openStore(etcdUrl_, 5s));
     }
     return nullptr;
   }
@@ -209,6 +245,8 @@ class StoreTest : public testing::TestWithParam<Kind> {
         return hash_;
       case Kind::kPrefixTcp:
         return makeTcpStore("127.0.0.1", server_->port(), 5s);
+      case Kind::kPrefixEtcd:
+        return openStore(etcdUrl_, 5s);
       default:
         return open();
     }
@@ -217,6 +255,7 @@ class StoreTest : public testing::TestWithParam<Kind> {
   std::shared_ptr<Store> hash_;
   std::unique_ptr<TempDir> dir_;
   std::unique_ptr<TcpStoreServer> server_;
+  std::string etcdUrl_;
   std::shared_ptr<Store> store_;
 };
 
@@ -406,8 +445,8 @@ TEST_P(StoreTest, PrefixStoresAreIsolated) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStores, StoreTest,
-                         testing::Values(Kind::kHash, Kind::kFile, Kind::kTcp, Kind::kPrefixHash,
-                                         Kind::kPrefixTcp),
+                         ::testing::Values(Kind::kHash, Kind::kFile, Kind::kTcp, Kind::kPrefixHash,
+                                           Kind::kPrefixTcp, Kind::kEtcd, Kind::kPrefixEtcd),
                          kindName);
 
 // ---------------------------------------------------------------------------------------------
