@@ -63,7 +63,8 @@ std::string_view toString(DebugLevel level);
 TransportKind parseTransportKind(std::string_view text);
 DebugLevel parseDebugLevel(std::string_view text);
 
-// The collectives whose algorithm Options::algorithm can force; names as in CHORUS_ALGO.
+// The collectives whose algorithm Options::algorithm can force; names as in CHORUS_ALGO. Frames
+// carry these values too: new ones are appended, never renumbered.
 enum class Collective {
   kAllReduce,       // "allreduce"
   kReduceScatter,   // "reduce_scatter"
