@@ -63,8 +63,7 @@ std::string_view toString(DebugLevel level);
 TransportKind parseTransportKind(std::string_view text);
 DebugLevel parseDebugLevel(std::string_view text);
 
-// The collectives whose algorithm Options::algorithm can force; names as in CHORUS_ALGO. Frames
-// carry these values too: new ones are appended, never renumbered.
+// The collectives whose algorithm Options::algorithm can force; names as in CHORUS_ALGO.
 enum class Collective {
   kAllReduce,       // "allreduce"
   kReduceScatter,   // "reduce_scatter"
