@@ -33,7 +33,7 @@ void quote(std::string& out, std::string_view s) {
   out += '"';
 }
 
-std::string quoted(std::string_view s) {
+std::string quotedString(std::string_view s) {
   std::string out;
   quote(out, s);
   return out;

@@ -11,7 +11,7 @@ namespace chorus::json {
 // Appends s as a JSON string: quoted, with '"', '\\' and control characters escaped.
 void quote(std::string& out, std::string_view s);
 // s as a JSON string.
-std::string quoted(std::string_view s);
+std::string quotedString(std::string_view s);
 // Appends `"name": "value"` (value escaped; name is a literal of the caller's).
 void field(std::string& out, const char* name, std::string_view value);
 

@@ -62,7 +62,7 @@ void Communicator::Impl::startTracing(std::shared_ptr<Store> root) {
     if (rank == 0) {
       try {
         const int64_t n = root->add("chorus/progress/count", 1);
-        const std::string text = "{\"communicator\": " + json::quoted(trace_->id) +
+        const std::string text = "{\"communicator\": " + json::quotedString(trace_->id) +
                                  ", \"size\": " + std::to_string(size) + "}";
         root->set("chorus/progress/comm/" + std::to_string(n),
                   Store::Bytes(text.begin(), text.end()));

@@ -9,12 +9,12 @@ namespace chorus::json {
 namespace {
 
 TEST(Json, QuotedEscapesQuotesBackslashesAndControls) {
-  EXPECT_EQ(quoted("plain"), "\"plain\"");
-  EXPECT_EQ(quoted("a\"b\\c"), "\"a\\\"b\\\\c\"");
-  EXPECT_EQ(quoted("line\nnext\ttab"), "\"line\\nnext\\ttab\"");
-  EXPECT_EQ(quoted(std::string("\x01\x1f", 2)), "\"\\u0001\\u001f\"");
-  EXPECT_EQ(quoted(std::string("nul\0end", 7)), "\"nul\\u0000end\"");
-  EXPECT_EQ(quoted("h\xc3\xa9"), "\"h\xc3\xa9\"");  // UTF-8 passes through
+  EXPECT_EQ(quotedString("plain"), "\"plain\"");
+  EXPECT_EQ(quotedString("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(quotedString("line\nnext\ttab"), "\"line\\nnext\\ttab\"");
+  EXPECT_EQ(quotedString(std::string("\x01\x1f", 2)), "\"\\u0001\\u001f\"");
+  EXPECT_EQ(quotedString(std::string("nul\0end", 7)), "\"nul\\u0000end\"");
+  EXPECT_EQ(quotedString("h\xc3\xa9"), "\"h\xc3\xa9\"");  // UTF-8 passes through
 }
 
 TEST(Json, FieldAndNumberAppend) {

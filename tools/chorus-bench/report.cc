@@ -29,13 +29,13 @@ void writeJson(const Config& cfg, int n, const std::string& algo, const std::vec
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   // Strings go through json::quoted (escaped); numbers keep the stream's formatting.
-  f << "{\n  \"system\": \"chorus\",\n  \"op\": " << json::quoted(cfg.op)
-    << ",\n  \"dtype\": " << json::quoted(toString(cfg.dtype)) << ",\n  \"redop\": "
-    << json::quoted(reduces(cfg.op) ? std::string(toString(cfg.redop)) : std::string("none"))
-    << ",\n  \"world_size\": " << n << ",\n  \"algo\": " << json::quoted(algo)
-    << ",\n  \"host\": " << json::quoted(host) << ",\n  \"iters\": " << cfg.iters
+  f << "{\n  \"system\": \"chorus\",\n  \"op\": " << json::quotedString(cfg.op)
+    << ",\n  \"dtype\": " << json::quotedString(toString(cfg.dtype)) << ",\n  \"redop\": "
+    << json::quotedString(reduces(cfg.op) ? std::string(toString(cfg.redop)) : std::string("none"))
+    << ",\n  \"world_size\": " << n << ",\n  \"algo\": " << json::quotedString(algo)
+    << ",\n  \"host\": " << json::quotedString(host) << ",\n  \"iters\": " << cfg.iters
     << ",\n  \"warmup\": " << cfg.warmup << ",\n  \"check\": " << (cfg.check ? "true" : "false")
-    << ",\n  \"wire\": " << json::quoted(toString(cfg.wire));
+    << ",\n  \"wire\": " << json::quotedString(toString(cfg.wire));
   if (bound.enabled) {
     // Rates in GB/s (1e9 bytes of buffer per second), per size of the sweep.
     f << ",\n  \"bound\": {\"cores\": " << bound.cores
@@ -60,7 +60,8 @@ void writeJson(const Config& cfg, int n, const std::string& algo, const std::vec
       << ", \"form\": \"" << (row.outOfPlace.measured ? "out_of_place" : "in_place") << "\""
       << ", \"time_us\": " << r.timeUs << ", \"trimmed_mean_us\": " << r.trimmedMeanUs
       << ", \"algbw\": " << r.algbw << ", \"busbw\": " << r.busbw << ", \"wrong\": " << r.wrong
-      << ", \"algo\": " << json::quoted(r.algo) << ", \"cpu_ns_per_byte\": " << r.cpuNsPerByte;
+      << ", \"algo\": " << json::quotedString(r.algo)
+      << ", \"cpu_ns_per_byte\": " << r.cpuNsPerByte;
     if (bound.enabled) {
       f << ", \"bound\": " << row.bound
         << ", \"pct_bound\": " << (row.bound > 0 ? 100.0 * r.busbw / row.bound : 0.0);
@@ -70,8 +71,8 @@ void writeJson(const Config& cfg, int n, const std::string& algo, const std::vec
       f << ", \"in_place\": {\"time_us\": " << p.timeUs
         << ", \"trimmed_mean_us\": " << p.trimmedMeanUs << ", \"algbw\": " << p.algbw
         << ", \"busbw\": " << p.busbw << ", \"wrong\": " << p.wrong
-        << ", \"algo\": " << json::quoted(p.algo) << ", \"cpu_ns_per_byte\": " << p.cpuNsPerByte
-        << "}";
+        << ", \"algo\": " << json::quotedString(p.algo)
+        << ", \"cpu_ns_per_byte\": " << p.cpuNsPerByte << "}";
     }
     f << "}";
   }
