@@ -11,25 +11,6 @@
 
 namespace chorus {
 
-// The public order is the frame order, so one is a cast of the other.
-constexpr bool sameOrder(Collective c, CollectiveKind k) {
-  return static_cast<int>(c) == static_cast<int>(k);
-}
-static_assert(kNumCollectives == static_cast<size_t>(kLastCollectiveKind) + 1);
-static_assert(sameOrder(Collective::kAllReduce, CollectiveKind::kAllReduce) &&
-              sameOrder(Collective::kReduceScatter, CollectiveKind::kReduceScatter) &&
-              sameOrder(Collective::kAllGather, CollectiveKind::kAllGather) &&
-              sameOrder(Collective::kBroadcast, CollectiveKind::kBroadcast) &&
-              sameOrder(Collective::kBarrier, CollectiveKind::kBarrier) &&
-              sameOrder(Collective::kReduce, CollectiveKind::kReduce) &&
-              sameOrder(Collective::kGather, CollectiveKind::kGather) &&
-              sameOrder(Collective::kScatter, CollectiveKind::kScatter) &&
-              sameOrder(Collective::kAllGatherV, CollectiveKind::kAllGatherV) &&
-              sameOrder(Collective::kReduceScatterV, CollectiveKind::kReduceScatterV) &&
-              sameOrder(Collective::kAllToAll, CollectiveKind::kAllToAll) &&
-              sameOrder(Collective::kAllToAllV, CollectiveKind::kAllToAllV) &&
-              sameOrder(Collective::kSendRecv, CollectiveKind::kSendRecv));
-
 namespace {
 
 constexpr Algorithm kAlgorithms[] = {Algorithm::kAuto,
@@ -85,23 +66,18 @@ std::optional<Algorithm> algorithmNamed(std::string_view name) {
 
 bool collectiveHas(Collective c, Algorithm a) {
   if (a == Algorithm::kAuto) return true;
-  const auto& known = algo::algorithmsFor(algo::toKind(c));
+  const auto& known = algo::algorithmsFor(c);
   return std::find(known.begin(), known.end(), algo::toAlgorithmId(a)) != known.end();
 }
 
 std::string noSuchAlgorithm(Collective c, std::string_view name) {
   std::string s =
       std::string(toString(c)) + " has no algorithm '" + std::string(name) + "' (choices: auto";
-  for (AlgorithmId a : algo::algorithmsFor(algo::toKind(c))) s += ", " + std::string(toString(a));
+  for (AlgorithmId a : algo::algorithmsFor(c)) s += ", " + std::string(toString(a));
   return s + ")";
 }
 
 }  // namespace
-
-std::string_view toString(Collective collective) {
-  const auto i = static_cast<size_t>(collective);
-  return i < kNumCollectives ? toString(static_cast<CollectiveKind>(i)) : "?";
-}
 
 std::string_view toString(Algorithm algorithm) {
   if (algorithm == Algorithm::kAuto) return "auto";
@@ -159,8 +135,6 @@ AlgorithmSetting parseAlgorithmSetting(std::string_view text) {
 }
 
 namespace algo {
-
-CollectiveKind toKind(Collective c) { return static_cast<CollectiveKind>(c); }
 
 AlgorithmId toAlgorithmId(Algorithm a) {
   switch (a) {

@@ -81,7 +81,7 @@ Choice choose(CollectiveKind kind, size_t bytes, DataType dtype, int size, const
     const bool powerOfTwo = (size & (size - 1)) == 0;
     if ((*forced == AlgorithmId::kHalving || *forced == AlgorithmId::kDoubling) && !powerOfTwo) {
       throw Error(ErrorCode::kInvalidArgument,
-                  std::string("CHORUS_ALGO=") + toString(kind) + "=" + toString(*forced) +
+                  "CHORUS_ALGO=" + std::string(toString(kind)) + "=" + toString(*forced) +
                       " needs a power-of-two number of ranks (this group has " +
                       std::to_string(size) + "; choices that run on any size: ring)");
     }
@@ -102,7 +102,7 @@ Choice choose(CollectiveKind kind, size_t bytes, DataType dtype, int size, const
   if (!c.forced) {
     if (c.candidates.empty()) {
       throw Error(ErrorCode::kInternal,
-                  std::string("no algorithm can run ") + toString(kind) + " on this group");
+                  "no algorithm can run " + std::string(toString(kind)) + " on this group");
     }
     c.algo = c.candidates.front().algo;
     // The ring keeps each rank talking to the same two neighbours, so its TCP streams stay warm

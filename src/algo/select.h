@@ -35,9 +35,8 @@ double predictSeconds(CollectiveKind kind, AlgorithmId algo, size_t bytes, DataT
 // The algorithms each collective has, in a fixed order (ties go to the earlier one).
 const std::vector<AlgorithmId>& algorithmsFor(CollectiveKind kind);
 
-// Options::algorithm in the library's own terms (algorithm_setting.cc): the kind of a public
-// Collective (the same order), and the id of a public Algorithm (kNone for kAuto).
-CollectiveKind toKind(Collective c);
+// Options::algorithm in the library's own terms (algorithm_setting.cc): the frame id of a public
+// Algorithm (kNone for kAuto), the only conversion between the two.
 AlgorithmId toAlgorithmId(Algorithm a);
 // What the setting forces for `kind`: nothing for kAuto.
 std::optional<AlgorithmId> forcedAlgorithm(CollectiveKind kind, const AlgorithmSetting& setting);

@@ -10,7 +10,12 @@ using Clock = std::chrono::steady_clock;
 
 class Deadline {
  public:
-  static Deadline after(std::chrono::milliseconds d) { return Deadline(Clock::now() + d); }
+  // Saturates: a timeout of ten years or more never expires (and now() + d cannot overflow), a
+  // negative one has already expired.
+  static Deadline after(std::chrono::milliseconds d) {
+    if (d >= kForever) return never();
+    return Deadline(Clock::now() + std::max(d, std::chrono::milliseconds(0)));
+  }
   static Deadline never() { return Deadline(Clock::time_point::max()); }
   explicit Deadline(Clock::time_point at) : at_(at) {}
 
@@ -24,6 +29,8 @@ class Deadline {
   }
 
  private:
+  static constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 365 * 10);
+
   Clock::time_point at_;
 };
 

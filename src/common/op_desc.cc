@@ -2,7 +2,7 @@
 
 namespace chorus {
 
-const char* toString(CollectiveKind kind) {
+std::string_view toString(Collective kind) {
   switch (kind) {
     case CollectiveKind::kAllReduce:
       return "allreduce";
@@ -31,7 +31,7 @@ const char* toString(CollectiveKind kind) {
     case CollectiveKind::kSendRecv:
       return "send_recv";
   }
-  return "unknown-collective";
+  return "?";
 }
 
 const char* toString(AlgorithmId algo) {

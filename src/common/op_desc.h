@@ -2,6 +2,7 @@
 // ranks which called different collectives detect it instead of exchanging wrong data.
 #pragma once
 
+#include <chorus/options.hpp>
 #include <chorus/types.hpp>
 
 #include <cstddef>
@@ -10,24 +11,15 @@
 
 namespace chorus {
 
-enum class CollectiveKind : uint8_t {
-  kAllReduce,
-  kReduceScatter,
-  kAllGather,
-  kBroadcast,
-  kBarrier,
-  kReduce,          // to a root
-  kGather,          // to a root, the same count from every rank
-  kScatter,         // from a root, the same count to every rank
-  kAllGatherV,      // per-rank counts: count is their total, root a fingerprint of them
-  kReduceScatterV,  // per-rank counts: count is their total, root a fingerprint of them
-  kAllToAll,        // count: elements each rank sends to each rank
-  kAllToAllV,       // per-pair counts known to the two ranks only: count and root are 0
-  kSendRecv         // a message between two ranks (seq: see OpDesc); count 0, dtype u8
-};
+// The collective in a frame is the public Collective (one type, so no conversion): frames carry
+// it as one byte, so its values are appended to, never renumbered. The name says what the code
+// means here: the kind of a call.
+using CollectiveKind = Collective;
 // The last value of each enum, for range checks of decoded frames.
-inline constexpr CollectiveKind kLastCollectiveKind = CollectiveKind::kSendRecv;
-// Values travel in frames: append new ones, never renumber.
+inline constexpr CollectiveKind kLastCollectiveKind = Collective::kSendRecv;
+static_assert(kNumCollectives == static_cast<size_t>(kLastCollectiveKind) + 1);
+// Values travel in frames: append new ones, never renumber. Not the public Algorithm, which has
+// kAuto and the user's order: algo::toAlgorithmId (algo/select.h) is the one conversion.
 enum class AlgorithmId : uint8_t {
   kNone,
   kRing,
@@ -49,7 +41,6 @@ enum class AlgorithmId : uint8_t {
 };
 inline constexpr AlgorithmId kLastAlgorithmId = AlgorithmId::kRingGather;
 
-const char* toString(CollectiveKind kind);
 const char* toString(AlgorithmId algo);
 
 struct OpDesc {

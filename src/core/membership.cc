@@ -60,8 +60,10 @@ Deadline halfway(const Deadline& deadline) {
   return Deadline(std::min(deadline.at(), Clock::now() + (deadline.at() - Clock::now()) / 2));
 }
 
+// left - left / 3, not left * 2 / 3: left * 2 overflows for Deadline::never().
 Deadline twoThirds(const Deadline& deadline) {
-  return Deadline(std::min(deadline.at(), Clock::now() + (deadline.at() - Clock::now()) * 2 / 3));
+  const auto left = deadline.at() - Clock::now();
+  return Deadline(std::min(deadline.at(), Clock::now() + (left - left / 3)));
 }
 
 std::mutex hookMu;

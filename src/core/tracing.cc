@@ -3,6 +3,7 @@
 #include "core/communicator_impl.h"
 #include "core/trace_subject.h"
 
+#include "common/json.h"
 #include "trace/clock.h"
 #include "trace/json_out.h"
 #include "trace/service.h"
@@ -61,8 +62,8 @@ void Communicator::Impl::startTracing(std::shared_ptr<Store> root) {
     if (rank == 0) {
       try {
         const int64_t n = root->add("chorus/progress/count", 1);
-        const std::string text =
-            "{\"communicator\": \"" + trace_->id + "\", \"size\": " + std::to_string(size) + "}";
+        const std::string text = "{\"communicator\": " + json::quotedString(trace_->id) +
+                                 ", \"size\": " + std::to_string(size) + "}";
         root->set("chorus/progress/comm/" + std::to_string(n),
                   Store::Bytes(text.begin(), text.end()));
       } catch (const Error& e) {

@@ -1,5 +1,7 @@
-// Replica's state, shared by the step protocol (replica.cc), state synchronisation
-// (state_sync.cc) and membership changes (elastic.cc).
+// Replica's state, shared by the step protocol (replica.cc, replica_flight.cc), the bucket
+// layout (replica_layout.cc), the local modes (replica_local_sgd.cc, replica_diloco.cc), the
+// consistency check (replica_check.cc), state synchronisation (state_sync.cc) and membership
+// changes (elastic.cc).
 #pragma once
 
 #include <chorus/dp.hpp>
@@ -31,9 +33,17 @@ auto withContext(const std::string& context, F&& f) {
   }
 }
 
+inline double secondsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
 inline Error invalid(const std::string& what) {
   return Error(ErrorCode::kInvalidArgument, "dp: " + what);
 }
+
+// replica_options.cc: throws Error(kInvalidArgument) for options a Replica cannot run with.
+// owned: the Replica owns its communicator (elastic mode needs it).
+void validateOptions(const Options& o, bool owned);
 
 struct Param {
   std::string name;

@@ -62,7 +62,7 @@ class FileStore final : public Store {
   }
 
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
-    Deadline deadline = store::deadlineAfter(timeout);
+    Deadline deadline = Deadline::after(timeout);
     const std::string path = pathFor(key, false);
     Poller poller;
     while (true) {
@@ -97,7 +97,7 @@ class FileStore final : public Store {
   }
 
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    Deadline deadline = store::deadlineAfter(timeout);
+    Deadline deadline = Deadline::after(timeout);
     Poller poller;
     for (const auto& k : keys) {
       const std::string path = pathFor(k, false);

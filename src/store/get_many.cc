@@ -9,7 +9,7 @@ std::vector<Store::Bytes> getMany(Store& store, const std::vector<std::string>& 
                                   std::chrono::milliseconds timeout) {
   if (auto* many = dynamic_cast<ReadsMany*>(&store)) return many->getMany(keys, timeout);
   // One deadline for all the gets, as one request would have.
-  const Deadline deadline = deadlineAfter(timeout);
+  const Deadline deadline = Deadline::after(timeout);
   std::vector<Store::Bytes> values;
   values.reserve(keys.size());
   for (const auto& k : keys) {

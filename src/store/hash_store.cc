@@ -23,7 +23,7 @@ class HashStore final : public Store, public store::ComparesAndSets {
   }
 
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
-    Deadline deadline = store::deadlineAfter(timeout);
+    Deadline deadline = Deadline::after(timeout);
     std::unique_lock<std::mutex> lock(mu_);
     if (!cv_.wait_until(lock, deadline.at(), [&] { return data_.count(key) != 0; })) {
       store::throwWaitTimeout("hash store", "key " + store::quoteKey(key), timeout);
@@ -50,7 +50,7 @@ class HashStore final : public Store, public store::ComparesAndSets {
   }
 
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    Deadline deadline = store::deadlineAfter(timeout);
+    Deadline deadline = Deadline::after(timeout);
     std::unique_lock<std::mutex> lock(mu_);
     if (!cv_.wait_until(lock, deadline.at(), [&] { return allPresent(keys); })) {
       store::throwWaitTimeout("hash store", firstMissing(keys), timeout);

@@ -9,14 +9,6 @@
 
 namespace chorus::store {
 
-Deadline deadlineAfter(std::chrono::milliseconds timeout) {
-  // Ten years is "forever" and keeps now() + timeout far from overflow.
-  constexpr auto kForever = std::chrono::hours(24 * 365 * 10);
-  if (timeout >= kForever) return Deadline::never();
-  if (timeout.count() < 0) return Deadline::after(std::chrono::milliseconds(0));
-  return Deadline::after(timeout);
-}
-
 int64_t parseCounter(const std::string& key, const Store::Bytes& value) {
   const char* first = reinterpret_cast<const char*>(value.data());
   const char* last = first + value.size();

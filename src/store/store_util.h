@@ -13,9 +13,6 @@
 
 namespace chorus::store {
 
-// Deadline::after that saturates: a huge timeout never expires, a negative one already has.
-Deadline deadlineAfter(std::chrono::milliseconds timeout);
-
 // Counters written by Store::add are stored as decimal ASCII ("-12"), in every store.
 // Throws Error(kInvalidArgument) naming the key when the value is not such an integer.
 int64_t parseCounter(const std::string& key, const Store::Bytes& value);

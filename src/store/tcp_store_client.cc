@@ -78,7 +78,7 @@ class TcpStore final : public Store, public store::ReadsMany {
                   "tcp store: bad port " + std::to_string(port_) + " for host '" + host_ + "'");
     }
     // Connect eagerly so that an unreachable server is reported at construction.
-    idle_.push_back(connect(store::deadlineAfter(timeout_), timeout_));
+    idle_.push_back(connect(Deadline::after(timeout_), timeout_));
   }
 
   void set(const std::string& key, const Bytes& value) override {
@@ -89,8 +89,7 @@ class TcpStore final : public Store, public store::ReadsMany {
     }
     proto::Writer w(static_cast<uint8_t>(proto::Op::kSet));
     w.str(key).bytes(value);
-    call(std::move(w), store::deadlineAfter(timeout_), "set of key " + store::quoteKey(key),
-         timeout_);
+    call(std::move(w), Deadline::after(timeout_), "set of key " + store::quoteKey(key), timeout_);
   }
 
   Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
@@ -106,8 +105,8 @@ class TcpStore final : public Store, public store::ReadsMany {
   int64_t add(const std::string& key, int64_t delta) override {
     proto::Writer w(static_cast<uint8_t>(proto::Op::kAdd));
     w.str(key).i64(delta);
-    Bytes body = call(std::move(w), store::deadlineAfter(timeout_),
-                      "add on key " + store::quoteKey(key), timeout_);
+    Bytes body = call(std::move(w), Deadline::after(timeout_), "add on key " + store::quoteKey(key),
+                      timeout_);
     proto::Reader r(body.data(), body.size());
     int64_t value = r.i64();
     if (!r.done()) badResponse();
@@ -117,7 +116,7 @@ class TcpStore final : public Store, public store::ReadsMany {
   bool check(const std::vector<std::string>& keys) override {
     proto::Writer w(static_cast<uint8_t>(proto::Op::kCheck));
     putKeys(w, keys);
-    Bytes body = call(std::move(w), store::deadlineAfter(timeout_),
+    Bytes body = call(std::move(w), Deadline::after(timeout_),
                       "check of " + std::to_string(keys.size()) + " keys", timeout_);
     proto::Reader r(body.data(), body.size());
     uint8_t all = r.u8();
@@ -167,7 +166,7 @@ class TcpStore final : public Store, public store::ReadsMany {
  private:
   std::vector<Bytes> getEach(const std::vector<std::string>& keys,
                              std::chrono::milliseconds timeout) {
-    const Deadline deadline = store::deadlineAfter(timeout);
+    const Deadline deadline = Deadline::after(timeout);
     std::vector<Bytes> values;
     values.reserve(keys.size());
     for (const auto& k : keys) {
@@ -185,7 +184,7 @@ class TcpStore final : public Store, public store::ReadsMany {
   // its I/O timeout on top of that before giving up on the connection.
   Deadline waitDeadline(std::chrono::milliseconds timeout) const {
     if (timeout > std::chrono::milliseconds::max() - timeout_) return Deadline::never();
-    return store::deadlineAfter(std::max(timeout, std::chrono::milliseconds(0)) + timeout_);
+    return Deadline::after(std::max(timeout, std::chrono::milliseconds(0)) + timeout_);
   }
 
   [[noreturn]] void badResponse() const {

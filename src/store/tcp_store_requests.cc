@@ -144,7 +144,7 @@ void TcpStoreServer::Impl::handleRequest(uint64_t id, Client& c, proto::Op op, p
       c.parked = true;
       c.parked_op = op;
       c.parked_keys = std::move(keys);
-      c.parked_until = store::deadlineAfter(std::chrono::milliseconds(timeout)).at();
+      c.parked_until = Deadline::after(std::chrono::milliseconds(timeout)).at();
       if (!tryAnswerParked(id, c) && Clock::now() >= c.parked_until) {
         std::string missing = c.parked_on;
         unregister(id, c);  // a zero timeout: answer at once

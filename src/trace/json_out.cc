@@ -1,7 +1,8 @@
-// Writing dumps and progress records by hand: a few fields, no dependency.
+// Writing dumps and progress records with common/json.h: a few fields, no dependency.
 #include "trace/json_out.h"
 
 #include "common/errno_text.h"
+#include "common/json.h"
 #include "trace/clock.h"
 
 #include <chorus/error.hpp>
@@ -17,50 +18,6 @@
 
 namespace chorus::trace {
 namespace {
-
-void quoted(std::string& out, std::string_view s) {
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned char>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
-
-void field(std::string& out, const char* name, std::string_view value) {
-  out += '"';
-  out += name;
-  out += "\": ";
-  quoted(out, value);
-}
-
-template <class N>
-void number(std::string& out, const char* name, N value) {
-  out += '"';
-  out += name;
-  out += "\": ";
-  out += std::to_string(value);
-}
 
 bool reduces(CollectiveKind k) {
   return k == CollectiveKind::kAllReduce || k == CollectiveKind::kReduceScatter ||
@@ -79,48 +36,48 @@ std::string hostName() {
 }
 
 void header(std::string& out, const Subject& s) {
-  field(out, "communicator", s.id);
+  json::field(out, "communicator", s.id);
   out += ", ";
-  number(out, "rank", s.recorder.rank());
+  json::number(out, "rank", s.recorder.rank());
   out += ", ";
-  number(out, "size", s.recorder.size());
+  json::number(out, "size", s.recorder.size());
   out += ", ";
-  field(out, "host", hostName());
+  json::field(out, "host", hostName());
   out += ", ";
-  number(out, "pid", static_cast<long>(getpid()));
+  json::number(out, "pid", static_cast<long>(getpid()));
 }
 
 void entryJson(std::string& out, const EntryCopy& e) {
   out += "{";
-  number(out, "number", e.number);
+  json::number(out, "number", e.number);
   out += ", ";
-  field(out, "collective", toString(e.kind));
+  json::field(out, "collective", toString(e.kind));
   out += ", ";
-  field(out, "algorithm", e.started ? toString(e.algo) : "");
+  json::field(out, "algorithm", e.started ? toString(e.algo) : "");
   out += ", ";
-  field(out, "dtype", toString(e.dtype));
+  json::field(out, "dtype", toString(e.dtype));
   out += ", ";
-  field(out, "op", reduces(e.kind) ? toString(e.op) : "");
+  json::field(out, "op", reduces(e.kind) ? toString(e.op) : "");
   out += ", ";
   if (e.wire != WireFormat::kNative) {  // only where a call chose a reduced-precision format
-    field(out, "wire", toString(e.wire));
+    json::field(out, "wire", toString(e.wire));
     out += ", ";
   }
-  number(out, "count", e.count);
+  json::number(out, "count", e.count);
   out += ", ";
-  number(out, "bytes", e.bytes);
+  json::number(out, "bytes", e.bytes);
   out += ", ";
-  number(out, "root", hasRoot(e.kind) ? e.root : -1);
+  json::number(out, "root", hasRoot(e.kind) ? e.root : -1);
   out += ", ";
-  field(out, "state", toString(e.state));
+  json::field(out, "state", toString(e.state));
   out += ", ";
-  number(out, "waiting_on", e.state == CallState::kWaiting ? e.waitingOn : -1);
+  json::number(out, "waiting_on", e.state == CallState::kWaiting ? e.waitingOn : -1);
   out += ", ";
-  number(out, "issued_us", e.issuedUs);
+  json::number(out, "issued_us", e.issuedUs);
   out += ", ";
-  number(out, "started_us", e.startedUs);
+  json::number(out, "started_us", e.startedUs);
   out += ", ";
-  number(out, "ended_us", e.endedUs);
+  json::number(out, "ended_us", e.endedUs);
   // Only where a call's traffic was not followed (its peers list is then empty; older dumps
   // follow every call).
   if (!e.detailed) out += ", \"detailed\": false";
@@ -129,13 +86,13 @@ void entryJson(std::string& out, const EntryCopy& e) {
     const auto& p = e.peers[i];
     if (i > 0) out += ", ";
     out += "{";
-    number(out, "rank", p.rank);
+    json::number(out, "rank", p.rank);
     out += ", ";
-    number(out, "sent", p.sent);
+    json::number(out, "sent", p.sent);
     out += ", ";
-    number(out, "received", p.received);
+    json::number(out, "received", p.received);
     out += ", ";
-    number(out, "first_arrival_us", p.firstArrivalUs);
+    json::number(out, "first_arrival_us", p.firstArrivalUs);
     out += "}";
   }
   out += "]}";
@@ -143,27 +100,28 @@ void entryJson(std::string& out, const EntryCopy& e) {
 
 void spanJson(std::string& out, const SpanRecord& s, const WallClock& clock) {
   out += "{";
-  field(out, "kind", toString(s.kind));
+  json::field(out, "kind", toString(s.kind));
   out += ", ";
-  number(out, "step", s.step);
+  json::number(out, "step", s.step);
   out += ", ";
-  number(out, "start_us", clock.micros(s.startAt));
+  json::number(out, "start_us", clock.micros(s.startAt));
   out += ", ";
-  number(out, "end_us", clock.micros(s.endAt));
+  json::number(out, "end_us", clock.micros(s.endAt));
   if (s.kind == SpanKind::kBucket) {
     out += ", ";
-    number(out, "bucket", s.index);
+    json::number(out, "bucket", s.index);
     out += ", ";
-    number(out, "bytes", s.bytes);
+    json::number(out, "bytes", s.bytes);
     out += ", ";
-    number(out, "call", s.call);
+    json::number(out, "call", s.call);
     out += ", ";
-    number(out, "wait_us", static_cast<uint64_t>(clock.microsOf(static_cast<double>(s.waitTicks))));
+    json::number(out, "wait_us",
+                 static_cast<uint64_t>(clock.microsOf(static_cast<double>(s.waitTicks))));
     out += ", ";
-    number(out, "transfer_us",
-           static_cast<uint64_t>(clock.microsOf(static_cast<double>(s.transferTicks))));
+    json::number(out, "transfer_us",
+                 static_cast<uint64_t>(clock.microsOf(static_cast<double>(s.transferTicks))));
     out += ", ";
-    number(out, "last_peer", s.lastPeer);
+    json::number(out, "last_peer", s.lastPeer);
   }
   out += "}";
 }
@@ -180,23 +138,23 @@ std::string dumpJson(const Subject& s, const char* reason, const std::string* er
   std::string out;
   out.reserve(512 + entries.size() * 400);
   out += "{\n  ";
-  field(out, "format", "chorus-trace/1");
+  json::field(out, "format", "chorus-trace/1");
   out += ",\n  ";
   header(out, s);
   out += ",\n  ";
-  field(out, "reason", reason);
+  json::field(out, "reason", reason);
   out += ",\n  \"error\": ";
   if (error) {
-    quoted(out, *error);
+    json::quote(out, *error);
   } else {
     out += "null";
   }
   out += ",\n  ";
-  number(out, "dumped_us", wallMicros());
+  json::number(out, "dumped_us", wallMicros());
   out += ",\n  ";
-  number(out, "capacity", r.capacity());
+  json::number(out, "capacity", r.capacity());
   out += ",\n  ";
-  number(out, "recorded", r.recorded());
+  json::number(out, "recorded", r.recorded());
   out += ",\n  \"entries\": [";
   for (size_t i = 0; i < entries.size(); ++i) {
     out += i == 0 ? "\n    " : ",\n    ";
@@ -204,20 +162,20 @@ std::string dumpJson(const Subject& s, const char* reason, const std::string* er
   }
   out += entries.empty() ? "],\n" : "\n  ],\n";
   out += "  \"stragglers\": {";
-  number(out, "collectives", st.collectives);
+  json::number(out, "collectives", st.collectives);
   out += ", \"ranks\": [";
   for (size_t i = 0; i < st.ranks.size(); ++i) {
     const auto& q = st.ranks[i];
     out += i == 0 ? "\n    {" : ",\n    {";
-    number(out, "rank", q.rank);
+    json::number(out, "rank", q.rank);
     out += ", ";
-    number(out, "last", q.last);
+    json::number(out, "last", q.last);
     out += ", ";
-    number(out, "lag_samples", q.lagSamples);
+    json::number(out, "lag_samples", q.lagSamples);
     out += ", ";
-    number(out, "median_lag_us", q.medianLagUs);
+    json::number(out, "median_lag_us", q.medianLagUs);
     out += ", ";
-    number(out, "p99_lag_us", q.p99LagUs);
+    json::number(out, "p99_lag_us", q.p99LagUs);
     out += "}";
   }
   out += st.ranks.empty() ? "]},\n" : "\n  ]},\n";
@@ -236,33 +194,33 @@ std::string progressJson(const Subject& s) {
   EntryCopy cur;
   const bool pending = r.oldestPending(&cur, clock);
   std::string out = "{";
-  field(out, "format", "chorus-progress/1");
+  json::field(out, "format", "chorus-progress/1");
   out += ", ";
   header(out, s);
   out += ", ";
-  number(out, "issued", r.issued());
+  json::number(out, "issued", r.issued());
   out += ", ";
-  number(out, "completed", r.completed());
+  json::number(out, "completed", r.completed());
   out += ", ";
-  field(out, "state", pending ? toString(cur.state) : "idle");
+  json::field(out, "state", pending ? toString(cur.state) : "idle");
   out += ", \"current\": ";
   if (pending) {
     out += "{";
-    number(out, "number", cur.number);
+    json::number(out, "number", cur.number);
     out += ", ";
-    field(out, "collective", toString(cur.kind));
+    json::field(out, "collective", toString(cur.kind));
     out += ", ";
-    number(out, "waiting_on", cur.state == CallState::kWaiting ? cur.waitingOn : -1);
+    json::number(out, "waiting_on", cur.state == CallState::kWaiting ? cur.waitingOn : -1);
     out += ", ";
-    number(out, "since_us", cur.startedUs != 0 ? cur.startedUs : cur.issuedUs);
+    json::number(out, "since_us", cur.startedUs != 0 ? cur.startedUs : cur.issuedUs);
     out += "}";
   } else {
     out += "null";
   }
   out += ", ";
-  number(out, "last_progress_us", r.lastProgressUs(clock));
+  json::number(out, "last_progress_us", r.lastProgressUs(clock));
   out += ", ";
-  number(out, "published_us", wallMicros());
+  json::number(out, "published_us", wallMicros());
   out += "}";
   return out;
 }

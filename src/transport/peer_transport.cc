@@ -5,6 +5,7 @@
 #include "common/socket_io.h"
 #include "transport/mismatch.h"
 #include "transport/request_queue.h"
+#include "transport/tcp/sealed_tcp_link.h"
 #include "transport/wait_policy.h"
 
 #include <chorus/error.hpp>
@@ -54,8 +55,13 @@ PeerTransport::PeerTransport(int rank, int size, Fd listener,
   }
   for (auto& c : connections) {
     auto& socket = sockets_.at(static_cast<size_t>(c.peer));
-    socket = std::make_unique<tcp::TcpLink>(c.peer, std::move(c.fd), std::move(c.address), op_,
-                                            epoll_.get(), std::move(c.sealed));
+    if (c.sealed) {
+      socket = std::make_unique<tcp::SealedTcpLink>(c.peer, std::move(c.fd), std::move(c.address),
+                                                    op_, epoll_.get(), std::move(c.sealed));
+    } else {
+      socket = std::make_unique<tcp::TcpLink>(c.peer, std::move(c.fd), std::move(c.address), op_,
+                                              epoll_.get());
+    }
     data_[static_cast<size_t>(c.peer)] = socket.get();
   }
 }

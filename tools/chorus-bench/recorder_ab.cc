@@ -9,6 +9,8 @@
 //
 // Per block: the mean time per call of the slowest rank. Rank 0 prints the median block of
 // each communicator, their ratio, and the median of the ratios of neighbouring blocks (on/off).
+#include "common/json.h"
+
 #include <chorus/chorus.h>
 #include <CLI/CLI.hpp>
 
@@ -70,8 +72,8 @@ int main(int argc, char** argv) {
     std::vector<float> in(count, 1.0f), out(count);
     auto run = [&](chorus_comm* c, int calls) {
       for (int i = 0; i < calls; ++i) {
-        check(chorus_all_reduce(c, in.data(), out.data(), count, CHORUS_DTYPE_F32, CHORUS_OP_SUM), c,
-              "all_reduce");
+        check(chorus_all_reduce(c, in.data(), out.data(), count, CHORUS_DTYPE_F32, CHORUS_OP_SUM),
+              c, "all_reduce");
       }
     };
     for (chorus_comm* c : comms) run(c, 2 * block);  // warm-up
@@ -88,9 +90,9 @@ int main(int argc, char** argv) {
         times[static_cast<size_t>(k) * blocks + b] = dt.count() / block;
       }
     }
-    check(
-        chorus_all_reduce(parent, times.data(), times.data(), times.size(), CHORUS_DTYPE_F64, CHORUS_OP_MAX),
-        parent, "gather the times");
+    check(chorus_all_reduce(parent, times.data(), times.data(), times.size(), CHORUS_DTYPE_F64,
+                            CHORUS_OP_MAX),
+          parent, "gather the times");
     if (rank == 0) {
       const std::vector<double> on(times.begin(), times.begin() + blocks);
       const std::vector<double> off(times.begin() + blocks, times.end());
@@ -102,11 +104,23 @@ int main(int argc, char** argv) {
           "median of block pairs %.4f\n",
           bytes, blocks, block, mOn, mOff, mOn / mOff, mPair);
       if (!json.empty()) {
+        std::string text = "{";
+        chorus::json::number(text, "bytes", bytes);
+        text += ", ";
+        chorus::json::number(text, "block", block);
+        text += ", ";
+        chorus::json::number(text, "blocks", blocks);
+        text += ", ";
+        chorus::json::number(text, "on_us", mOn);
+        text += ", ";
+        chorus::json::number(text, "off_us", mOff);
+        text += ", ";
+        chorus::json::number(text, "ratio", mOn / mOff);
+        text += ", ";
+        chorus::json::number(text, "pair_ratio", mPair);
+        text += "}\n";
         if (FILE* f = std::fopen(json.c_str(), "w")) {
-          std::fprintf(f,
-                       "{\"bytes\": %zu, \"block\": %d, \"blocks\": %d, \"on_us\": %.6f, "
-                       "\"off_us\": %.6f, \"ratio\": %.6f, \"pair_ratio\": %.6f}\n",
-                       bytes, block, blocks, mOn, mOff, mOn / mOff, mPair);
+          std::fputs(text.c_str(), f);
           std::fclose(f);
         }
       }

@@ -1,5 +1,7 @@
 #include "bench.h"
 
+#include "common/json.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,13 +28,14 @@ void writeJson(const Config& cfg, int n, const std::string& algo, const std::vec
   if (!f) throw std::runtime_error("cannot write " + cfg.jsonPath);
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
-  f << "{\n  \"system\": \"chorus\",\n  \"op\": \"" << cfg.op << "\",\n  \"dtype\": \""
-    << toString(cfg.dtype) << "\",\n  \"redop\": \""
-    << (reduces(cfg.op) ? std::string(toString(cfg.redop)) : std::string("none"))
-    << "\",\n  \"world_size\": " << n << ",\n  \"algo\": \"" << algo << "\",\n  \"host\": \""
-    << host << "\",\n  \"iters\": " << cfg.iters << ",\n  \"warmup\": " << cfg.warmup
-    << ",\n  \"check\": " << (cfg.check ? "true" : "false") << ",\n  \"wire\": \""
-    << toString(cfg.wire) << "\"";
+  // Strings go through json::quoted (escaped); numbers keep the stream's formatting.
+  f << "{\n  \"system\": \"chorus\",\n  \"op\": " << json::quotedString(cfg.op)
+    << ",\n  \"dtype\": " << json::quotedString(toString(cfg.dtype)) << ",\n  \"redop\": "
+    << json::quotedString(reduces(cfg.op) ? std::string(toString(cfg.redop)) : std::string("none"))
+    << ",\n  \"world_size\": " << n << ",\n  \"algo\": " << json::quotedString(algo)
+    << ",\n  \"host\": " << json::quotedString(host) << ",\n  \"iters\": " << cfg.iters
+    << ",\n  \"warmup\": " << cfg.warmup << ",\n  \"check\": " << (cfg.check ? "true" : "false")
+    << ",\n  \"wire\": " << json::quotedString(toString(cfg.wire));
   if (bound.enabled) {
     // Rates in GB/s (1e9 bytes of buffer per second), per size of the sweep.
     f << ",\n  \"bound\": {\"cores\": " << bound.cores
@@ -57,7 +60,7 @@ void writeJson(const Config& cfg, int n, const std::string& algo, const std::vec
       << ", \"form\": \"" << (row.outOfPlace.measured ? "out_of_place" : "in_place") << "\""
       << ", \"time_us\": " << r.timeUs << ", \"trimmed_mean_us\": " << r.trimmedMeanUs
       << ", \"algbw\": " << r.algbw << ", \"busbw\": " << r.busbw << ", \"wrong\": " << r.wrong
-      << ", \"algo\": \"" << r.algo << "\""
+      << ", \"algo\": " << json::quotedString(r.algo)
       << ", \"cpu_ns_per_byte\": " << r.cpuNsPerByte;
     if (bound.enabled) {
       f << ", \"bound\": " << row.bound
@@ -67,8 +70,9 @@ void writeJson(const Config& cfg, int n, const std::string& algo, const std::vec
       const FormResult& p = row.inPlace;
       f << ", \"in_place\": {\"time_us\": " << p.timeUs
         << ", \"trimmed_mean_us\": " << p.trimmedMeanUs << ", \"algbw\": " << p.algbw
-        << ", \"busbw\": " << p.busbw << ", \"wrong\": " << p.wrong << ", \"algo\": \"" << p.algo
-        << "\", \"cpu_ns_per_byte\": " << p.cpuNsPerByte << "}";
+        << ", \"busbw\": " << p.busbw << ", \"wrong\": " << p.wrong
+        << ", \"algo\": " << json::quotedString(p.algo)
+        << ", \"cpu_ns_per_byte\": " << p.cpuNsPerByte << "}";
     }
     f << "}";
   }

@@ -15,78 +15,66 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
+#include <iostream>
+#include <optional>
 #include <string>
 
 namespace {
 
-void usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: chorus-store [--host H] [--port P] [--key-file F]\n"
-               "Runs a Chorus TCP store server until interrupted (SIGINT/SIGTERM).\n"
-               "  --host H   address or hostname to bind (default 0.0.0.0: every interface)\n"
-               "  --port P   TCP port (default 29500; 0 picks a free port)\n"
-               "  --key-file F  clients must prove this job key (mode 0600; default:\n"
-               "             $CHORUS_AUTH_KEY_FILE; none: clients are not authenticated)\n"
-               "  --version  print the version and exit\n");
-}
+struct Args {
+  std::string host = "0.0.0.0";
+  int port = 29500;
+  std::string keyFile;
+  bool keyFileGiven = false;  // false: $CHORUS_AUTH_KEY_FILE, if set
+};
 
-bool parsePort(const std::string& s, int* port) {
-  if (s.empty() || s.size() > 5) return false;
-  int v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + (c - '0');
+// Returns the arguments, or sets exitCode (0 for --help and --version, 2 for a usage error).
+std::optional<Args> parseArgs(int argc, char** argv, int& exitCode) {
+  Args args;
+  CLI::App app{"Runs a Chorus TCP store server until interrupted (SIGINT/SIGTERM).",
+               "chorus-store"};
+  app.set_version_flag("--version", chorus::tools::versionText("chorus-store"));
+  app.add_option("--host", args.host, "Address or hostname to bind (0.0.0.0: every interface)")
+      ->capture_default_str();
+  app.add_option("--port", args.port, "TCP port (0 picks a free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  auto* keyFile =
+      app.add_option("--key-file", args.keyFile,
+                     "Clients must prove this job key (mode 0600; default: $CHORUS_AUTH_KEY_FILE; "
+                     "none: clients are not authenticated)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    exitCode = 0;
+    return std::nullopt;
+  } catch (const CLI::CallForVersion& v) {
+    std::cout << v.what() << "\n";
+    exitCode = 0;
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "chorus-store: " << e.what() << "\n" << app.help();
+    exitCode = 2;
+    return std::nullopt;
   }
-  if (v > 65535) return false;
-  *port = v;
-  return true;
+  args.keyFileGiven = keyFile->count() > 0;
+  return args;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string host = "0.0.0.0";
-  int port = 29500;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_value = false;
-    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    if (arg == "-h" || arg == "--help") {
-      usage(stdout);
-      return 0;
-    }
-    if (arg == "--version") {
-      std::printf("%s\n", chorus::tools::versionText("chorus-store").c_str());
-      return 0;
-    }
-    if (arg != "--host" && arg != "--port" && arg != "--key-file") {
-      std::fprintf(stderr, "chorus-store: unknown argument '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
-    }
-    if (!has_value) {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "chorus-store: %s needs a value\n", arg.c_str());
-        return 2;
-      }
-      value = argv[++i];
-    }
-    if (arg == "--host") {
-      host = value;
-    } else if (arg == "--key-file") {
-      // The server reads its key where every Chorus process does.
-      ::setenv("CHORUS_AUTH_KEY_FILE", value.c_str(), 1);
-    } else if (!parsePort(value, &port)) {
-      std::fprintf(stderr, "chorus-store: bad port '%s' (expected 0-65535)\n", value.c_str());
-      return 2;
-    }
-  }
+  int exitCode = 0;
+  const auto args = parseArgs(argc, argv, exitCode);
+  if (!args) return exitCode;
+  const std::string& host = args->host;
+  const int port = args->port;
+  // The server reads its key where every Chorus process does.
+  if (args->keyFileGiven) ::setenv("CHORUS_AUTH_KEY_FILE", args->keyFile.c_str(), 1);
 
   // Block the signals before the server thread starts so that only sigwait() below sees them.
   sigset_t signals;

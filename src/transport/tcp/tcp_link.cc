@@ -13,22 +13,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
-#include <span>
-#include <vector>
 
 namespace chorus::transport::tcp {
 
-TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
-                 std::unique_ptr<SealedStream> sealed)
-    : peer_(peer),
-      fd_(std::move(fd)),
-      address_(std::move(address)),
-      op_(op),
-      epoll_(epollFd),
-      sealed_(std::move(sealed)) {
+TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd, bool zeroCopy)
+    : peer_(peer), fd_(std::move(fd)), address_(std::move(address)), op_(op), epoll_(epollFd) {
   setNonBlocking(fd_.get());
   loopback_ = isLoopbackPeer(fd_.get());
   epoll_event ev{};
@@ -38,7 +29,7 @@ TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
     throw Error(ErrorCode::kSystem, "epoll_ctl: " + errnoText(errno));
   }
   events_ = ev.events;
-  if (!sealed_) zeroCopy_.enable(fd_.get(), ZeroCopySettings::fromEnv());
+  if (zeroCopy) zeroCopy_.enable(fd_.get(), ZeroCopySettings::fromEnv());
 }
 
 void TcpLink::postSend(Request& r) {
@@ -69,7 +60,6 @@ bool TcpLink::holdsSend(const Request* r) const {
 
 void TcpLink::clear() noexcept {
   sendHead_ = sendTail_ = nullptr;
-  headSealed_ = false;
   headZeroCopied_ = false;
   zeroCopy_.forget();
   recvHead_ = recvTail_ = nullptr;
@@ -135,147 +125,7 @@ void TcpLink::updateEvents() {
   events_ = want;
 }
 
-void TcpLink::onWritable() {
-  if (sealed_) {
-    writeSealed();
-    return;
-  }
-  writeBlocked_ = false;
-  while (sendHead_) {
-    Request& r = *sendHead_;
-    // A zero-copy payload goes in calls of its own: the kernel would pin the header too, and
-    // sendHeader_ is rewritten for the next send long before the kernel lets go of it.
-    const bool zeroCopy = r.moved < r.bytes && zeroCopy_.wants(r.bytes);
-    if (!zeroCopy) {
-      if (!writeGathered()) break;
-      continue;
-    }
-    iovec iov[2];
-    int n = 0;
-    int flags = MSG_NOSIGNAL | MSG_DONTWAIT;
-    if (headerSent_ < kFrameHeaderBytes) {
-      iov[n++] = {sendHeader_ + headerSent_, kFrameHeaderBytes - headerSent_};
-      flags |= MSG_MORE;  // the payload follows at once
-    } else {
-      iov[n++] = {r.data + r.moved, r.bytes - r.moved};
-      flags |= MSG_ZEROCOPY;
-    }
-    msghdr m{};
-    m.msg_iov = iov;
-    m.msg_iovlen = static_cast<size_t>(n);
-    ssize_t k = ::sendmsg(fd_.get(), &m, flags);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        writeBlocked_ = true;
-        break;
-      }
-      if (errno == ENOBUFS && (flags & MSG_ZEROCOPY)) {
-        // No room to pin more pages now: copy this much instead.
-        zeroCopy_.refusedOnce();
-        k = ::sendmsg(fd_.get(), &m, flags & ~MSG_ZEROCOPY);
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-          writeBlocked_ = true;
-          break;
-        }
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) lost(errnoText(errno));
-      } else {
-        lost(errnoText(errno));
-      }
-    } else if (flags & MSG_ZEROCOPY) {
-      headZeroCopied_ = true;
-      headLastZeroCopy_ = zeroCopy_.sent();
-    }
-    size_t sent = static_cast<size_t>(k);
-    size_t h = std::min(sent, kFrameHeaderBytes - headerSent_);
-    headerSent_ += h;
-    r.moved += sent - h;
-    frameLeft_ = (kFrameHeaderBytes - headerSent_) + (r.bytes - r.moved);
-    if (frameLeft_ == 0) finishSend(r);
-  }
-  updateEvents();
-}
-
-bool TcpLink::writeGathered() {
-  // The head's rest and the frames queued behind it, in one call: the kernel takes what fits.
-  // Fewer calls per byte, and each call's push of a partly filled packet happens once.
-  iovec iov[2 * kGatherFrames];
-  int n = 0;
-  size_t total = 0;
-  auto add = [&](const uint8_t* p, size_t len) {
-    if (len == 0) return;
-    iov[n++] = {const_cast<uint8_t*>(p), len};
-    total += len;
-  };
-  add(sendHeader_ + headerSent_, kFrameHeaderBytes - headerSent_);
-  add(sendHead_->data + sendHead_->moved, sendHead_->bytes - sendHead_->moved);
-  int frames = 1;
-  for (Request* q = sendHead_->next; q && frames < kGatherFrames && !zeroCopy_.wants(q->bytes);
-       q = q->next, ++frames) {
-    // finishSend encodes the same header again when q becomes the head.
-    uint8_t* header = gatherHeaders_[frames];
-    encodeHeader(*q, header);
-    add(header, kFrameHeaderBytes);
-    add(q->data, q->bytes);
-  }
-  msghdr m{};
-  m.msg_iov = iov;
-  m.msg_iovlen = static_cast<size_t>(n);
-  ssize_t k;
-  do {
-    k = ::sendmsg(fd_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-  } while (k < 0 && errno == EINTR);
-  if (k < 0) {
-    if (errno != EAGAIN && errno != EWOULDBLOCK) lost(errnoText(errno));
-    writeBlocked_ = true;
-    return false;
-  }
-  size_t sent = static_cast<size_t>(k);
-  for (;;) {
-    Request& r = *sendHead_;
-    const size_t h = std::min(sent, kFrameHeaderBytes - headerSent_);
-    headerSent_ += h;
-    sent -= h;
-    const size_t p = std::min(sent, r.bytes - r.moved);
-    r.moved += p;
-    sent -= p;
-    frameLeft_ = (kFrameHeaderBytes - headerSent_) + (r.bytes - r.moved);
-    if (frameLeft_ > 0) break;
-    finishSend(r);
-    if (sent == 0 || !sendHead_) break;
-  }
-  // A short write means the socket buffer is full: epoll says when it has room again (trying
-  // now would cost a call for EAGAIN).
-  if (static_cast<size_t>(k) < total) {
-    writeBlocked_ = true;
-    return false;
-  }
-  return true;
-}
-
-void TcpLink::finishSend(Request& r) {
-  popRequest(sendHead_, sendTail_);
-  if (headZeroCopied_) {
-    headZeroCopied_ = false;
-    zeroCopy_.hold(&r, headLastZeroCopy_);  // done once the kernel lets go of its pages
-  } else {
-    r.state = Request::State::kDone;
-    op_.sent(peer_, r.bytes);
-  }
-  if (sendHead_) encodeSendHeader();
-}
-
-void TcpLink::reapZeroCopy() {
-  const bool ok = zeroCopy_.reap(fd_.get(), [&](Request& r) {
-    r.state = Request::State::kDone;
-    op_.sent(peer_, r.bytes);
-  });
-  if (!ok) lost("unexpected entry in the socket's error queue");
-}
-
 bool TcpLink::readSome(uint8_t* dst, size_t want, size_t& got, bool& drained) {
-  if (sealed_) return readSealed(dst, want, got);
   for (;;) {
     if (stageAt_ < stageEnd_) {
       size_t k = std::min(stageEnd_ - stageAt_, want - got);
@@ -434,65 +284,7 @@ void TcpLink::wakePeer() noexcept {
   h.op = op_.current;
   uint8_t header[kFrameHeaderBytes];
   encodeFrame(h, header);
-  // Control frames are never interleaved with data on this socket, so a frame is only cut short
-  // by a full socket buffer; finish it (a sleeping peer drains the socket as soon as it wakes).
-  if (sealed_) {
-    sendControl(header, "");
-    return;
-  }
-  sendAll(fd_.get(), header, kFrameHeaderBytes, Deadline::after(std::chrono::seconds(1)));
-}
-
-void TcpLink::writeSealed() {
-  writeBlocked_ = false;
-  for (;;) {
-    if (sealed_->hasOutput()) {
-      SealedStream::Step step = sealed_->flush(fd_.get());
-      if (step == SealedStream::Step::kWouldBlock) {
-        writeBlocked_ = true;
-        break;
-      }
-      if (step != SealedStream::Step::kMoved) lost(std::string(sealed_->why()));
-    }
-    if (headSealed_) {
-      Request& r = *sendHead_;
-      headSealed_ = false;
-      popRequest(sendHead_, sendTail_);
-      r.state = Request::State::kDone;
-      op_.sent(peer_, r.bytes);
-      if (sendHead_) encodeSendHeader();
-    }
-    if (!sendHead_) break;
-    // The next record: what is left of the head's header and as much payload as fits. A record
-    // never spans two frames, so a send is done as soon as its last record is written.
-    Request& r = *sendHead_;
-    const size_t header = kFrameHeaderBytes - headerSent_;
-    const size_t payload = std::min(r.bytes - r.moved, auth::kMaxRecordPlain - header);
-    const std::array<std::span<const uint8_t>, 2> parts = {
-        std::span<const uint8_t>(sendHeader_ + headerSent_, header),
-        std::span<const uint8_t>(r.data + r.moved, payload)};
-    sealed_->seal(parts);
-    headerSent_ = kFrameHeaderBytes;
-    r.moved += payload;
-    frameLeft_ = r.bytes - r.moved;
-    headSealed_ = frameLeft_ == 0;
-  }
-  updateEvents();
-}
-
-bool TcpLink::readSealed(uint8_t* dst, size_t want, size_t& got) {
-  switch (sealed_->read(fd_.get(), dst, want, got)) {
-    case SealedStream::Step::kMoved:
-      return true;
-    case SealedStream::Step::kWouldBlock:
-      return false;
-    case SealedStream::Step::kClosed:
-      onEof();  // throws unless the peer said goodbye
-      return false;
-    case SealedStream::Step::kFailed:
-      break;
-  }
-  lost(std::string(sealed_->why()));
+  writeWake(header);
 }
 
 }  // namespace chorus::transport::tcp

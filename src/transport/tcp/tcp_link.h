@@ -7,7 +7,6 @@
 #include "transport/frame.h"
 #include "transport/link.h"
 #include "transport/op_state.h"
-#include "transport/tcp/sealed_stream.h"
 #include "transport/tcp/zero_copy.h"
 
 #include <chorus/error.hpp>
@@ -18,12 +17,14 @@
 
 namespace chorus::transport::tcp {
 
-class TcpLink final : public Link {
+// The plain link: frames written as they are, by one of two data paths (gathered copies, or
+// MSG_ZEROCOPY for large payloads) and, for control frames, by direct writes. The encrypted link
+// (SealedTcpLink, sealed_tcp_link.h) replaces the write paths, the reads and the control writes.
+class TcpLink : public Link {
  public:
   // epollFd: the transport's; the socket is registered with the peer's rank as its key.
-  // sealed: the connection's encryption (CHORUS_ENCRYPT=1), or null for plain frames.
-  TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
-          std::unique_ptr<SealedStream> sealed = nullptr);
+  TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd)
+      : TcpLink(peer, std::move(fd), std::move(address), op, epollFd, true) {}
 
   const char* kind() const override { return "tcp"; }
   void postSend(Request& r) override;
@@ -51,37 +52,53 @@ class TcpLink final : public Link {
   // Reads what is left and closes the socket.
   void drainAndClose() noexcept;
 
- private:
+ protected:
+  // zeroCopy: whether large payloads may go out with MSG_ZEROCOPY (CHORUS_ZERO_COPY decides).
+  TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd, bool zeroCopy);
+
   enum class Inbound : uint8_t { kHeader, kPayload, kAbortText, kGone };
   // Largest frame (header + payload) read with a single recv into the stage.
   static constexpr size_t kStageBytes = 4096 + kFrameHeaderBytes;
   // Most frames one sendmsg carries.
   static constexpr int kGatherFrames = 8;
+  // Zeros written at a time when padFrame completes a frame.
+  static constexpr size_t kPadChunk = 65536;
 
-  void onReadable();
-  void onWritable();
-  // Writes the head send's rest and the plain sends queued behind it with one sendmsg; false
-  // when the socket took less than offered (writeBlocked_ is then set).
-  bool writeGathered();
-  // The head send's payload is all written: done now, or held until the kernel releases it.
-  void finishSend(Request& r);
-  // Reads the zero-copy notifications and completes the held sends they release.
-  void reapZeroCopy();
-  // Encrypted connections: seals the head send into records and writes them; a send is done
-  // once the record holding its last byte is written.
-  void writeSealed();
-  bool readSealed(uint8_t* dst, size_t want, size_t& got);
-  // Writes a control frame (header + optional text) whole, waiting a little; false on failure.
-  bool sendControl(const uint8_t* header, const std::string& text) noexcept;
-  // Bytes read from the socket that wait in this process (epoll does not announce them).
-  bool buffered() const { return stageAt_ < stageEnd_ || (sealed_ && sealed_->buffered()); }
-  void onHeader(const FrameHeader& h);
-  void onAbortText();
+  // What the encrypted link replaces (sealed_tcp_link.h).
+  // Writes the queued sends until the socket is full or the queue empty.
+  virtual void onWritable();
   // Moves stream bytes into dst[got, want): staged bytes first, else one recv (through the
   // stage, reading ahead, when fewer than kStageBytes are wanted; straight into dst otherwise,
   // with what follows read ahead into the stage). False when nothing is available now or the
   // peer is gone. `drained`: set once a recv comes back short; no recv is tried after that.
-  bool readSome(uint8_t* dst, size_t want, size_t& got, bool& drained);
+  virtual bool readSome(uint8_t* dst, size_t want, size_t& got, bool& drained);
+  // Bytes read from the socket that wait in this process (epoll does not announce them).
+  virtual bool buffered() const { return stageAt_ < stageEnd_; }
+  // Control frames (header + optional text). Abort: one attempt, never waiting; goodbye: the
+  // same, true when the link may half-close after it; wake-up: whole, waiting up to a second.
+  virtual void writeAbort(const uint8_t* header, const std::string& text) noexcept;
+  virtual bool writeGoodbye(const uint8_t* header) noexcept;
+  virtual void writeWake(const uint8_t* header) noexcept;
+  // Completes a half-written frame with zeros before an abort; false on failure.
+  virtual bool padFrame() noexcept;
+  // Salvaging the peer's abort message behind queued data: whether the stream can still be
+  // read, and one read of up to `want` bytes to discard (k: how many; false: none now).
+  virtual bool salvageable() const { return true; }
+  virtual bool discard(uint8_t* sink, size_t want, size_t& k);
+
+  void onReadable();
+  // The data paths of the plain link. writeGathered writes the head send's rest and the copied
+  // sends queued behind it with one sendmsg; writeZeroCopy writes the head's header, or its
+  // payload with MSG_ZEROCOPY. Both return false when the socket took less than offered
+  // (writeBlocked_ is then set).
+  bool writeGathered();
+  bool writeZeroCopy(Request& r);
+  // The head send's payload is all written: done now, or held until the kernel releases it.
+  void finishSend(Request& r);
+  // Reads the zero-copy notifications and completes the held sends they release.
+  void reapZeroCopy();
+  void onHeader(const FrameHeader& h);
+  void onAbortText();
   void startPayload();
   void checkParked();
   void onEof();
@@ -90,7 +107,6 @@ class TcpLink final : public Link {
   void encodeHeader(const Request& r, uint8_t* out) const;
   [[noreturn]] void lost(const std::string& why);
   void salvageAbort() noexcept;
-  bool padFrame() noexcept;
   [[noreturn]] void gone();
 
   int peer_;
@@ -135,8 +151,6 @@ class TcpLink final : public Link {
   bool abortRead_ = false;     // its abort message was read whole: it said why it failed
   bool salvaging_ = false;
   std::unique_ptr<Error> salvaged_;
-  std::unique_ptr<SealedStream> sealed_;
-  bool headSealed_ = false;  // every byte of the head send is sealed; done once written
   ZeroCopy zeroCopy_;
   bool headZeroCopied_ = false;  // part of the head send went out with MSG_ZEROCOPY
   uint32_t headLastZeroCopy_ = 0;

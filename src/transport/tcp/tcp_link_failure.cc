@@ -24,16 +24,7 @@ void TcpLink::sendAbort(const uint8_t* header, const std::string& text) noexcept
   // A frame half written must be completed before the abort can follow it; its requests may
   // be gone already, so the rest is sent as zeros (the peer discards it when it reads why).
   if (frameLeft_ > 0 && !padFrame()) return;
-  if (sealed_) {
-    sendControl(header, text);
-    return;
-  }
-  iovec iov[2] = {{const_cast<uint8_t*>(header), kFrameHeaderBytes},
-                  {const_cast<char*>(text.data()), text.size()}};
-  msghdr m{};
-  m.msg_iov = iov;
-  m.msg_iovlen = 2;
-  [[maybe_unused]] auto ignored = ::sendmsg(fd_.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+  writeAbort(header, text);
 }
 
 void TcpLink::shutDown() noexcept {
@@ -45,13 +36,7 @@ void TcpLink::shutDown() noexcept {
 
 void TcpLink::sayGoodbye(const uint8_t* header) noexcept {
   if (!fd_ || in_ == Inbound::kGone || sendHead_) return;
-  if (sealed_) {
-    if (sendControl(header, "")) ::shutdown(fd_.get(), SHUT_WR);
-    return;
-  }
-  [[maybe_unused]] auto ignored =
-      ::send(fd_.get(), header, kFrameHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
-  ::shutdown(fd_.get(), SHUT_WR);
+  if (writeGoodbye(header)) ::shutdown(fd_.get(), SHUT_WR);
 }
 
 void TcpLink::onEof() {
@@ -76,8 +61,7 @@ void TcpLink::gone() {
 void TcpLink::salvageAbort() noexcept {
   // Skip whatever data is queued and look for the peer's abort message behind it; give up at
   // the first sign of trouble (this is only for a better message).
-  // A broken encrypted stream holds nothing more that can be trusted.
-  if (sealed_ && sealed_->broken()) return;
+  if (!salvageable()) return;
   try {
     recvHead_ = recvTail_ = nullptr;
     size_t budget = 64u << 20;
@@ -90,14 +74,7 @@ void TcpLink::salvageAbort() noexcept {
         left -= fromStage;
         while (left > 0 && budget > 0) {
           size_t k = 0;
-          if (sealed_) {
-            if (!readSealed(sink, std::min<uint64_t>(left, sizeof(sink)), k)) return;
-          } else {
-            ssize_t n =
-                ::recv(fd_.get(), sink, std::min<uint64_t>(left, sizeof(sink)), MSG_DONTWAIT);
-            if (n <= 0) return;
-            k = static_cast<size_t>(n);
-          }
+          if (!discard(sink, std::min<uint64_t>(left, sizeof(sink)), k)) return;
           left -= k;
           budget -= std::min(budget, k);
         }
@@ -115,6 +92,13 @@ void TcpLink::salvageAbort() noexcept {
     salvaged_ = std::make_unique<Error>(e);
   } catch (...) {
   }
+}
+
+bool TcpLink::discard(uint8_t* sink, size_t want, size_t& k) {
+  ssize_t n = ::recv(fd_.get(), sink, want, MSG_DONTWAIT);
+  if (n <= 0) return false;
+  k = static_cast<size_t>(n);
+  return true;
 }
 
 void TcpLink::lost(const std::string& why) {
@@ -135,18 +119,7 @@ void TcpLink::lost(const std::string& why) {
 }
 
 bool TcpLink::padFrame() noexcept {
-  static const uint8_t zeros[65536] = {};
-  if (sealed_) {
-    // What is left of the frame was never sealed: seal zeros in its place.
-    Deadline deadline = Deadline::after(std::chrono::milliseconds(2000));
-    if (!sealed_->flushAll(fd_.get(), deadline)) return false;
-    while (frameLeft_ > 0) {
-      const size_t n = std::min(frameLeft_, sizeof(zeros));
-      if (!sealed_->sendAll(fd_.get(), std::span<const uint8_t>(zeros, n), deadline)) return false;
-      frameLeft_ -= n;
-    }
-    return true;
-  }
+  static const uint8_t zeros[kPadChunk] = {};
   Deadline deadline = Deadline::after(std::chrono::milliseconds(2000));
   while (frameLeft_ > 0) {
     ssize_t k =
@@ -183,16 +156,6 @@ void TcpLink::throwPeerAbort() {
   op_.abortFrom = peer_;
   throw Error(ErrorCode::kPeerFailure,
               "rank " + std::to_string(peer_) + " (" + address_ + ") aborted its communicator");
-}
-
-bool TcpLink::sendControl(const uint8_t* header, const std::string& text) noexcept {
-  try {
-    std::vector<uint8_t> frame(header, header + kFrameHeaderBytes);
-    frame.insert(frame.end(), text.begin(), text.end());
-    return sealed_->sendAll(fd_.get(), frame, Deadline::after(std::chrono::seconds(1)));
-  } catch (...) {
-    return false;
-  }
 }
 
 }  // namespace chorus::transport::tcp
