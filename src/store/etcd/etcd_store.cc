@@ -126,7 +126,7 @@ class EtcdStore final : public Store, public ReadsMany, public ComparesAndSets {
 
  private:
   std::string full(const std::string& key) const { return prefix_ + key; }
-  Deadline opDeadline() const { return deadlineAfter(timeout_); }
+  Deadline opDeadline() const { return Deadline::after(timeout_); }
 
   Json absentCompare(const std::string& key) const {
     return {{"key", base64Encode(full(key))},
@@ -183,7 +183,7 @@ class EtcdStore final : public Store, public ReadsMany, public ComparesAndSets {
   // The values of keys, once all exist: reads those still missing, watches the first of them
   // from the revision read at, and reads again when it came (or the watch was renewed).
   std::vector<std::string> waitFor(const std::vector<std::string>& keys, milliseconds timeout) {
-    const Deadline deadline = deadlineAfter(timeout);
+    const Deadline deadline = Deadline::after(timeout);
     std::vector<std::optional<std::string>> values(keys.size());
     int watches = 0;
     for (;;) {
