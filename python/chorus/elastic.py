@@ -1,0 +1,163 @@
+"""DDP training that survives a lost rank, without a restart: ``chorus.torch.elastic``.
+
+Each training step is a transaction. When a rank is lost (killed, crashed) during a step, every
+survivor discards that step (no partial average is applied: parameters and optimizer state stay
+as they were before it), the default group shrinks in place to the live ranks (``dist.get_rank()``
+and ``dist.get_world_size()`` say the new rank and size), a hook of the user's sets the policy for
+the new size (batch per rank, learning rate, data shard), and the caller redoes the step::
+
+    import chorus.torch
+    from chorus.torch import elastic
+
+    dist.init_process_group("chorus")
+    model = DDP(net)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    trainer = elastic.Trainer(model, opt, on_change=lambda change: ...)
+    while trainer.steps < total:
+        x, y = batch_for(trainer.steps, dist.get_rank(), dist.get_world_size())
+        trainer.step(lambda: F.cross_entropy(model(x), y))   # None when the step was discarded
+
+Needs a torch whose c10d lets a backend's size change (``C10D_BACKEND_HAS_RECONFIGURE``, see
+``chorus.torch.shrink``). The store must outlive any rank that can be lost: torch's env://
+store lives in rank 0, so losing rank 0 ends the job (docs/python.md, "Surviving a lost rank").
+"""
+
+import collections
+import io
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+import chorus.torch as _chorus_torch
+
+# What on_change receives: the membership change and the step it happened at. former_ranks: for
+# each rank now, its rank before the change; lost_ranks: ranks before it that are gone.
+Change = collections.namedtuple(
+    "Change", "step generation rank size previous_size former_ranks lost_ranks cause seconds")
+
+
+class Trainer:
+    """Runs the steps of a DistributedDataParallel model on the default chorus group as
+    transactions (see the module's doc).
+
+    model: a DistributedDataParallel on the default group, whose backend is "chorus".
+    optimizer: steps the model's parameters.
+    on_change(change): called on every rank after each membership change, before the discarded
+    step is redone: set the learning rate, batch or data shard for change.size here.
+    """
+
+    def __init__(self, model, optimizer, on_change=None):
+        if not isinstance(model, DistributedDataParallel):
+            raise TypeError(
+                "chorus.torch.elastic.Trainer takes a DistributedDataParallel model, got "
+                f"{type(model).__name__}")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(
+                "chorus.torch.elastic.Trainer takes a torch.optim.Optimizer, got "
+                f"{type(optimizer).__name__}")
+        default = dist.distributed_c10d._get_default_group()
+        if model.process_group is not default:
+            raise ValueError(
+                "chorus.torch.elastic.Trainer: the model's DDP group must be the default group "
+                "(only it can shrink in place)")
+        if not _chorus_torch._is_chorus(default):
+            raise ValueError(
+                "chorus.torch.elastic.Trainer: the default group's backend is not chorus "
+                "(init_process_group(\"chorus\"))")
+        if not _chorus_torch.can_shrink():
+            raise RuntimeError(
+                "chorus.torch.elastic.Trainer needs a torch whose c10d lets a backend's size "
+                f"change (C10D_BACKEND_HAS_RECONFIGURE); torch {torch.__version__} has none")
+        self.model = model
+        self.optimizer = optimizer
+        self.on_change = on_change
+        self.steps = 0  # committed steps
+        self.changes = []  # every Change so far
+        self._vote = torch.zeros(1, dtype=torch.int64)
+
+    def step(self, loss_fn):
+        """One step: loss_fn() runs the forward pass and returns the loss; backward, the
+        gradient all-reduce and the optimizer step follow. Returns the loss when the step
+        committed, None when it was discarded after a lost rank (the group has shrunk and
+        on_change ran: compute the batch again for the new rank and size and call step again)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        try:
+            loss = loss_fn()
+            loss.backward()
+            # Commits when every rank's backward finished: a rank that got this far has the
+            # full average; one that saw a failure never adds its 1.
+            self._vote.fill_(1)
+            dist.all_reduce(self._vote)
+            if int(self._vote.item()) != dist.get_world_size():
+                raise RuntimeError(f"commit vote of step {self.steps}: {self._vote.item()} of "
+                                   f"{dist.get_world_size()} ranks")
+        except Exception as e:  # noqa: BLE001  only a failure of the group is handled here
+            cause = _chorus_torch.failure()
+            if cause is None:
+                raise
+            self._recover(cause, e)
+            return None
+        self.optimizer.step()
+        self.steps += 1
+        return loss
+
+    def _recover(self, cause, error):
+        """Discards this step, shrinks the group and brings every survivor to the newest
+        committed state."""
+        started = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        previous = dist.get_world_size()
+        try:
+            m = _chorus_torch.shrink()
+        except Exception as e:
+            raise RuntimeError(f"chorus.torch.elastic: recovering from a failure at step "
+                               f"{self.steps} ({cause}) failed: {e}") from error
+        self._catch_up()
+        change = Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
+                        m.lost_ranks, cause, time.perf_counter() - started)
+        self.changes.append(change)
+        if self.on_change is not None:
+            self.on_change(change)
+
+    def _catch_up(self):
+        """A rank whose commit vote completed applied the step; one whose vote failed did not.
+        The ranks behind take the state of the first rank ahead, so all hold the same."""
+        steps = torch.tensor([self.steps], dtype=torch.int64)
+        every = torch.zeros(dist.get_world_size(), dtype=torch.int64)
+        dist.all_gather_into_tensor(every, steps)
+        newest = int(every.max())
+        if int(every.min()) == newest:
+            return
+        source = int((every == newest).nonzero()[0])
+        payload = _pack(self._state()) if dist.get_rank() == source else None
+        state = _unpack(_broadcast_bytes(payload, source))
+        if dist.get_rank() != source:
+            self.model.module.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.steps = state["steps"]
+
+    def _state(self):
+        return {"model": self.model.module.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "steps": self.steps}
+
+
+def _pack(state):
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+
+
+def _unpack(data):
+    return torch.load(io.BytesIO(data.numpy().tobytes()), weights_only=False)
+
+
+def _broadcast_bytes(data, source):
+    """data (a uint8 tensor) on rank `source`, None elsewhere; returns it on every rank."""
+    length = torch.tensor([0 if data is None else data.numel()], dtype=torch.int64)
+    dist.broadcast(length, src=source)
+    if data is None:
+        data = torch.empty(int(length.item()), dtype=torch.uint8)
+    dist.broadcast(data, src=source)
+    return data
