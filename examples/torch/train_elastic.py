@@ -127,6 +127,10 @@ def main():
     plan = Plan(len(x_all), args)
     trainer = elastic.Trainer(model, opt)
     if args.resume:
+        # One discarded backward first: DDP's first iteration averages the gradients with other
+        # roundings than the later ones, and the run being matched was past it.
+        F.cross_entropy(model(x_all[:1]), y_all[:1]).backward()
+        opt.zero_grad(set_to_none=True)
         state = torch.load(args.resume, weights_only=False)
         model.module.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])

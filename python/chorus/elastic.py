@@ -114,6 +114,9 @@ class Trainer:
         except Exception as e:
             raise RuntimeError(f"chorus.torch.elastic: recovering from a failure at step "
                                f"{self.steps} ({cause}) failed: {e}") from error
+        # DDP's reducer kept the failed step's state (its divisor among them): torch's own
+        # reset for a group whose size changed, on the same (shrunk) group.
+        self.model._update_process_group(self.model.process_group)
         self._catch_up()
         change = Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
                         m.lost_ranks, cause, time.perf_counter() - started)
