@@ -172,8 +172,8 @@ def main():
             since = float(store.get(FAIL_TIME_KEY).decode())
             say(f"membership: generation {change.generation}, {change.previous_size} -> "
                 f"{change.size} ranks (lost {','.join(map(str, change.lost_ranks))}) at step "
-                f"{change.step}; recovered in {time.time() - since:.3f} s (shrink and catch-up "
-                f"{change.seconds:.3f} s)")
+                f"{change.step}; recovered in {time.time() - since:.3f} s (failure noticed after "
+                f"{change.noticed - since:.3f} s, shrink and catch-up {change.seconds:.3f} s)")
             if args.fail_signal == "stop" and dist.get_rank() == 0:
                 # The stopped rank was left out; nothing else ends it on this launcher.
                 os.kill(int(store.get(FAIL_PID_KEY).decode()), signal.SIGKILL)

@@ -33,9 +33,12 @@ from torch.nn.parallel import DistributedDataParallel
 import chorus.torch as _chorus_torch
 
 # What on_change receives: the membership change and the step it happened at. former_ranks: for
-# each rank now, its rank before the change; lost_ranks: ranks before it that are gone.
+# each rank now, its rank before the change; lost_ranks: ranks before it that are gone; cause:
+# the failure; noticed: when this rank caught it (time.time()); seconds: how long the shrink and
+# catch-up took.
 Change = collections.namedtuple(
-    "Change", "step generation rank size previous_size former_ranks lost_ranks cause seconds")
+    "Change",
+    "step generation rank size previous_size former_ranks lost_ranks cause noticed seconds")
 
 
 class Trainer:
@@ -106,7 +109,7 @@ class Trainer:
     def _recover(self, cause, error):
         """Discards this step, shrinks the group and brings every survivor to the newest
         committed state."""
-        started = time.perf_counter()
+        noticed, started = time.time(), time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
         previous = dist.get_world_size()
         try:
@@ -119,7 +122,7 @@ class Trainer:
         self.model._update_process_group(self.model.process_group)
         self._catch_up()
         change = Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
-                        m.lost_ranks, cause, time.perf_counter() - started)
+                        m.lost_ranks, cause, noticed, time.perf_counter() - started)
         self.changes.append(change)
         if self.on_change is not None:
             self.on_change(change)

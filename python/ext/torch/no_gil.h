@@ -10,7 +10,8 @@
 
 namespace chorus::torch_backend {
 
-class NoGil {
+// Hidden like pybind11's own types, which it holds.
+class __attribute__((visibility("hidden"))) NoGil {
  public:
   NoGil() {
 #if PY_VERSION_HEX >= 0x030D0000

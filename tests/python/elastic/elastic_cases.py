@@ -59,6 +59,17 @@ def main():
     assert trainer.changes == [] and trainer.steps == 0
     assert trainer.step(lambda: model(torch.ones(3, 4)).sum()) is not None and trainer.steps == 1
 
+    # Catch-up after a change: a rank whose commit vote failed while another's completed is one
+    # step behind; it takes the state of the first rank ahead.
+    if rank == 1:
+        trainer.steps = 0
+        with torch.no_grad():
+            model.module.weight.add_(1.0)
+    trainer._catch_up()
+    weights = [torch.zeros_like(model.module.weight) for _ in range(2)]
+    dist.all_gather(weights, model.module.weight.detach())
+    assert trainer.steps == 1 and torch.equal(weights[0], weights[1]), (trainer.steps, weights)
+
     # Shrink with nothing failed: the same members, a new communicator, collectives go on.
     m = chorus.torch.shrink()
     assert (m.generation, m.rank, m.size, m.former_ranks, m.lost_ranks) == (1, rank, 2, [0, 1], []), m
