@@ -21,7 +21,6 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel as DDP
 
 import fashion_mnist
 import models
@@ -49,6 +48,10 @@ def parse_args():
     p.add_argument("--fail-rank", type=int, default=-1, help="this rank fails (first life)")
     p.add_argument("--fail-step", type=int, default=-1, help="... during this step's backward")
     p.add_argument("--fail-signal", choices=["kill", "stop"], default="kill")
+    p.add_argument("--admit-every", type=int, default=10,
+                   help="look for replacements waiting to join every this many steps")
+    p.add_argument("--await-replacements", type=int, default=0,
+                   help="at the end, wait (up to --timeout) until this many have joined")
     # For the tests: the state before the failing step, and the final state, to compare with a
     # run that starts from that state with the survivors' membership.
     p.add_argument("--save-before-failure", metavar="PATH")
@@ -84,6 +87,14 @@ class Plan:
     def commit(self, world):
         self.cursor += world * self.args.batch
 
+    # What a replacement takes from a peer (elastic.Trainer's state).
+    def state_dict(self):
+        return {"epoch": self.epoch, "cursor": self.cursor}
+
+    def load_state_dict(self, state):
+        self.epoch, self.cursor = state["epoch"], state["cursor"]
+        self._order()
+
 
 def set_lr(opt, lr):
     for group in opt.param_groups:
@@ -111,6 +122,27 @@ def arm_failure(args, model, store):
     return lambda step: armed.append(True) if step == args.fail_step else None
 
 
+def report(args, store, changes, say):
+    """One line per membership change, on rank 0; run after a committed step."""
+    for change in changes:
+        # The failing rank wrote the time of its failure; 0 when none was asked for.
+        since = float(store.get(FAIL_TIME_KEY).decode()) if store.check([FAIL_TIME_KEY]) else 0
+        if change.lost_ranks:
+            what = f"lost {','.join(map(str, change.lost_ranks))}"
+            how = (f"recovered in {time.time() - since:.3f} s (failure noticed after "
+                   f"{change.noticed - since:.3f} s, shrink and catch-up {change.seconds:.3f} s)")
+        else:
+            what = f"{change.former_ranks.count(-1)} replacement(s) joined"
+            how = (f"{time.time() - since:.3f} s after the failure (admission and state "
+                   f"transfer {change.seconds:.3f} s)")
+        say(f"membership: generation {change.generation}, {change.previous_size} -> "
+            f"{change.size} ranks ({what}) at step {change.step}; {how}")
+        if change.lost_ranks and args.fail_signal == "stop" and dist.get_rank() == 0:
+            # The stopped rank was left out; nothing else ends it on this launcher.
+            os.kill(int(store.get(FAIL_PID_KEY).decode()), signal.SIGKILL)
+    changes.clear()
+
+
 def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
@@ -122,11 +154,22 @@ def main():
     torch.manual_seed(args.seed)
     train_set, test_set = load_data(args)
     x_all, y_all = train_set
-    model = DDP(models.MODELS[args.model]())
+    # A replacement (chorus-run --elastic restarted a lost rank) joined the job inside
+    # init_process_group; elastic.ddp leaves out DDP's initial collectives there.
+    model = elastic.ddp(models.MODELS[args.model]())
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     plan = Plan(len(x_all), args)
-    trainer = elastic.Trainer(model, opt)
-    if args.resume:
+    store = dist.distributed_c10d._get_default_store()
+    recovering = []
+
+    def on_change(change):
+        # Policy: batch per rank unchanged, learning rate in proportion to the ranks.
+        set_lr(opt, opt.param_groups[0]["lr"] * change.size / change.previous_size)
+        recovering.append(change)
+
+    trainer = elastic.Trainer(model, opt, on_change=on_change, state=plan,
+                              admit_every=args.admit_every)
+    if args.resume and not trainer.changes:
         # One discarded backward first: DDP's first iteration averages the gradients with other
         # roundings than the later ones, and the run being matched was past it.
         F.cross_entropy(model(x_all[:1]), y_all[:1]).backward()
@@ -138,16 +181,7 @@ def main():
         plan._order()
         set_lr(opt, opt.param_groups[0]["lr"] * world / state["world"])
 
-    store = dist.distributed_c10d._get_default_store()
     failing = arm_failure(args, model, store)
-    recovering = []
-
-    def on_change(change):
-        # Policy: batch per rank unchanged, learning rate in proportion to the ranks.
-        set_lr(opt, opt.param_groups[0]["lr"] * change.size / change.previous_size)
-        recovering.append(change)
-
-    trainer.on_change = on_change
     n_params = sum(p.numel() for p in model.parameters())
     say(f"train_elastic: {world} ranks, backend {args.backend}, {args.model} ({n_params} "
         f"parameters), batch {args.batch} per rank, SGD lr {args.lr} momentum {args.momentum}, "
@@ -168,18 +202,17 @@ def main():
         if loss is None:
             continue  # discarded: the group shrank; the batch is dealt again
         plan.commit(dist.get_world_size())
-        for change in recovering:
-            since = float(store.get(FAIL_TIME_KEY).decode())
-            say(f"membership: generation {change.generation}, {change.previous_size} -> "
-                f"{change.size} ranks (lost {','.join(map(str, change.lost_ranks))}) at step "
-                f"{change.step}; recovered in {time.time() - since:.3f} s (failure noticed after "
-                f"{change.noticed - since:.3f} s, shrink and catch-up {change.seconds:.3f} s)")
-            if args.fail_signal == "stop" and dist.get_rank() == 0:
-                # The stopped rank was left out; nothing else ends it on this launcher.
-                os.kill(int(store.get(FAIL_PID_KEY).decode()), signal.SIGKILL)
-        recovering.clear()
+        report(args, store, recovering, say)
         if trainer.steps % args.log_every == 0:
             say(f"epoch {plan.epoch} step {trainer.steps} loss {loss.item():.4f}")
+    deadline = time.monotonic() + args.timeout
+    while sum(c.former_ranks.count(-1) for c in trainer.changes) < args.await_replacements:
+        if time.monotonic() > deadline:
+            sys.exit(f"train_elastic: no {args.await_replacements} replacement(s) joined within "
+                     f"{args.timeout} s")
+        if trainer.admit() == 0:
+            time.sleep(0.05)
+    report(args, store, recovering, say)
     elapsed = time.perf_counter() - start
 
     world = dist.get_world_size()

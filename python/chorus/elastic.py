@@ -41,17 +41,44 @@ Change = collections.namedtuple(
     "step generation rank size previous_size former_ranks lost_ranks cause noticed seconds")
 
 
+_welcomed = []  # set once this process, a replacement, has taken its state from a peer
+
+
+def joining():
+    """Whether this process is a replacement (chorus-run --elastic restarts a lost rank with
+    CHORUS_JOIN=1) that joined the running job and has not taken its state from a peer yet."""
+    if _welcomed:
+        return False
+    m = _chorus_torch.membership()
+    return m.generation > 0 and m.former_ranks[m.rank] == -1
+
+
+def ddp(module, **kwargs):
+    """DistributedDataParallel(module, **kwargs) on the default group; in a replacement, without
+    DDP's initial collectives (the running ranks do not make them: the Trainer brings the state)."""
+    if joining():
+        kwargs.setdefault("init_sync", False)
+    return DistributedDataParallel(module, **kwargs)
+
+
 class Trainer:
     """Runs the steps of a DistributedDataParallel model on the default chorus group as
     transactions (see the module's doc).
 
-    model: a DistributedDataParallel on the default group, whose backend is "chorus".
+    model: a DistributedDataParallel on the default group, whose backend is "chorus" (in a
+    replacement, made by ddp()).
     optimizer: steps the model's parameters.
-    on_change(change): called on every rank after each membership change, before the discarded
-    step is redone: set the learning rate, batch or data shard for change.size here.
+    on_change(change): called on every rank after each membership change (a replacement too),
+    before the discarded step is redone: set the learning rate, batch or data shard for
+    change.size here.
+    state: an object with state_dict() and load_state_dict() (the data position, say) that a
+    rank behind or a replacement takes from a peer with the model, optimizer, step and RNG.
+    admit_every: every this many committed steps, rank 0 looks for replacements waiting to join
+    and, when there are, all ranks admit them after the step (0: never).
+    In a replacement, the constructor takes the state from a peer.
     """
 
-    def __init__(self, model, optimizer, on_change=None):
+    def __init__(self, model, optimizer, on_change=None, state=None, admit_every=10):
         if not isinstance(model, DistributedDataParallel):
             raise TypeError(
                 "chorus.torch.elastic.Trainer takes a DistributedDataParallel model, got "
@@ -60,6 +87,13 @@ class Trainer:
             raise TypeError(
                 "chorus.torch.elastic.Trainer takes a torch.optim.Optimizer, got "
                 f"{type(optimizer).__name__}")
+        if state is not None and not (hasattr(state, "state_dict")
+                                      and hasattr(state, "load_state_dict")):
+            raise TypeError("chorus.torch.elastic.Trainer: state needs state_dict() and "
+                            f"load_state_dict(), {type(state).__name__} has not")
+        if not isinstance(admit_every, int) or admit_every < 0:
+            raise ValueError("chorus.torch.elastic.Trainer: admit_every must be an int >= 0, "
+                             f"got {admit_every!r}")
         default = dist.distributed_c10d._get_default_group()
         if model.process_group is not default:
             raise ValueError(
@@ -76,9 +110,13 @@ class Trainer:
         self.model = model
         self.optimizer = optimizer
         self.on_change = on_change
+        self.state = state
+        self.admit_every = admit_every
         self.steps = 0  # committed steps
         self.changes = []  # every Change so far
-        self._vote = torch.zeros(1, dtype=torch.int64)
+        self._vote = torch.zeros(2, dtype=torch.int64)
+        if joining():
+            self._welcome()
 
     def step(self, loss_fn):
         """One step: loss_fn() runs the forward pass and returns the loss; backward, the
@@ -90,46 +128,83 @@ class Trainer:
             loss = loss_fn()
             loss.backward()
             # Commits when every rank's backward finished: a rank that got this far has the
-            # full average; one that saw a failure never adds its 1.
-            self._vote.fill_(1)
+            # full average; one that saw a failure never adds its 1. Rank 0 adds the
+            # replacements it sees waiting.
+            self._vote[0] = 1
+            self._vote[1] = self._joiners_seen()
             dist.all_reduce(self._vote)
-            if int(self._vote.item()) != dist.get_world_size():
-                raise RuntimeError(f"commit vote of step {self.steps}: {self._vote.item()} of "
+            if int(self._vote[0]) != dist.get_world_size():
+                raise RuntimeError(f"commit vote of step {self.steps}: {int(self._vote[0])} of "
                                    f"{dist.get_world_size()} ranks")
         except Exception as e:  # noqa: BLE001  only a failure of the group is handled here
             cause = _chorus_torch.failure()
             if cause is None:
                 raise
-            self._recover(cause, e)
+            self._change(cause, e)
             return None
         self.optimizer.step()
         self.steps += 1
+        if int(self._vote[1]) > 0:
+            self._change(None, None)  # admits the replacements; nothing failed
         return loss
 
-    def _recover(self, cause, error):
-        """Discards this step, shrinks the group and brings every survivor to the newest
-        committed state."""
+    def admit(self):
+        """Collective, between steps: admits the replacements waiting now (rank 0 looks), as
+        step() does every admit_every steps. Returns how many joined."""
+        seen = torch.tensor([_chorus_torch.joiners_waiting() if dist.get_rank() == 0 else 0],
+                            dtype=torch.int64)
+        dist.broadcast(seen, src=0)
+        if int(seen.item()) == 0:
+            return 0
+        self._change(None, None)
+        return self.changes[-1].former_ranks.count(-1)
+
+    def _joiners_seen(self):
+        if (self.admit_every and dist.get_rank() == 0
+                and (self.steps + 1) % self.admit_every == 0):
+            return _chorus_torch.joiners_waiting()
+        return 0
+
+    def _change(self, cause, error):
+        """Discards this step (after a failure), shrinks the group (admitting replacements
+        waiting) and brings every member to the newest committed state."""
         noticed, started = time.time(), time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
         previous = dist.get_world_size()
         try:
             m = _chorus_torch.shrink()
         except Exception as e:
-            raise RuntimeError(f"chorus.torch.elastic: recovering from a failure at step "
-                               f"{self.steps} ({cause}) failed: {e}") from error
+            why = f"a failure ({cause})" if cause else "admitting replacements"
+            raise RuntimeError(f"chorus.torch.elastic: the membership change at step "
+                               f"{self.steps} after {why} failed: {e}") from error
         # DDP's reducer kept the failed step's state (its divisor among them): torch's own
         # reset for a group whose size changed, on the same (shrunk) group.
         self.model._update_process_group(self.model.process_group)
         self._catch_up()
-        change = Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
-                        m.lost_ranks, cause, noticed, time.perf_counter() - started)
+        self._changed(Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
+                             m.lost_ranks, cause, noticed, time.perf_counter() - started))
+
+    def _welcome(self):
+        """A replacement, admitted by the running ranks' _change: takes the state (the peers'
+        catch-up) and applies the change's policy as they do."""
+        started = time.perf_counter()
+        m = _chorus_torch.membership()
+        self.steps = -1  # behind everyone
+        self._catch_up()
+        _welcomed.append(True)
+        previous = sum(1 for f in m.former_ranks if f >= 0)
+        self._changed(Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
+                             [], "joined as a replacement", time.time(),
+                             time.perf_counter() - started))
+
+    def _changed(self, change):
         self.changes.append(change)
         if self.on_change is not None:
             self.on_change(change)
 
     def _catch_up(self):
-        """A rank whose commit vote completed applied the step; one whose vote failed did not.
-        The ranks behind take the state of the first rank ahead, so all hold the same."""
+        """A rank whose commit vote completed applied the step; one whose vote failed did not;
+        a replacement has nothing. The ranks behind take the state of the first rank ahead."""
         steps = torch.tensor([self.steps], dtype=torch.int64)
         every = torch.zeros(dist.get_world_size(), dtype=torch.int64)
         dist.all_gather_into_tensor(every, steps)
@@ -143,10 +218,15 @@ class Trainer:
             self.model.module.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.steps = state["steps"]
+            torch.set_rng_state(state["rng"])
+            if self.state is not None:
+                self.state.load_state_dict(state["state"])
 
     def _state(self):
         return {"model": self.model.module.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "steps": self.steps}
+                "optimizer": self.optimizer.state_dict(), "steps": self.steps,
+                "rng": torch.get_rng_state(),
+                "state": None if self.state is None else self.state.state_dict()}
 
 
 def _pack(state):

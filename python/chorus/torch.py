@@ -164,6 +164,19 @@ def shrink(group=None):
     return Membership(generation, rank, size, list(former), list(lost))
 
 
+def membership(group=None):
+    """The group's membership now, as a Membership (lost_ranks empty): generation 0 for a group
+    as created, one more per change; former_ranks[rank] is -1 in a replacement that joined."""
+    generation, rank, size, former = _ext.membership(_group(group))
+    return Membership(generation, rank, size, list(former), [])
+
+
+def joiners_waiting(group=None):
+    """Replacements (CHORUS_JOIN=1) waiting to join at the group's next shrink(). Reads the
+    store, not collective: ranks may see different values, agree before acting on it."""
+    return _ext.joiners_waiting(_group(group))
+
+
 def failure(group=None):
     """Why the group's communicator failed (a lost rank, a timeout, an abort), or None while it
     works: a failed group takes no more operations until it shrinks."""

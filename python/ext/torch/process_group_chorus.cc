@@ -58,7 +58,13 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
     options.timeout = timeout_;
     options.progressStore = launcherStore(rank);
     signalAbort_ = std::make_shared<SignalAbort>(this);
-    comm_ = Communicator::create(store_, rank, size, options);
+    if (joinsRunningJob(globalRanks_, size)) {
+      comm_ = joinInPlace(options);  // a replacement: rank and size are the job's now
+    } else {
+      comm_ = Communicator::create(store_, rank, size, options);
+    }
+  } catch (const c10::Error&) {
+    throw;
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "chorus backend: creating ", describeGroup(), " failed on rank ", rank, ": ",
                 e.what());

@@ -11,6 +11,7 @@
 #include "work_chorus.h"
 
 #include <chorus/communicator.hpp>
+#include <chorus/options.hpp>
 #include <chorus/store.hpp>
 
 #include <torch/version.h>
@@ -181,6 +182,10 @@ class ProcessGroupChorus : public BackendBase {
   MembershipChange shrinkInPlace();
   // Why the group's communicator failed (its first error), or "" while it works.
   std::string failure() const;
+  // The group's membership now (rank and size also through getRank/getSize), and the newcomers
+  // waiting to join it (a store read, not collective).
+  MembershipChange membership() const;
+  int joinersWaiting() const;
 #if CHORUS_TORCH_RECONFIGURE
   // torch's reconfigure contract: the handle names this process; reconfigure() shrinks in place
   // and checks that the members Chorus agreed on are the ones the handles name.
@@ -212,6 +217,10 @@ class ProcessGroupChorus : public BackendBase {
       std::vector<at::Tensor> keepAlive, std::function<void()> copyOut,
       const std::function<void(std::vector<chorus::Work>&)>& issue,
       std::shared_ptr<void> extra = nullptr, int source = -1);
+  // A replacement's default group (CHORUS_JOIN=1, process_group_shrink.cc): joins the running
+  // job at its next membership change and takes the rank and size it gets there.
+  static bool joinsRunningJob(const std::vector<int64_t>& globalRanks, int size);
+  std::unique_ptr<Communicator> joinInPlace(const chorus::Options& options);
   // The communicator, or a clear error once shutdown() closed it.
   Communicator& communicator(const char* op) const;
   std::string describeGroup() const;

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -50,6 +52,52 @@ std::string ProcessGroupChorus::failure() const {
   } catch (...) {
     return "unknown failure";
   }
+}
+
+bool ProcessGroupChorus::joinsRunningJob(const std::vector<int64_t>& globalRanks, int size) {
+  // Only the first default group of the process: later groups are made by every member.
+  static std::atomic<bool> joinedOnce{false};
+  const char* join = std::getenv("CHORUS_JOIN");
+  if (!join || std::string(join) != "1" || !globalRanks.empty() || size == 1) return false;
+  return !joinedOnce.exchange(true);
+}
+
+std::unique_ptr<Communicator> ProcessGroupChorus::joinInPlace(const chorus::Options& options) {
+#if !CHORUS_TORCH_RECONFIGURE
+  (void)options;
+  TORCH_CHECK(false, "chorus backend: this process is a replacement (CHORUS_JOIN=1) but joining ",
+              "a running job needs a torch whose c10d lets a backend's rank and size change ",
+              "(C10D_BACKEND_HAS_RECONFIGURE); this module was built for torch ",
+              TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR);
+  return nullptr;
+#else
+  const NoGil noGil;
+  std::unique_ptr<Communicator> comm;
+  try {
+    comm = Communicator::join(store_, options);
+  } catch (const Error& e) {
+    TORCH_CHECK(false, "chorus backend: joining the running job as a replacement (CHORUS_JOIN=1) ",
+                "failed: ", e.what(), " (the survivors admit newcomers at a membership change: ",
+                "chorus.torch.elastic.Trainer looks for them every few steps)");
+  }
+  rank_ = comm->rank();
+  size_ = comm->size();
+  return comm;
+#endif
+}
+
+MembershipChange ProcessGroupChorus::membership() const {
+  const Communicator& comm = communicator("membership");
+  MembershipChange m;
+  m.generation = comm.generation();
+  m.rank = comm.rank();
+  m.size = comm.size();
+  m.formerRanks = comm.formerRanks();
+  return m;
+}
+
+int ProcessGroupChorus::joinersWaiting() const {
+  return communicator("joiners_waiting").joinersWaiting();
 }
 
 MembershipChange ProcessGroupChorus::shrinkInPlace() {

@@ -70,6 +70,18 @@ PYBIND11_MODULE(_torch, m) {
       "Collective among the live ranks: they agree on the members and the group goes on with "
       "them; returns (generation, rank, size, former_ranks, lost_ranks).");
   m.def(
+      "membership",
+      [](const c10::intrusive_ptr<BackendBase>& pg) {
+        const auto c = chorusGroup(pg).membership();
+        return py::make_tuple(c.generation, c.rank, c.size, c.formerRanks);
+      },
+      "(generation, rank, size, former_ranks) of the group's communicator now.");
+  m.def(
+      "joiners_waiting",
+      [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).joinersWaiting(); },
+      "Newcomers waiting to join the group at its next membership change (not collective).",
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
       "failure",
       [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).failure(); },
       "Why the group's communicator failed (its first error), or '' while it works.");
