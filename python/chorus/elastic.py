@@ -4,15 +4,18 @@ Each training step is a transaction. When a rank is lost (killed, crashed) durin
 survivor discards that step (no partial average is applied: parameters and optimizer state stay
 as they were before it), the default group shrinks in place to the live ranks (``dist.get_rank()``
 and ``dist.get_world_size()`` say the new rank and size), a hook of the user's sets the policy for
-the new size (batch per rank, learning rate, data shard), and the caller redoes the step::
+the new size (batch per rank, learning rate, data shard), and the caller redoes the step. A
+replacement (``chorus-run --elastic`` restarts the lost rank with CHORUS_JOIN=1) joins inside
+``init_process_group``, is admitted at a later step and takes the model, optimizer state, step,
+RNG and the user's ``state`` from a peer::
 
     import chorus.torch
     from chorus.torch import elastic
 
     dist.init_process_group("chorus")
-    model = DDP(net)
+    model = elastic.ddp(net)                      # DistributedDataParallel(net)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    trainer = elastic.Trainer(model, opt, on_change=lambda change: ...)
+    trainer = elastic.Trainer(model, opt, on_change=lambda change: ..., state=data_position)
     while trainer.steps < total:
         x, y = batch_for(trainer.steps, dist.get_rank(), dist.get_world_size())
         trainer.step(lambda: F.cross_entropy(model(x), y))   # None when the step was discarded
