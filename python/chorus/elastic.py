@@ -44,16 +44,10 @@ Change = collections.namedtuple(
     "step generation rank size previous_size former_ranks lost_ranks cause noticed seconds")
 
 
-_welcomed = []  # set once this process, a replacement, has taken its state from a peer
-
-
 def joining():
     """Whether this process is a replacement (chorus-run --elastic restarts a lost rank with
-    CHORUS_JOIN=1) that joined the running job and has not taken its state from a peer yet."""
-    if _welcomed:
-        return False
-    m = _chorus_torch.membership()
-    return m.generation > 0 and m.former_ranks[m.rank] == -1
+    CHORUS_JOIN=1) that has yet to join the running job (the Trainer's constructor does)."""
+    return _chorus_torch._is_chorus(None) and _chorus_torch.join_pending()
 
 
 def ddp(module, **kwargs):
@@ -119,7 +113,7 @@ class Trainer:
         self.changes = []  # every Change so far
         self._vote = torch.zeros(2, dtype=torch.int64)
         if joining():
-            self._welcome()
+            self._welcome(_chorus_torch.join())
 
     def step(self, loss_fn):
         """One step: loss_fn() runs the forward pass and returns the loss; backward, the
@@ -187,14 +181,12 @@ class Trainer:
         self._changed(Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
                              m.lost_ranks, cause, noticed, time.perf_counter() - started))
 
-    def _welcome(self):
-        """A replacement, admitted by the running ranks' _change: takes the state (the peers'
+    def _welcome(self, m):
+        """A replacement, just admitted by the running ranks' _change: takes the state (their
         catch-up) and applies the change's policy as they do."""
         started = time.perf_counter()
-        m = _chorus_torch.membership()
         self.steps = -1  # behind everyone
         self._catch_up()
-        _welcomed.append(True)
         previous = sum(1 for f in m.former_ranks if f >= 0)
         self._changed(Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
                              [], "joined as a replacement", time.time(),

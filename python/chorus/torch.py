@@ -171,6 +171,26 @@ def membership(group=None):
     return Membership(generation, rank, size, list(former), [])
 
 
+def join_pending():
+    """Whether this process is a replacement (CHORUS_JOIN=1) whose default group has yet to
+    join the running job: until join(), its collectives raise and dist.get_rank() /
+    dist.get_world_size() say what the launcher gave (RANK, WORLD_SIZE)."""
+    return bool(_ext.join_pending(_group(None)))
+
+
+def join():
+    """A replacement's default group joins the running job: waits (within the group's timeout)
+    until the running ranks admit it at a membership change (they look for waiting replacements
+    every few steps: chorus.torch.elastic.Trainer), then takes the rank and size it gets there.
+    Call it when ready to take part (chorus.torch.elastic.Trainer does). Returns a Membership."""
+    generation, rank, size, former = _ext.join(_group(None))
+    pg = _dist.distributed_c10d._get_default_group()
+    ranks = getattr(_dist.distributed_c10d._world, "pg_group_ranks", None)
+    if ranks is not None and pg in ranks:
+        ranks[pg] = {r: r for r in range(size)}
+    return Membership(generation, rank, size, list(former), [])
+
+
 def joiners_waiting(group=None):
     """Replacements (CHORUS_JOIN=1) waiting to join at the group's next shrink(). Reads the
     store, not collective: ranks may see different values, agree before acting on it."""

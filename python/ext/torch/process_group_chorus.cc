@@ -59,7 +59,9 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
     options.progressStore = launcherStore(rank);
     signalAbort_ = std::make_shared<SignalAbort>(this);
     if (joinsRunningJob(globalRanks_, size)) {
-      comm_ = joinInPlace(options);  // a replacement: rank and size are the job's now
+      // A replacement joins when it is ready to take its state (joinNow), not here: the
+      // running ranks would wait for it from its admission on.
+      joinOptions_ = options;
     } else {
       comm_ = Communicator::create(store_, rank, size, options);
     }
@@ -81,6 +83,9 @@ ProcessGroupChorus::~ProcessGroupChorus() {
 
 Communicator& ProcessGroupChorus::communicator(const char* op) const {
   std::lock_guard<std::mutex> lock(mu_);
+  TORCH_CHECK(!joinOptions_, "chorus backend: ", op, " on ", describeGroup(),
+              " before this replacement (CHORUS_JOIN=1) joined the running job: call "
+              "chorus.torch.join() first (chorus.torch.elastic.Trainer does)");
   TORCH_CHECK(!closed_ && comm_, "chorus backend: ", op, " on ", describeGroup(),
               ", which was shut down (destroy_process_group)");
   return *comm_;

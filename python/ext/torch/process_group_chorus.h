@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,11 @@ class ProcessGroupChorus : public BackendBase {
   // waiting to join it (a store read, not collective).
   MembershipChange membership() const;
   int joinersWaiting() const;
+  // A replacement (CHORUS_JOIN=1): whether its default group still has to join, and the join:
+  // waits (within the group's timeout) until the running ranks admit it at a membership
+  // change, then takes the rank and size it gets there.
+  bool joinPending() const;
+  MembershipChange joinNow();
 #if CHORUS_TORCH_RECONFIGURE
   // torch's reconfigure contract: the handle names this process; reconfigure() shrinks in place
   // and checks that the members Chorus agreed on are the ones the handles name.
@@ -217,10 +223,9 @@ class ProcessGroupChorus : public BackendBase {
       std::vector<at::Tensor> keepAlive, std::function<void()> copyOut,
       const std::function<void(std::vector<chorus::Work>&)>& issue,
       std::shared_ptr<void> extra = nullptr, int source = -1);
-  // A replacement's default group (CHORUS_JOIN=1, process_group_shrink.cc): joins the running
-  // job at its next membership change and takes the rank and size it gets there.
+  // A replacement's default group (CHORUS_JOIN=1, process_group_shrink.cc) is made without a
+  // communicator; joinNow() gets one.
   static bool joinsRunningJob(const std::vector<int64_t>& globalRanks, int size);
-  std::unique_ptr<Communicator> joinInPlace(const chorus::Options& options);
   // The communicator, or a clear error once shutdown() closed it.
   Communicator& communicator(const char* op) const;
   std::string describeGroup() const;
@@ -244,6 +249,8 @@ class ProcessGroupChorus : public BackendBase {
   bool closed_ = false;
   // This process's reconfigure handle, and the uuids reconfigure() was given so far.
   std::string handle_;
+  // Set while a replacement's group waits for joinNow() (guarded by mu_).
+  std::optional<chorus::Options> joinOptions_;
   std::vector<int64_t> reconfigureUuids_;
 };
 

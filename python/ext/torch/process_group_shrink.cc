@@ -62,27 +62,44 @@ bool ProcessGroupChorus::joinsRunningJob(const std::vector<int64_t>& globalRanks
   return !joinedOnce.exchange(true);
 }
 
-std::unique_ptr<Communicator> ProcessGroupChorus::joinInPlace(const chorus::Options& options) {
+bool ProcessGroupChorus::joinPending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return joinOptions_.has_value();
+}
+
+MembershipChange ProcessGroupChorus::joinNow() {
+  std::optional<chorus::Options> options;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK_VALUE(
+        joinOptions_, "chorus backend: join on ", describeGroup(),
+        ", which is not a replacement's default group waiting to join (CHORUS_JOIN=1)");
+    options = joinOptions_;
+  }
 #if !CHORUS_TORCH_RECONFIGURE
-  (void)options;
   TORCH_CHECK(false, "chorus backend: this process is a replacement (CHORUS_JOIN=1) but joining ",
               "a running job needs a torch whose c10d lets a backend's rank and size change ",
               "(C10D_BACKEND_HAS_RECONFIGURE); this module was built for torch ",
               TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR);
-  return nullptr;
+  return {};
 #else
   const NoGil noGil;
   std::unique_ptr<Communicator> comm;
   try {
-    comm = Communicator::join(store_, options);
+    comm = Communicator::join(store_, *options);
   } catch (const Error& e) {
     TORCH_CHECK(false, "chorus backend: joining the running job as a replacement (CHORUS_JOIN=1) ",
-                "failed: ", e.what(), " (the survivors admit newcomers at a membership change: ",
-                "chorus.torch.elastic.Trainer looks for them every few steps)");
+                "failed: ", e.what(), " (the running ranks admit newcomers at a membership ",
+                "change: chorus.torch.elastic.Trainer looks for them every few steps)");
   }
-  rank_ = comm->rank();
-  size_ = comm->size();
-  return comm;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    comm_ = std::move(comm);
+    joinOptions_.reset();
+    rank_ = comm_->rank();
+    size_ = comm_->size();
+  }
+  return membership();
 #endif
 }
 

@@ -77,6 +77,23 @@ PYBIND11_MODULE(_torch, m) {
       },
       "(generation, rank, size, former_ranks) of the group's communicator now.");
   m.def(
+      "join_pending",
+      [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).joinPending(); },
+      "Whether this replacement's default group (CHORUS_JOIN=1) has yet to join the job.");
+  m.def(
+      "join",
+      [](const c10::intrusive_ptr<BackendBase>& pg) {
+        ProcessGroupChorus& group = chorusGroup(pg);
+        chorus::torch_backend::MembershipChange c;
+        {
+          const py::gil_scoped_release noGil;
+          c = group.joinNow();
+        }
+        return py::make_tuple(c.generation, c.rank, c.size, c.formerRanks);
+      },
+      "A replacement joins the running job: waits until admitted; returns (generation, rank, "
+      "size, former_ranks).");
+  m.def(
       "joiners_waiting",
       [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).joinersWaiting(); },
       "Newcomers waiting to join the group at its next membership change (not collective).",

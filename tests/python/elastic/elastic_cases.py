@@ -53,6 +53,9 @@ def main():
     gloo = dist.new_group([0, 1], backend="gloo")
     raises(TypeError, ["not a process group of the chorus backend"],
            lambda: chorus.torch.shrink(gloo))
+    # join() is for a replacement (CHORUS_JOIN=1) only.
+    assert not elastic.joining()
+    raises(ValueError, ["not a replacement", "CHORUS_JOIN=1"], chorus.torch.join)
     # A step whose loss function fails for a reason of its own is not a membership change.
     trainer = elastic.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1))
     raises(ZeroDivisionError, [], lambda: trainer.step(lambda: 1 / 0))
