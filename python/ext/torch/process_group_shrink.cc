@@ -131,6 +131,8 @@ MembershipChange ProcessGroupChorus::shrinkInPlace() {
                     " (make subgroups again after the default group shrank)");
   {
     std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK_VALUE(!joinOptions_, "chorus backend: shrink on ", describeGroup(),
+                      " before this replacement (CHORUS_JOIN=1) joined: call chorus.torch.join()");
     TORCH_CHECK(!closed_ && comm_, "chorus backend: shrink on ", describeGroup(),
                 ", which was shut down (destroy_process_group)");
     TORCH_CHECK_VALUE(!coalescing_, "chorus backend: shrink inside a coalescing batch of ",
