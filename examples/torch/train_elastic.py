@@ -53,6 +53,8 @@ def parse_args():
     p.add_argument("--fail-signal", choices=["kill", "stop"], default="kill")
     p.add_argument("--admit-every", type=int, default=10,
                    help="look for replacements waiting to join every this many steps")
+    p.add_argument("--await-at", type=int, default=-1, metavar="STEP",
+                   help="wait for --await-replacements before this step (default: at the end)")
     p.add_argument("--await-replacements", type=int, default=0,
                    help="at the end, wait (up to --timeout) until this many have joined")
     # For the tests: the state before the failing step, and the final state, to compare with a
@@ -79,6 +81,8 @@ class Plan:
 
     def batch(self, rank, world):
         """This rank's samples for the next step, or None at the end of training."""
+        if self.epoch >= self.args.epochs:
+            return None  # also in a replacement that took the state of the end
         if self.cursor + world * self.args.batch > self.count:
             self.epoch, self.cursor = self.epoch + 1, 0
             if self.epoch >= self.args.epochs:
@@ -123,6 +127,17 @@ def arm_failure(args, model, store):
 
     next(model.module.parameters()).register_hook(fail)
     return lambda step: armed.append(True) if step == args.fail_step else None
+
+
+def await_replacements(args, trainer):
+    """Admits replacements until --await-replacements have joined (up to --timeout)."""
+    deadline = time.monotonic() + args.timeout
+    while sum(c.former_ranks.count(-1) for c in trainer.changes) < args.await_replacements:
+        if time.monotonic() > deadline:
+            sys.exit(f"train_elastic: no {args.await_replacements} replacement(s) joined within "
+                     f"{args.timeout} s")
+        if trainer.admit() == 0:
+            time.sleep(0.05)
 
 
 def report(args, store, changes, say):
@@ -200,6 +215,8 @@ def main():
                             "steps": trainer.steps, "epoch": plan.epoch, "cursor": plan.cursor,
                             "world": dist.get_world_size()}, args.save_before_failure)
             dist.barrier()
+        if trainer.steps == args.await_at:
+            await_replacements(args, trainer)
         failing(trainer.steps)
         loss = trainer.step(lambda: F.cross_entropy(model(x_all[batch]), y_all[batch]))
         if loss is None:
@@ -208,13 +225,7 @@ def main():
         report(args, store, recovering, say)
         if trainer.steps % args.log_every == 0:
             say(f"epoch {plan.epoch} step {trainer.steps} loss {loss.item():.4f}")
-    deadline = time.monotonic() + args.timeout
-    while sum(c.former_ranks.count(-1) for c in trainer.changes) < args.await_replacements:
-        if time.monotonic() > deadline:
-            sys.exit(f"train_elastic: no {args.await_replacements} replacement(s) joined within "
-                     f"{args.timeout} s")
-        if trainer.admit() == 0:
-            time.sleep(0.05)
+    await_replacements(args, trainer)
     report(args, store, recovering, say)
     elapsed = time.perf_counter() - start
 

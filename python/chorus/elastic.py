@@ -178,6 +178,8 @@ class Trainer:
         # reset for a group whose size changed, on the same (shrunk) group.
         self.model._update_process_group(self.model.process_group)
         self._catch_up()
+        if -1 in m.former_ranks:
+            _same_buckets(self.model)
         self._changed(Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
                              m.lost_ranks, cause, noticed, time.perf_counter() - started))
 
@@ -187,6 +189,7 @@ class Trainer:
         started = time.perf_counter()
         self.steps = -1  # behind everyone
         self._catch_up()
+        _same_buckets(self.model)
         previous = sum(1 for f in m.former_ranks if f >= 0)
         self._changed(Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
                              [], "joined as a replacement", time.time(),
@@ -222,6 +225,15 @@ class Trainer:
                 "optimizer": self.optimizer.state_dict(), "steps": self.steps,
                 "rng": torch.get_rng_state(),
                 "state": None if self.state is None else self.state.state_dict()}
+
+
+def _same_buckets(model):
+    """After replacements joined: every member rebuilds DDP's gradient buckets now, from rank 0's
+    layout. A fresh DDP (the replacement's) starts with one bucket of all parameters and the
+    running ranks' have been rebuilt: their first all-reduces would not match."""
+    model.reducer._push_all_rebuilt_params()
+    model.reducer._rebuild_buckets()  # collective: rank 0 broadcasts its bucket layout
+    model._has_rebuilt_buckets = True
 
 
 def _pack(state):
