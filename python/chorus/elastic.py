@@ -112,6 +112,7 @@ class Trainer:
         self.steps = 0  # committed steps
         self.changes = []  # every Change so far
         self._vote = torch.zeros(2, dtype=torch.int64)
+        self._admit_next = False  # replacements seen waiting at the last committed step
         if joining():
             self._welcome(_chorus_torch.join())
 
@@ -119,7 +120,15 @@ class Trainer:
         """One step: loss_fn() runs the forward pass and returns the loss; backward, the
         gradient all-reduce and the optimizer step follow. Returns the loss when the step
         committed, None when it was discarded after a lost rank (the group has shrunk and
-        on_change ran: compute the batch again for the new rank and size and call step again)."""
+        on_change ran: compute the batch again for the new rank and size and call step again).
+        Replacements seen waiting at a committed step are admitted at the start of the next
+        call, which then also returns None without running the step: the caller's own
+        bookkeeping of the committed step (its data position) is done by then, and the state a
+        replacement takes includes it."""
+        if self._admit_next:
+            self._admit_next = False
+            self._change(None, None)
+            return None
         self.optimizer.zero_grad(set_to_none=True)
         try:
             loss = loss_fn()
@@ -141,8 +150,7 @@ class Trainer:
             return None
         self.optimizer.step()
         self.steps += 1
-        if int(self._vote[1]) > 0:
-            self._change(None, None)  # admits the replacements; nothing failed
+        self._admit_next = int(self._vote[1]) > 0
         return loss
 
     def admit(self):
