@@ -9,8 +9,9 @@ S (--fail-rank/--fail-step, first life only), the survivors discard that step, s
 and go on; with restarts left, chorus-run starts a replacement, which joins at the next admission
 check (--admit-every steps) and takes model, optimizer, step and data position from a peer.
 --fail-signal stop: the stopped rank is left out once the group's timeout (--timeout) expires,
-then killed by rank 0 (no heartbeat yet). The policy for the new size (the on_change hook): batch per rank unchanged, learning
-rate scaled by the number of ranks, the rest of the epoch dealt among the survivors. Rank 0 prints
+then killed by rank 0 (no heartbeat yet). The policy for the new size (the on_change hook):
+batch per rank unchanged, learning rate scaled by the number of ranks, the rest of the epoch
+dealt among the ranks there are. Rank 0 prints
 "recovered in X s" per membership change (from the failure to the next committed step), the test
 accuracy and whether every rank ends with bit-identical parameters (exit status 3 if not).
 """

@@ -75,7 +75,8 @@ def main():
 
     # Shrink with nothing failed: the same members, a new communicator, collectives go on.
     m = chorus.torch.shrink()
-    assert (m.generation, m.rank, m.size, m.former_ranks, m.lost_ranks) == (1, rank, 2, [0, 1], []), m
+    got = (m.generation, m.rank, m.size, m.former_ranks, m.lost_ranks)
+    assert got == (1, rank, 2, [0, 1], []), m
     assert dist.get_world_size() == 2 and dist.get_rank() == rank
     assert all_reduce_sum(rank + 1) == 3.0
 
