@@ -25,6 +25,8 @@ maps the CPU to it, and ``init_process_group("cpu:chorus,cuda:nccl")`` pairs it 
 CUDA tensors. On torch 1.13 it is a process group of its own, for CPU tensors only.
 """
 
+import collections
+
 import torch
 import torch.distributed as _dist
 
@@ -50,8 +52,8 @@ def _create(backend_options, pg_options):
         raise ValueError("the chorus backend takes no pg_options; set CHORUS_* variables instead")
     if getattr(backend_options, "enable_reconfigure", False):
         raise ValueError(
-            "the chorus backend does not support enable_reconfigure (torch's in-place "
-            "reconfiguration); Chorus's own shrink and join are in docs/fault-tolerance.md"
+            "the chorus backend does not take enable_reconfigure: create the group as usual; "
+            "chorus.torch.shrink() (or dist._reconfigure()) then changes it in place"
         )
     return _ext.create_process_group(
         backend_options.store,
@@ -131,6 +133,83 @@ def transport_to(peer, group=None):
 def abort(group=None):
     """Fails every pending and later operation of the group, here and on its peers."""
     _ext.abort(_group(group))
+
+
+# What shrink() returns. former_ranks: for each rank now, its rank before the change (-1: a
+# newcomer); lost_ranks: the ranks before it that are gone.
+Membership = collections.namedtuple("Membership", "generation rank size former_ranks lost_ranks")
+
+
+def can_shrink():
+    """Whether this torch lets a group shrink in place (C10D_BACKEND_HAS_RECONFIGURE)."""
+    return bool(_ext.can_shrink)
+
+
+def shrink(group=None):
+    """Shrinks the default group in place after a failure: collective among its live ranks,
+    which agree on the members (a rank that died or was declared dead is left out) and go on
+    with them; ``dist.get_rank()`` and ``dist.get_world_size()`` then say the new rank and size.
+    Operations still in flight on the group fail. Returns a Membership. Needs can_shrink()."""
+    pg = _dist.distributed_c10d._get_default_group()
+    if group is not None:
+        _group(group)  # a TypeError for a group of another backend
+    if group is not None and group is not pg:
+        raise ValueError("chorus.torch.shrink: only the default group can shrink in place "
+                         "(make subgroups again after it shrank)")
+    generation, rank, size, former, lost = _ext.shrink(_group(pg))
+    # torch's table of the default group's ranks (get_process_group_ranks) follows the change.
+    ranks = getattr(_dist.distributed_c10d._world, "pg_group_ranks", None)
+    if ranks is not None and pg in ranks:
+        ranks[pg] = {r: r for r in range(size)}
+    return Membership(generation, rank, size, list(former), list(lost))
+
+
+def membership(group=None):
+    """The group's membership now, as a Membership (lost_ranks empty): generation 0 for a group
+    as created, one more per change; former_ranks[rank] is -1 in a replacement that joined."""
+    generation, rank, size, former = _ext.membership(_group(group))
+    return Membership(generation, rank, size, list(former), [])
+
+
+def join_pending():
+    """Whether this process is a replacement (CHORUS_JOIN=1) whose default group has yet to
+    join the running job: until join(), its collectives raise and dist.get_rank() /
+    dist.get_world_size() say what the launcher gave (RANK, WORLD_SIZE)."""
+    return bool(_ext.join_pending(_group(None)))
+
+
+def join():
+    """A replacement's default group joins the running job: waits (within the group's timeout)
+    until the running ranks admit it at a membership change (they look for waiting replacements
+    every few steps: chorus.torch.elastic.Trainer), then takes the rank and size it gets there.
+    Call it when ready to take part (chorus.torch.elastic.Trainer does). Returns a Membership."""
+    generation, rank, size, former = _ext.join(_group(None))
+    pg = _dist.distributed_c10d._get_default_group()
+    ranks = getattr(_dist.distributed_c10d._world, "pg_group_ranks", None)
+    if ranks is not None and pg in ranks:
+        ranks[pg] = {r: r for r in range(size)}
+    return Membership(generation, rank, size, list(former), [])
+
+
+def joiners_waiting(group=None):
+    """Replacements (CHORUS_JOIN=1) waiting to join at the group's next shrink(). Reads the
+    store, not collective: ranks may see different values, agree before acting on it."""
+    return _ext.joiners_waiting(_group(group))
+
+
+def failure(group=None):
+    """Why the group's communicator failed (a lost rank, a timeout, an abort), or None while it
+    works: a failed group takes no more operations until it shrinks."""
+    return _ext.failure(_group(group)) or None
+
+
+def __getattr__(name):
+    # chorus.torch.elastic, imported when first used (it imports this module).
+    if name == "elastic":
+        import chorus.elastic
+
+        return chorus.elastic
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _group(group):

@@ -2,6 +2,7 @@
 
 #include "../common/signal_wait.h"
 #include "launcher_store.h"
+#include "no_gil.h"
 #include "signal_abort.h"
 #include "store_bridge.h"
 #include "tensor_args.h"
@@ -17,31 +18,11 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
-#include <optional>
 #include <sstream>
 #include <thread>
 
 namespace chorus::torch_backend {
 namespace {
-
-// Releases the GIL for its lifetime when this thread holds it. Joining the communicator's worker
-// (and the completer's threads) needs it released: they may be dropping the last reference to a
-// tensor whose Python object Python gave up, which takes the GIL (destroy_process_group, a group
-// collected by Python).
-class NoGil {
- public:
-  NoGil() {
-#if PY_VERSION_HEX >= 0x030D0000
-    const bool finalizing = Py_IsFinalizing();
-#else
-    const bool finalizing = _Py_IsFinalizing();
-#endif
-    if (Py_IsInitialized() && !finalizing && PyGILState_Check()) release_.emplace();
-  }
-
- private:
-  std::optional<pybind11::gil_scoped_release> release_;
-};
 
 // The store the communicator meets its peers through. A group of one has none to meet: it keeps
 // to a store of its own, since torch may give two such groups the same name, and so the same
@@ -68,7 +49,8 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
       store_(storeFor(store, size)),
       timeout_(timeout),
       globalRanks_(std::move(globalRanks)),
-      groupName_(std::move(groupName)) {
+      groupName_(std::move(groupName)),
+      handle_(newReconfigureHandle()) {
   chorus::Options options;
   try {
     options = chorus::Options::fromEnv();
@@ -76,7 +58,15 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
     options.timeout = timeout_;
     options.progressStore = launcherStore(rank);
     signalAbort_ = std::make_shared<SignalAbort>(this);
-    comm_ = Communicator::create(store_, rank, size, options);
+    if (joinsRunningJob(globalRanks_, size)) {
+      // A replacement joins when it is ready to take its state (joinNow), not here: the
+      // running ranks would wait for it from its admission on.
+      joinOptions_ = options;
+    } else {
+      comm_ = Communicator::create(store_, rank, size, options);
+    }
+  } catch (const c10::Error&) {
+    throw;
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "chorus backend: creating ", describeGroup(), " failed on rank ", rank, ": ",
                 e.what());
@@ -93,6 +83,9 @@ ProcessGroupChorus::~ProcessGroupChorus() {
 
 Communicator& ProcessGroupChorus::communicator(const char* op) const {
   std::lock_guard<std::mutex> lock(mu_);
+  TORCH_CHECK(!joinOptions_, "chorus backend: ", op, " on ", describeGroup(),
+              " before this replacement (CHORUS_JOIN=1) joined the running job: call "
+              "chorus.torch.join() first (chorus.torch.elastic.Trainer does)");
   TORCH_CHECK(!closed_ && comm_, "chorus backend: ", op, " on ", describeGroup(),
               ", which was shut down (destroy_process_group)");
   return *comm_;

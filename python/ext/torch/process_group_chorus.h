@@ -11,6 +11,7 @@
 #include "work_chorus.h"
 
 #include <chorus/communicator.hpp>
+#include <chorus/options.hpp>
 #include <chorus/store.hpp>
 
 #include <torch/version.h>
@@ -24,9 +25,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +40,14 @@
 #define CHORUS_TORCH_BACKEND_ABORT 1
 #else
 #define CHORUS_TORCH_BACKEND_ABORT 0
+#endif
+
+// torch's in-place reconfigure contract (a Backend whose rank and size may change, which torch's
+// ProcessGroup then reports): where the headers have it, a group can shrink in place.
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+#define CHORUS_TORCH_RECONFIGURE 1
+#else
+#define CHORUS_TORCH_RECONFIGURE 0
 #endif
 
 namespace chorus::torch_backend {
@@ -60,6 +71,18 @@ Run runFor(const Options& opts) {
     return Run::kInBackground;
   }
 }
+
+// What a membership change of a group did (process_group_shrink.cc).
+struct MembershipChange {
+  uint64_t generation = 0;  // changes since the group was created
+  int rank = 0;             // this process's rank in the group now
+  int size = 0;
+  std::vector<int> formerRanks;  // for each rank now, its rank before the change (-1: newcomer)
+  std::vector<int> lost;         // ranks before the change that are not members any more
+};
+
+// A string that names this process among the members of a group: host, pid and a random part.
+std::string newReconfigureHandle();
 
 class ProcessGroupChorus : public BackendBase {
  public:
@@ -153,6 +176,30 @@ class ProcessGroupChorus : public BackendBase {
   // Fails every pending and later operation of this group at once (also on the peers).
   void abortGroup();
 
+  // Membership (process_group_shrink.cc). shrinkInPlace: collective among the live ranks after
+  // a failure (or when nothing failed, to admit waiting joiners): they agree on the members, and
+  // this group goes on with them under a new rank and size. Only where torch lets a backend's
+  // rank and size change (CHORUS_TORCH_RECONFIGURE); elsewhere a clear error.
+  MembershipChange shrinkInPlace();
+  // Why the group's communicator failed (its first error), or "" while it works.
+  std::string failure() const;
+  // The group's membership now (rank and size also through getRank/getSize), and the newcomers
+  // waiting to join it (a store read, not collective).
+  MembershipChange membership() const;
+  int joinersWaiting() const;
+  // A replacement (CHORUS_JOIN=1): whether its default group still has to join, and the join:
+  // waits (within the group's timeout) until the running ranks admit it at a membership
+  // change, then takes the rank and size it gets there.
+  bool joinPending() const;
+  MembershipChange joinNow();
+#if CHORUS_TORCH_RECONFIGURE
+  // torch's reconfigure contract: the handle names this process; reconfigure() shrinks in place
+  // and checks that the members Chorus agreed on are the ones the handles name.
+  bool supportsReconfigure() const override { return true; }
+  c10d::ReconfigureHandle get_reconfigure_handle() const override { return handle_; }
+  c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+#endif
+
  private:
   // allreduce() of a sparse COO tensor: SUM of every rank's entries, coalesced.
   c10::intrusive_ptr<c10d::Work> allreduceSparse(at::Tensor& tensor,
@@ -176,6 +223,9 @@ class ProcessGroupChorus : public BackendBase {
       std::vector<at::Tensor> keepAlive, std::function<void()> copyOut,
       const std::function<void(std::vector<chorus::Work>&)>& issue,
       std::shared_ptr<void> extra = nullptr, int source = -1);
+  // A replacement's default group (CHORUS_JOIN=1, process_group_shrink.cc) is made without a
+  // communicator; joinNow() gets one.
+  static bool joinsRunningJob(const std::vector<int64_t>& globalRanks, int size);
   // The communicator, or a clear error once shutdown() closed it.
   Communicator& communicator(const char* op) const;
   std::string describeGroup() const;
@@ -197,6 +247,11 @@ class ProcessGroupChorus : public BackendBase {
   std::vector<c10::intrusive_ptr<WorkChorus>> batch_;
   chorus::Work lastPart_;
   bool closed_ = false;
+  // This process's reconfigure handle, and the uuids reconfigure() was given so far.
+  std::string handle_;
+  // Set while a replacement's group waits for joinNow() (guarded by mu_).
+  std::optional<chorus::Options> joinOptions_;
+  std::vector<int64_t> reconfigureUuids_;
 };
 
 }  // namespace chorus::torch_backend

@@ -55,6 +55,53 @@ PYBIND11_MODULE(_torch, m) {
         return chorusGroup(pg).transportTo(peer);
       },
       "How data reaches a peer of the group: 'shm', 'tcp' or 'self'.");
+  m.attr("can_shrink") = static_cast<bool>(CHORUS_TORCH_RECONFIGURE);
+  m.def(
+      "shrink",
+      [](const c10::intrusive_ptr<BackendBase>& pg) {
+        ProcessGroupChorus& group = chorusGroup(pg);
+        chorus::torch_backend::MembershipChange c;
+        {
+          const py::gil_scoped_release noGil;
+          c = group.shrinkInPlace();
+        }
+        return py::make_tuple(c.generation, c.rank, c.size, c.formerRanks, c.lost);
+      },
+      "Collective among the live ranks: they agree on the members and the group goes on with "
+      "them; returns (generation, rank, size, former_ranks, lost_ranks).");
+  m.def(
+      "membership",
+      [](const c10::intrusive_ptr<BackendBase>& pg) {
+        const auto c = chorusGroup(pg).membership();
+        return py::make_tuple(c.generation, c.rank, c.size, c.formerRanks);
+      },
+      "(generation, rank, size, former_ranks) of the group's communicator now.");
+  m.def(
+      "join_pending",
+      [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).joinPending(); },
+      "Whether this replacement's default group (CHORUS_JOIN=1) has yet to join the job.");
+  m.def(
+      "join",
+      [](const c10::intrusive_ptr<BackendBase>& pg) {
+        ProcessGroupChorus& group = chorusGroup(pg);
+        chorus::torch_backend::MembershipChange c;
+        {
+          const py::gil_scoped_release noGil;
+          c = group.joinNow();
+        }
+        return py::make_tuple(c.generation, c.rank, c.size, c.formerRanks);
+      },
+      "A replacement joins the running job: waits until admitted; returns (generation, rank, "
+      "size, former_ranks).");
+  m.def(
+      "joiners_waiting",
+      [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).joinersWaiting(); },
+      "Newcomers waiting to join the group at its next membership change (not collective).",
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "failure",
+      [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).failure(); },
+      "Why the group's communicator failed (its first error), or '' while it works.");
   m.def(
       "abort", [](const c10::intrusive_ptr<BackendBase>& pg) { chorusGroup(pg).abortGroup(); },
       "Fails every pending and later operation of the group, here and on its peers.");

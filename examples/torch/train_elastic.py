@@ -1,0 +1,253 @@
+#!/usr/bin/python3
+"""DDP training of Fashion-MNIST that survives a lost rank, without a restart.
+
+    chorus-run -n 4 --elastic --max-restarts 0 --min-ranks 2 -- \\
+        python3 train_elastic.py --backend chorus --fail-rank 2 --fail-step 50
+
+train_ddp.py's training, each step run by chorus.torch.elastic.Trainer: when rank R dies at step
+S (--fail-rank/--fail-step, first life only), the survivors discard that step, shrink the group
+and go on; with restarts left, chorus-run starts a replacement, which joins at the next admission
+check (--admit-every steps) and takes model, optimizer, step and data position from a peer.
+--fail-signal stop: the stopped rank is left out once the group's timeout (--timeout) expires,
+then killed by rank 0 (no heartbeat yet). The policy for the new size (the on_change hook):
+batch per rank unchanged, learning rate scaled by the number of ranks, the rest of the epoch
+dealt among the ranks there are. Rank 0 prints
+"recovered in X s" per membership change (from the failure to the next committed step), the test
+accuracy and whether every rank ends with bit-identical parameters (exit status 3 if not).
+"""
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+import fashion_mnist
+import models
+from train_ddp import join_group, load_data, ranks_with_other_parameters, test_accuracy
+
+FAIL_TIME_KEY = "train_elastic/fail_time"
+FAIL_PID_KEY = "train_elastic/fail_pid"
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", choices=["chorus"], default="chorus")
+    p.add_argument("--model", choices=sorted(models.MODELS), default="mlp")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: all)")
+    p.add_argument("--batch", type=int, default=64, help="samples per rank and step")
+    p.add_argument("--lr", type=float, default=0.05, help="for the ranks of the first life")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="compute threads per rank")
+    p.add_argument("--data", default=fashion_mnist.DEFAULT_DIR)
+    p.add_argument("--synthetic", action="store_true", help="random learnable data, no files")
+    p.add_argument("--timeout", type=float, default=60, help="seconds, for every collective")
+    p.add_argument("--log-every", type=int, default=100)
+    p.add_argument("--fail-rank", type=int, default=-1, help="this rank fails (first life)")
+    p.add_argument("--fail-step", type=int, default=-1, help="... during this step's backward")
+    p.add_argument("--fail-signal", choices=["kill", "stop"], default="kill")
+    p.add_argument("--admit-every", type=int, default=10,
+                   help="look for replacements waiting to join every this many steps")
+    p.add_argument("--await-at", type=int, default=-1, metavar="STEP",
+                   help="wait for --await-replacements before this step (default: at the end)")
+    p.add_argument("--await-replacements", type=int, default=0,
+                   help="at the end, wait (up to --timeout) until this many have joined")
+    # For the tests: the state before the failing step, and the final state, to compare with a
+    # run that starts from that state with the survivors' membership.
+    p.add_argument("--save-before-failure", metavar="PATH")
+    p.add_argument("--resume", metavar="PATH", help="start from a --save-before-failure state")
+    p.add_argument("--save", metavar="PATH", help="rank 0 saves the final state_dict here")
+    return p.parse_args()
+
+
+class Plan:
+    """Which samples each rank takes: one shuffle per epoch; each committed step consumes
+    world x batch samples from a cursor shared by all ranks, so after a membership change the
+    rest of the epoch is dealt among the ranks there are."""
+
+    def __init__(self, count, args):
+        self.count, self.args = count, args
+        self.epoch, self.cursor = 0, 0
+        self._order()
+
+    def _order(self):
+        g = torch.Generator().manual_seed(self.args.seed * 1000 + self.epoch)
+        self.order = torch.randperm(self.count, generator=g)
+
+    def batch(self, rank, world):
+        """This rank's samples for the next step, or None at the end of training."""
+        if self.epoch >= self.args.epochs:
+            return None  # also in a replacement that took the state of the end
+        if self.cursor + world * self.args.batch > self.count:
+            self.epoch, self.cursor = self.epoch + 1, 0
+            if self.epoch >= self.args.epochs:
+                return None
+            self._order()
+        start = self.cursor + rank * self.args.batch
+        return self.order[start : start + self.args.batch]
+
+    def commit(self, world):
+        self.cursor += world * self.args.batch
+
+    # What a replacement takes from a peer (elastic.Trainer's state).
+    def state_dict(self):
+        return {"epoch": self.epoch, "cursor": self.cursor}
+
+    def load_state_dict(self, state):
+        self.epoch, self.cursor = state["epoch"], state["cursor"]
+        self._order()
+
+
+def set_lr(opt, lr):
+    for group in opt.param_groups:
+        group["lr"] = lr
+
+
+def arm_failure(args, model, store):
+    """In the first life, rank --fail-rank kills (or stops) itself in step --fail-step's
+    backward, once the first layer's gradient is computed: other gradient buckets are already
+    being all-reduced. The time goes to the store first, for the survivors' recovery time."""
+    first_life = os.environ.get("CHORUS_RESTART", "0") == "0"
+    if not first_life or dist.get_rank() != args.fail_rank or args.fail_step < 0:
+        return lambda step: None
+    sig = signal.SIGKILL if args.fail_signal == "kill" else signal.SIGSTOP
+    armed = []
+
+    def fail(grad):
+        if armed:
+            store.set(FAIL_PID_KEY, str(os.getpid()))
+            store.set(FAIL_TIME_KEY, repr(time.time()))
+            os.kill(os.getpid(), sig)
+        return grad
+
+    next(model.module.parameters()).register_hook(fail)
+    return lambda step: armed.append(True) if step == args.fail_step else None
+
+
+def await_replacements(args, trainer):
+    """Admits replacements until --await-replacements have joined (up to --timeout)."""
+    deadline = time.monotonic() + args.timeout
+    while sum(c.former_ranks.count(-1) for c in trainer.changes) < args.await_replacements:
+        if time.monotonic() > deadline:
+            sys.exit(f"train_elastic: no {args.await_replacements} replacement(s) joined within "
+                     f"{args.timeout} s")
+        if trainer.admit() == 0:
+            time.sleep(0.05)
+
+
+def report(args, store, changes, say):
+    """One line per membership change, on rank 0; run after a committed step."""
+    for change in changes:
+        # The failing rank wrote the time of its failure; 0 when none was asked for.
+        since = float(store.get(FAIL_TIME_KEY).decode()) if store.check([FAIL_TIME_KEY]) else 0
+        if change.lost_ranks:
+            what = f"lost {','.join(map(str, change.lost_ranks))}"
+            how = (f"recovered in {time.time() - since:.3f} s (failure noticed after "
+                   f"{change.noticed - since:.3f} s, shrink and catch-up {change.seconds:.3f} s)")
+        else:
+            what = f"{change.former_ranks.count(-1)} replacement(s) joined"
+            how = (f"{time.time() - since:.3f} s after the failure (admission and state "
+                   f"transfer {change.seconds:.3f} s)")
+        say(f"membership: generation {change.generation}, {change.previous_size} -> "
+            f"{change.size} ranks ({what}) at step {change.step}; {how}")
+        if change.lost_ranks and args.fail_signal == "stop" and dist.get_rank() == 0:
+            # The stopped rank was left out; nothing else ends it on this launcher.
+            os.kill(int(store.get(FAIL_PID_KEY).decode()), signal.SIGKILL)
+    changes.clear()
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    rank, world, say = join_group(args, "train_elastic")
+    from chorus.torch import elastic
+
+    if args.fail_rank == 0:
+        sys.exit("train_elastic: --fail-rank 0 would take torch's store (env://, in rank 0) down")
+    torch.manual_seed(args.seed)
+    train_set, test_set = load_data(args)
+    x_all, y_all = train_set
+    # A replacement (chorus-run --elastic restarted a lost rank) joined the job inside
+    # init_process_group; elastic.ddp leaves out DDP's initial collectives there.
+    model = elastic.ddp(models.MODELS[args.model]())
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    plan = Plan(len(x_all), args)
+    store = dist.distributed_c10d._get_default_store()
+    recovering = []
+
+    def on_change(change):
+        # Policy: batch per rank unchanged, learning rate in proportion to the ranks.
+        set_lr(opt, opt.param_groups[0]["lr"] * change.size / change.previous_size)
+        recovering.append(change)
+
+    trainer = elastic.Trainer(model, opt, on_change=on_change, state=plan,
+                              admit_every=args.admit_every)
+    if args.resume and not trainer.changes:
+        # One discarded backward first: DDP's first iteration averages the gradients with other
+        # roundings than the later ones, and the run being matched was past it.
+        F.cross_entropy(model(x_all[:1]), y_all[:1]).backward()
+        opt.zero_grad(set_to_none=True)
+        state = torch.load(args.resume, weights_only=False)
+        model.module.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        trainer.steps, plan.epoch, plan.cursor = state["steps"], state["epoch"], state["cursor"]
+        plan._order()
+        set_lr(opt, opt.param_groups[0]["lr"] * world / state["world"])
+
+    failing = arm_failure(args, model, store)
+    n_params = sum(p.numel() for p in model.parameters())
+    say(f"train_elastic: {world} ranks, backend {args.backend}, {args.model} ({n_params} "
+        f"parameters), batch {args.batch} per rank, SGD lr {args.lr} momentum {args.momentum}, "
+        f"{'synthetic data' if args.synthetic else args.data}")
+    start = time.perf_counter()
+    while not args.steps or trainer.steps < args.steps:
+        batch = plan.batch(dist.get_rank(), dist.get_world_size())
+        if batch is None:
+            break
+        if trainer.steps == args.fail_step and args.save_before_failure and not trainer.changes:
+            if dist.get_rank() == 0:
+                torch.save({"model": model.module.state_dict(), "optimizer": opt.state_dict(),
+                            "steps": trainer.steps, "epoch": plan.epoch, "cursor": plan.cursor,
+                            "world": dist.get_world_size()}, args.save_before_failure)
+            dist.barrier()
+        if trainer.steps == args.await_at:
+            await_replacements(args, trainer)
+        failing(trainer.steps)
+        loss = trainer.step(lambda: F.cross_entropy(model(x_all[batch]), y_all[batch]))
+        if loss is None:
+            continue  # discarded: the group shrank; the batch is dealt again
+        plan.commit(dist.get_world_size())
+        report(args, store, recovering, say)
+        if trainer.steps % args.log_every == 0:
+            say(f"epoch {plan.epoch} step {trainer.steps} loss {loss.item():.4f}")
+    await_replacements(args, trainer)
+    report(args, store, recovering, say)
+    elapsed = time.perf_counter() - start
+
+    world = dist.get_world_size()
+    accuracy = test_accuracy(model, test_set, dist.get_rank(), world)
+    last_tensors = []
+    differing = ranks_with_other_parameters(model, last_tensors)
+    say(f"{trainer.steps} steps committed, {len(trainer.changes)} membership change(s), "
+        f"{elapsed:.1f} s in all")
+    say(f"test accuracy: {accuracy * 100:.2f} %")
+    if differing == 0:
+        say(f"parameters: bit-identical on all {world} ranks")
+    else:
+        say(f"parameters: {differing} of {world} ranks differ from rank 0")
+    if args.save and dist.get_rank() == 0:
+        torch.save(model.module.state_dict(), args.save)
+    del model, trainer
+    dist.destroy_process_group()
+    del last_tensors
+    sys.exit(0 if differing == 0 else 3)
+
+
+if __name__ == "__main__":
+    main()

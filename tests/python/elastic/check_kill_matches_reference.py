@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""A rank SIGKILLed in the middle of a DDP step, and the survivors' result checked against a run
+that saw the same membership:
+
+  1. examples/torch/train_elastic.py on 4 ranks under chorus-run --elastic; rank --fail-rank
+     kills itself in step --fail-step's backward; rank 0 saves the state before that step, the
+     survivors go on to --steps and must end bit-identical (the example checks).
+  2. The same example on 3 ranks from the saved state (no failure): the reference.
+  3. The two final models must be bit-identical: the failed step left nothing behind, and DDP
+     averaged over the new size from then on.
+
+    check_kill_matches_reference.py --chorus-run PATH --example PATH [--fail-rank R] ...
+Exits 77 (skipped) where this torch cannot shrink a group in place.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+
+def run(cmd, timeout, expect):
+    print("+", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=timeout)
+    print(p.stdout, flush=True)
+    if p.returncode != 0:
+        sys.exit(f"check_kill_matches_reference: exit status {p.returncode}")
+    for text in expect:
+        if text not in p.stdout:
+            sys.exit(f"check_kill_matches_reference: the output lacks {text!r}")
+    return p.stdout
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--chorus-run", required=True)
+    p.add_argument("--example", required=True)
+    p.add_argument("--fail-rank", type=int, default=2)
+    p.add_argument("--fail-step", type=int, default=3)
+    p.add_argument("--steps", type=int, default=8)
+    args = p.parse_args()
+    import chorus.torch
+
+    if not chorus.torch.can_shrink():
+        print(f"skipped: torch {torch.__version__} cannot shrink a group in place")
+        return 77
+    py = sys.executable
+    common = [args.example, "--synthetic", "--batch", "16", "--steps", str(args.steps),
+              "--timeout", "30", "--log-every", "1000"]
+    with tempfile.TemporaryDirectory() as tmp:
+        before, elastic, reference = (os.path.join(tmp, f) for f in
+                                      ("before.pt", "elastic.pt", "reference.pt"))
+        run([args.chorus_run, "-n", "4", "--elastic", "--max-restarts", "0", "--min-ranks", "3",
+             "--", py] + common + ["--fail-rank", str(args.fail_rank), "--fail-step",
+                                   str(args.fail_step), "--save-before-failure", before,
+                                   "--save", elastic],
+            60, ["4 -> 3 ranks (lost 2)", "recovered in", "parameters: bit-identical on all 3"])
+        run([args.chorus_run, "-n", "3", "--", py] + common +
+            ["--resume", before, "--save", reference], 60, ["parameters: bit-identical on all 3"])
+        got, want = torch.load(elastic), torch.load(reference)
+        before_state = torch.load(before, weights_only=False)["model"]
+        differ = [k for k in want if not torch.equal(got[k], want[k])]
+        if differ:
+            sys.exit(f"check_kill_matches_reference: the survivors' parameters differ from the "
+                     f"reference in {differ}")
+        if all(torch.equal(got[k], before_state[k]) for k in got):
+            sys.exit("check_kill_matches_reference: the model did not train after the failure")
+    print(f"survivors' parameters bit-identical to the 3-rank reference from step "
+          f"{args.fail_step}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
