@@ -1,5 +1,6 @@
 #include "core/c_options.h"
 
+#include "common/options_env.h"
 #include "core/c_enum.h"
 
 #include <chorus/error.hpp>
@@ -46,6 +47,64 @@ void readLaterFields(const chorus_options& v, Options& o) {
     o.shmSingleCopyBytes = 0;
   } else if (v.shm_single_copy_bytes != 0) {
     o.shmSingleCopyBytes = v.shm_single_copy_bytes;
+  }
+}
+
+// The fields added in 0.3: the flight recorder, authentication and the TCP links.
+void readTraceAuthTcpFields(const chorus_options& v, Options& o) {
+  if (v.trace_entries == CHORUS_TRACE_OFF) {
+    o.trace.entries = 0;
+  } else if (v.trace_entries < 0 || v.trace_entries > (1LL << 24)) {
+    bad("trace_entries " + std::to_string(v.trace_entries) +
+        " is not in [1, 16777216] (CHORUS_TRACE_OFF turns the recorder off)");
+  } else if (v.trace_entries > 0) {
+    o.trace.entries = static_cast<size_t>(v.trace_entries);
+  }
+  if (v.trace_dir != nullptr) o.trace.dir = v.trace_dir;
+  if (v.progress_seconds == CHORUS_PROGRESS_NEVER) {
+    o.trace.progressSeconds = 0;
+  } else if (!(v.progress_seconds >= 0) || v.progress_seconds > 86400) {
+    bad("progress_seconds " + std::to_string(v.progress_seconds) +
+        " is not in (0, 86400] (CHORUS_PROGRESS_NEVER: no progress records)");
+  } else if (v.progress_seconds > 0) {
+    o.trace.progressSeconds = v.progress_seconds;
+  }
+  switch (rawEnum(v.auth)) {
+    case CHORUS_AUTH_DEFAULT:
+      break;
+    case CHORUS_AUTH_AUTO:
+      o.auth.mode = AuthMode::kAuto;
+      break;
+    case CHORUS_AUTH_OFF:
+      o.auth.mode = AuthMode::kOff;
+      break;
+    case CHORUS_AUTH_REQUIRED:
+      o.auth.mode = AuthMode::kRequired;
+      break;
+    default:
+      bad("auth " + std::to_string(rawEnum(v.auth)) + " is not a chorus_auth_mode");
+  }
+  if (v.auth_key_file != nullptr) o.auth.keyFile = v.auth_key_file;
+  if (v.encrypt == CHORUS_ENCRYPT_OFF) {
+    o.auth.encrypt = false;
+  } else if (v.encrypt == 1) {
+    o.auth.encrypt = true;
+  } else if (v.encrypt != 0) {
+    bad("encrypt " + std::to_string(v.encrypt) + " is not 1 or CHORUS_ENCRYPT_OFF");
+  }
+  if (v.handshake_timeout_ms < 0 || v.handshake_timeout_ms > 3600LL * 1000) {
+    bad("handshake_timeout_ms " + std::to_string(v.handshake_timeout_ms) +
+        " is not in [1, 3600000]");
+  } else if (v.handshake_timeout_ms > 0) {
+    o.auth.handshakeTimeout = std::chrono::milliseconds(v.handshake_timeout_ms);
+  }
+  if (v.tcp_zerocopy_bytes == CHORUS_TCP_ZEROCOPY_NEVER) {
+    o.tcp.zeroCopyBytes = 0;
+  } else if (v.tcp_zerocopy_bytes > (size_t{1} << 40)) {
+    bad("tcp_zerocopy_bytes " + std::to_string(v.tcp_zerocopy_bytes) +
+        " is above 1 TiB (CHORUS_TCP_ZEROCOPY_NEVER: never)");
+  } else if (v.tcp_zerocopy_bytes != 0) {
+    o.tcp.zeroCopyBytes = v.tcp_zerocopy_bytes;
   }
 }
 
@@ -125,6 +184,7 @@ Options optionsFromC(const chorus_options* c) {
     o.shmRingBytes = v.shm_ring_bytes;
   }
   readLaterFields(v, o);
+  readTraceAuthTcpFields(v, o);
   return o;
 }
 

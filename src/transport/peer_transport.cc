@@ -55,7 +55,7 @@ PeerTransport::PeerTransport(int rank, int size, Fd listener,
   for (auto& c : connections) {
     auto& socket = sockets_.at(static_cast<size_t>(c.peer));
     socket = std::make_unique<tcp::TcpLink>(c.peer, std::move(c.fd), std::move(c.address), op_,
-                                            epoll_.get(), std::move(c.sealed));
+                                            epoll_.get(), c.zeroCopy, std::move(c.sealed));
     data_[static_cast<size_t>(c.peer)] = socket.get();
   }
 }

@@ -74,7 +74,7 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
     options = chorus::Options::fromEnv();
     timeout_ = chooseTimeout(timeout, describeGroup(), rank);
     options.timeout = timeout_;
-    options.progressStore = launcherStore(rank);
+    options.progressStore = launcherStore(rank, options.auth);
     signalAbort_ = std::make_shared<SignalAbort>(this);
     comm_ = Communicator::create(store_, rank, size, options);
   } catch (const std::exception& e) {

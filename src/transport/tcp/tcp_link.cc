@@ -22,7 +22,7 @@
 namespace chorus::transport::tcp {
 
 TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
-                 std::unique_ptr<SealedStream> sealed)
+                 ZeroCopySettings zeroCopy, std::unique_ptr<SealedStream> sealed)
     : peer_(peer),
       fd_(std::move(fd)),
       address_(std::move(address)),
@@ -38,7 +38,7 @@ TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
     throw Error(ErrorCode::kSystem, "epoll_ctl: " + errnoText(errno));
   }
   events_ = ev.events;
-  if (!sealed_) zeroCopy_.enable(fd_.get(), ZeroCopySettings::fromEnv());
+  if (!sealed_) zeroCopy_.enable(fd_.get(), zeroCopy);
 }
 
 void TcpLink::postSend(Request& r) {

@@ -22,7 +22,8 @@ class TcpLink final : public Link {
  public:
   // epollFd: the transport's; the socket is registered with the peer's rank as its key.
   // sealed: the connection's encryption (CHORUS_ENCRYPT=1), or null for plain frames.
-  TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
+  // zeroCopy: Options::tcp's MSG_ZEROCOPY settings (not on sealed connections).
+  TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd, ZeroCopySettings zeroCopy,
           std::unique_ptr<SealedStream> sealed = nullptr);
 
   const char* kind() const override { return "tcp"; }
