@@ -208,6 +208,18 @@ class DocLinks(unittest.TestCase):
         rc, out = run(CHECK_LINKS, self.root)
         self.assertEqual(rc, 0, out)
 
+    def test_setting_a_variable_in_the_own_environment_fails(self):
+        write(self.root, "tools/passer.cc", 'int main() {\n  setenv("CHORUS_X", "1", 1);\n}\n')
+        write(self.root, "python/chorus/passer.py", 'import os\nos.environ["CHORUS_Y"] = "1"\n')
+        rc, out = run(CHECK_LINKS, self.root)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("tools/passer.cc:2: sets an environment variable in its own process", out)
+        self.assertIn("python/chorus/passer.py:2: sets an environment variable", out)
+        write(self.root, "python/chorus/passer.py", 'import os\nok = os.environ["CHORUS_Y"] == "1"\n')
+        write(self.root, "tools/passer.cc", "int main() {}\n")
+        rc, out = run(CHECK_LINKS, self.root)
+        self.assertEqual(rc, 0, out)
+
 
 if __name__ == "__main__":
     unittest.main()
