@@ -96,6 +96,31 @@ const std::vector<Field>& fields() {
          o.shmRingBytes = bytesArg(v, "shm_ring_bytes", 4096, 1 << 30);
        },
        "CHORUS_SHM_RING_BYTES"},
+      {"tcp_segment_bytes", [](const Options& o) { return obj(o.tcpSegmentBytes); },
+       [](Options& o, py::handle v) {
+         o.tcpSegmentBytes = bytesArg(v, "tcp_segment_bytes", 0, 1 << 30);
+         if (o.tcpSegmentBytes != 0 && o.tcpSegmentBytes < 64) {
+           throw py::value_error("tcp_segment_bytes is neither 0 nor in [64, 1 GiB]");
+         }
+       },
+       "CHORUS_TCP_SEGMENT_BYTES; 0: segment_bytes everywhere"},
+      {"socket_buffer_bytes", [](const Options& o) { return obj(o.socketBufferBytes); },
+       [](Options& o, py::handle v) {
+         o.socketBufferBytes = static_cast<int>(bytesArg(v, "socket_buffer_bytes", 0, 1 << 30));
+       },
+       "CHORUS_SOCKET_BUFFER; 0: the kernel's"},
+      {"spin_us", [](const Options& o) { return obj(o.spinMicros); },
+       [](Options& o, py::handle v) {
+         const long long n = v.cast<long long>();
+         if (n < -1 || n > 1000000) throw py::value_error("spin_us is not in [-1, 1000000]");
+         o.spinMicros = static_cast<int>(n);
+       },
+       "CHORUS_SPIN_US; -1: automatic"},
+      {"shm_single_copy_bytes", [](const Options& o) { return obj(o.shmSingleCopyBytes); },
+       [](Options& o, py::handle v) {
+         o.shmSingleCopyBytes = bytesArg(v, "shm_single_copy_bytes", 0, 1LL << 40);
+       },
+       "CHORUS_SHM_SINGLE_COPY_BYTES; 0: never"},
       {"trace_entries", [](const Options& o) { return obj(o.trace.entries); },
        [](Options& o, py::handle v) { o.trace.entries = bytesArg(v, "trace_entries", 0, 1 << 24); },
        "calls the flight recorder remembers; 0: off (CHORUS_TRACE_ENTRIES)"},
@@ -107,6 +132,13 @@ const std::vector<Field>& fields() {
          o.trace.progressSeconds = secondsArg(v, "progress_seconds", 0, 86400).count() / 1000.0;
        },
        "period of the progress records; 0: none (CHORUS_PROGRESS_SECONDS)"},
+      {"report", [](const Options& o) { return obj(o.trace.report); },
+       [](Options& o, py::handle v) { o.trace.report = v.cast<bool>(); }, "CHORUS_REPORT"},
+      {"trace_detail_us", [](const Options& o) { return obj(o.trace.detailMicros); },
+       [](Options& o, py::handle v) {
+         o.trace.detailMicros = static_cast<double>(bytesArg(v, "trace_detail_us", 0, 60'000'000));
+       },
+       "CHORUS_TRACE_DETAIL_US"},
       {"auth", [](const Options& o) { return obj(authModeName(o.auth.mode)); },
        [](Options& o, py::handle v) { o.auth.mode = authModeArg(v); },
        "'auto', 'off' or 'required' (CHORUS_AUTH)"},
@@ -126,6 +158,30 @@ const std::vector<Field>& fields() {
          o.tcp.zeroCopyBytes = bytesArg(v, "tcp_zerocopy_bytes", 0, 1LL << 40);
        },
        "MSG_ZEROCOPY sends from this size; 0: never (CHORUS_TCP_ZEROCOPY_BYTES)"},
+      {"tcp_zerocopy_keep", [](const Options& o) { return obj(o.tcp.zeroCopyKeep); },
+       [](Options& o, py::handle v) { o.tcp.zeroCopyKeep = v.cast<bool>(); },
+       "CHORUS_TCP_ZEROCOPY_KEEP"},
+      {"store_max_key", [](const Options& o) { return obj(o.storeLimits.maxKeyBytes); },
+       [](Options& o, py::handle v) {
+         o.storeLimits.maxKeyBytes = bytesArg(v, "store_max_key", 1, 1 << 20);
+       },
+       "the store rank 0 hosts: CHORUS_STORE_MAX_KEY"},
+      {"store_max_value", [](const Options& o) { return obj(o.storeLimits.maxValueBytes); },
+       [](Options& o, py::handle v) {
+         o.storeLimits.maxValueBytes = bytesArg(v, "store_max_value", 0, (64LL << 20) - 16);
+       },
+       "the store rank 0 hosts: CHORUS_STORE_MAX_VALUE"},
+      {"store_max_connections", [](const Options& o) { return obj(o.storeLimits.maxConnections); },
+       [](Options& o, py::handle v) {
+         o.storeLimits.maxConnections = bytesArg(v, "store_max_connections", 1, 1 << 20);
+       },
+       "the store rank 0 hosts: CHORUS_STORE_MAX_CONNECTIONS"},
+      {"store_frame_timeout",
+       [](const Options& o) { return obj(o.storeLimits.frameTimeout.count() / 1000.0); },
+       [](Options& o, py::handle v) {
+         o.storeLimits.frameTimeout = secondsArg(v, "store_frame_timeout", 1, 86400);
+       },
+       "the store rank 0 hosts: CHORUS_STORE_FRAME_TIMEOUT (seconds)"},
   };
   return all;
 }
