@@ -5,6 +5,7 @@
 
 #include <chorus/error.hpp>
 
+#include <csignal>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -108,6 +109,69 @@ void readTraceAuthTcpFields(const chorus_options& v, Options& o) {
   }
 }
 
+// A flag field: 1 on, `off` off, 0 not set.
+void readFlag(int v, int off, const char* name, bool& out) {
+  if (v == off) {
+    out = false;
+  } else if (v == 1) {
+    out = true;
+  } else if (v != 0) {
+    bad(std::string(name) + " " + std::to_string(v) + " is not 1 or its _OFF value");
+  }
+}
+
+// A number field: 0 not set, in [lo, hi] set, anything else refused.
+template <class T>
+bool inRange(T v, T lo, T hi, const char* name) {
+  if (v == 0) return false;
+  if (v < lo || v > hi) {
+    bad(std::string(name) + " " + std::to_string(v) + " is not in [" + std::to_string(lo) + ", " +
+        std::to_string(hi) + "]");
+  }
+  return true;
+}
+
+// The rest of the recorder's, the links' and the hosted store's settings (also 0.3).
+void readRestFields(const chorus_options& v, Options& o) {
+  switch (v.trace_signal) {
+    case 0:
+      break;
+    case CHORUS_TRACE_SIGNAL_NONE:
+      o.trace.signal = 0;
+      break;
+    case CHORUS_TRACE_SIGNAL_USR1:
+      o.trace.signal = SIGUSR1;
+      break;
+    case CHORUS_TRACE_SIGNAL_USR2:
+      o.trace.signal = SIGUSR2;
+      break;
+    default:
+      bad("trace_signal " + std::to_string(v.trace_signal) + " is not a CHORUS_TRACE_SIGNAL_*");
+  }
+  readFlag(v.report, CHORUS_REPORT_OFF, "report", o.trace.report);
+  if (v.trace_detail_us == CHORUS_TRACE_DETAIL_EVERY) {
+    o.trace.detailMicros = 0;
+  } else if (inRange(v.trace_detail_us, 1LL, 60'000'000LL, "trace_detail_us")) {
+    o.trace.detailMicros = static_cast<double>(v.trace_detail_us);
+  }
+  readFlag(v.tcp_zerocopy_keep, CHORUS_TCP_ZEROCOPY_KEEP_OFF, "tcp_zerocopy_keep",
+           o.tcp.zeroCopyKeep);
+  if (inRange(v.store_max_key, size_t{1}, size_t{1} << 20, "store_max_key")) {
+    o.storeLimits.maxKeyBytes = v.store_max_key;
+  }
+  if (v.store_max_value == CHORUS_STORE_MAX_VALUE_ZERO) {
+    o.storeLimits.maxValueBytes = 0;
+  } else if (inRange(v.store_max_value, size_t{1}, (size_t{64} << 20) - 16, "store_max_value")) {
+    o.storeLimits.maxValueBytes = v.store_max_value;
+  }
+  if (inRange(v.store_max_connections, size_t{1}, size_t{1} << 20, "store_max_connections")) {
+    o.storeLimits.maxConnections = v.store_max_connections;
+  }
+  if (inRange(v.store_frame_timeout_ms, 1000LL, 86'400'000LL, "store_frame_timeout_ms")) {
+    o.storeLimits.frameTimeout = std::chrono::milliseconds(v.store_frame_timeout_ms);
+  }
+}
+
 }  // namespace
 
 Options optionsFromC(const chorus_options* c) {
@@ -185,6 +249,7 @@ Options optionsFromC(const chorus_options* c) {
   }
   readLaterFields(v, o);
   readTraceAuthTcpFields(v, o);
+  readRestFields(v, o);
   return o;
 }
 

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -484,6 +485,14 @@ TEST(CApiOptions, TraceAuthAndTcpFieldsReachTheCommunicator) {
   o.auth = CHORUS_AUTH_OFF;
   o.handshake_timeout_ms = 4000;
   o.tcp_zerocopy_bytes = 1 << 20;
+  o.trace_signal = CHORUS_TRACE_SIGNAL_USR2;
+  o.report = 1;
+  o.trace_detail_us = CHORUS_TRACE_DETAIL_EVERY;
+  o.tcp_zerocopy_keep = 1;
+  o.store_max_key = 100;
+  o.store_max_value = CHORUS_STORE_MAX_VALUE_ZERO;
+  o.store_max_connections = 9;
+  o.store_frame_timeout_ms = 5000;
   chorus_comm* comm = nullptr;
   ASSERT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &o, &comm), CHORUS_OK)
       << chorus_last_error(nullptr);
@@ -494,6 +503,14 @@ TEST(CApiOptions, TraceAuthAndTcpFieldsReachTheCommunicator) {
   EXPECT_EQ(got.auth.mode, chorus::AuthMode::kOff);
   EXPECT_EQ(got.auth.handshakeTimeout, std::chrono::milliseconds(4000));
   EXPECT_EQ(got.tcp.zeroCopyBytes, size_t{1} << 20);
+  EXPECT_EQ(got.trace.signal, SIGUSR2);
+  EXPECT_TRUE(got.trace.report);
+  EXPECT_EQ(got.trace.detailMicros, 0.0);
+  EXPECT_TRUE(got.tcp.zeroCopyKeep);
+  EXPECT_EQ(got.storeLimits.maxKeyBytes, 100u);
+  EXPECT_EQ(got.storeLimits.maxValueBytes, 0u);
+  EXPECT_EQ(got.storeLimits.maxConnections, 9u);
+  EXPECT_EQ(got.storeLimits.frameTimeout, std::chrono::milliseconds(5000));
   chorus_comm_destroy(comm);
 
   o = testOptions(3000);
@@ -533,6 +550,15 @@ TEST(CApiOptions, TraceAuthAndTcpFieldsReachTheCommunicator) {
   bad = testOptions(3000);
   bad.progress_seconds = -3;
   refused(bad, "progress_seconds");
+  bad = testOptions(3000);
+  bad.trace_signal = 7;
+  refused(bad, "trace_signal 7");
+  bad = testOptions(3000);
+  bad.store_max_key = size_t{2} << 20;
+  refused(bad, "store_max_key 2097152");
+  bad = testOptions(3000);
+  bad.store_frame_timeout_ms = 10;
+  refused(bad, "store_frame_timeout_ms 10");
 }
 
 }  // namespace
