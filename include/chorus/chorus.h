@@ -123,6 +123,12 @@ typedef enum {
   CHORUS_DEBUG_RANK0, /* one line per collective on rank 0's stderr */
   CHORUS_DEBUG_ALL    /* the same on every rank */
 } chorus_debug;
+typedef enum {
+  CHORUS_AUTH_DEFAULT = 0, /* CHORUS_AUTH, else AUTO */
+  CHORUS_AUTH_AUTO,        /* authenticate when a key is set */
+  CHORUS_AUTH_OFF,         /* never, even with a key */
+  CHORUS_AUTH_REQUIRED     /* refuse to run without a key */
+} chorus_auth_mode;
 typedef struct chorus_options {
   size_t struct_size;
   long long timeout_ms;       /* longest wait for one step (a message, a store key) */
@@ -143,6 +149,24 @@ typedef struct chorus_options {
                                    CHORUS_SPIN_NONE: sleep at once */
   size_t shm_single_copy_bytes; /* shared-memory messages from this size are read in place by the
                                    peer; CHORUS_SHM_SINGLE_COPY_NEVER: never */
+  /* Added in 0.3: the flight recorder, authentication and the TCP links (docs/config.md). */
+  long long trace_entries; /* calls the recorder remembers, up to 2^24; CHORUS_TRACE_OFF: off */
+  const char* trace_dir;   /* where a failed or timed-out call's dump goes */
+  double progress_seconds; /* period of the progress records, up to 86400; CHORUS_PROGRESS_NEVER */
+  chorus_auth_mode auth;   /* see chorus_auth_mode */
+  const char* auth_key_file; /* the job key (mode 0600 or stricter) */
+  int encrypt;               /* 1: encrypt the TCP connections between ranks; CHORUS_ENCRYPT_OFF */
+  long long handshake_timeout_ms; /* a new connection's handshake, 1 .. 3600000 */
+  size_t tcp_zerocopy_bytes;      /* MSG_ZEROCOPY sends from this size; CHORUS_TCP_ZEROCOPY_NEVER */
+  int trace_signal;               /* CHORUS_TRACE_SIGNAL_USR1 or _USR2: dump on it; _NONE */
+  int report;                     /* 1: straggler summary at destroy (rank 0); CHORUS_REPORT_OFF */
+  long long trace_detail_us;      /* detail period, up to 60000000; CHORUS_TRACE_DETAIL_EVERY */
+  int tcp_zerocopy_keep;          /* 1: keep MSG_ZEROCOPY where the kernel copies; _KEEP_OFF */
+  /* The store rank 0 hosts when nothing serves the URL yet (what a client may send): */
+  size_t store_max_key;             /* longest key, 1 .. 1048576 */
+  size_t store_max_value;           /* largest value, up to 67108848; CHORUS_STORE_MAX_VALUE_ZERO */
+  size_t store_max_connections;     /* open client connections, 1 .. 1048576 */
+  long long store_frame_timeout_ms; /* a begun request's time to arrive, 1000 .. 86400000 */
 } chorus_options;
 /* chorus_options.socket_buffer_bytes: keep the kernel's socket buffer sizes (as
  * CHORUS_SOCKET_BUFFER=0; a zero field means "not set"). */
@@ -151,6 +175,17 @@ typedef struct chorus_options {
 #define CHORUS_TCP_SEGMENT_AS_SEGMENT ((size_t)-1) /* as CHORUS_TCP_SEGMENT_BYTES=0 */
 #define CHORUS_SPIN_NONE (-1)                      /* as CHORUS_SPIN_US=0 */
 #define CHORUS_SHM_SINGLE_COPY_NEVER ((size_t)-1)  /* as CHORUS_SHM_SINGLE_COPY_BYTES=0 */
+#define CHORUS_TRACE_OFF (-1LL)                    /* as CHORUS_TRACE_ENTRIES=0 */
+#define CHORUS_PROGRESS_NEVER (-1.0)               /* as CHORUS_PROGRESS_SECONDS=0 */
+#define CHORUS_ENCRYPT_OFF (-1)                    /* as CHORUS_ENCRYPT=0 */
+#define CHORUS_TCP_ZEROCOPY_NEVER ((size_t)-1)     /* as CHORUS_TCP_ZEROCOPY_BYTES=0 */
+#define CHORUS_TRACE_SIGNAL_NONE (-1)              /* as CHORUS_TRACE_SIGNAL unset */
+#define CHORUS_TRACE_SIGNAL_USR1 1                 /* as CHORUS_TRACE_SIGNAL=USR1 */
+#define CHORUS_TRACE_SIGNAL_USR2 2                 /* as CHORUS_TRACE_SIGNAL=USR2 */
+#define CHORUS_REPORT_OFF (-1)                     /* as CHORUS_REPORT=0 */
+#define CHORUS_TRACE_DETAIL_EVERY (-1LL)           /* as CHORUS_TRACE_DETAIL_US=0 */
+#define CHORUS_TCP_ZEROCOPY_KEEP_OFF (-1)          /* as CHORUS_TCP_ZEROCOPY_KEEP=0 */
+#define CHORUS_STORE_MAX_VALUE_ZERO ((size_t)-1)   /* as CHORUS_STORE_MAX_VALUE=0 */
 
 /* chorus_comm_init with settings (options may be NULL: the environment and defaults). A bad
  * value (negative timeout, unknown enum or algorithm, struct_size too small) is

@@ -1,4 +1,5 @@
-// Communicator settings. Options::fromEnv() reads the CHORUS_* variables (docs/config.md).
+// Communicator settings. Options::fromEnv() reads the CHORUS_* variables (docs/config.md), in
+// one place (src/common/options_env.cc) for the whole library.
 #pragma once
 
 #include <chorus/types.hpp>
@@ -119,6 +120,79 @@ std::string toString(const AlgorithmSetting& setting);
 // unknown name, or a name the collective does not have.
 AlgorithmSetting parseAlgorithmSetting(std::string_view text);
 
+// The flight recorder, its dumps and progress records (docs/trace-format.md): Options::trace.
+struct TraceOptions {
+  // CHORUS_TRACE_ENTRIES: calls each communicator remembers (rounded up to a power of two);
+  // 0: the recorder is off, and so are dumps and progress records.
+  size_t entries = 2048;
+  // CHORUS_TRACE_DIR: where a rank writes its dump when a call fails or times out; empty: none.
+  std::string dir;
+  // CHORUS_TRACE_SIGNAL (USR1, USR2): this signal number makes the process dump every
+  // communicator to `dir`; 0: none.
+  int signal = 0;
+  // CHORUS_PROGRESS_SECONDS: how often a rank publishes its progress record; 0: never.
+  double progressSeconds = 1;
+  // CHORUS_REPORT=1: rank 0 prints the straggler summary when a communicator is destroyed.
+  bool report = false;
+  // CHORUS_TRACE_DETAIL_US: a small blocking call is followed in detail (per-peer traffic and
+  // arrivals) at most once per this many microseconds; 0: every call.
+  double detailMicros = 20;
+
+  // The defaults overridden by the variables; throws Error naming a malformed one.
+  static TraceOptions fromEnv();
+};
+
+// Whether TCP connections authenticate (docs/security.md): Options::auth, and the store's.
+enum class AuthMode {
+  kAuto,      // "auto": authenticate when a key is set (the default)
+  kOff,       // "off": never, even with a key
+  kRequired,  // "required": refuse to run without a key
+};
+struct AuthOptions {
+  AuthMode mode = AuthMode::kAuto;  // CHORUS_AUTH
+  // CHORUS_AUTH_KEY_FILE: the job key (a file of this user, mode 0600 or stricter, 16 to 4096
+  // bytes), loaded when a connection or server needs it; empty: no key.
+  std::string keyFile;
+  // CHORUS_HANDSHAKE_TIMEOUT (seconds, 1 .. 3600): how long a new connection may take to
+  // authenticate (and, at a rank's listener, to say hello) before it is dropped.
+  std::chrono::milliseconds handshakeTimeout{std::chrono::seconds(10)};
+  // CHORUS_ENCRYPT=1: TCP connections between ranks carry AES-256-GCM records; needs a key.
+  bool encrypt = false;
+  // CHORUS_ETCD_CA, CHORUS_ETCD_CERT, CHORUS_ETCD_KEY: for an etcds:// store, the CA that signs
+  // the members' certificates (empty: the system's) and this client's certificate and key
+  // (docs/etcd-store.md). etcd authenticates with these, not with the job key.
+  std::string etcdCaFile, etcdCertFile, etcdKeyFile;
+
+  // The defaults overridden by the variables; throws Error naming a malformed one (the key file
+  // itself is checked when it is loaded).
+  static AuthOptions fromEnv();
+};
+
+// Settings of the TCP links: Options::tcp.
+struct TcpOptions {
+  // CHORUS_TCP_ZEROCOPY_BYTES (0 .. 1 TiB): messages of at least this size are sent with
+  // MSG_ZEROCOPY; 0: never.
+  size_t zeroCopyBytes = 0;
+  // CHORUS_TCP_ZEROCOPY_KEEP=1: keep MSG_ZEROCOPY on where the kernel reports copying.
+  bool zeroCopyKeep = false;
+
+  static TcpOptions fromEnv();
+};
+
+// What a TCP store server accepts from its clients (TcpStoreServer; Options::storeLimits for the
+// store rank 0 hosts).
+struct StoreLimits {
+  size_t maxKeyBytes = 4096;  // CHORUS_STORE_MAX_KEY (1 .. 1 MiB)
+  // CHORUS_STORE_MAX_VALUE (0 .. 64 MiB less a request's 16-byte header, the default).
+  size_t maxValueBytes = (64u << 20) - 16;
+  size_t maxConnections = 1024;  // CHORUS_STORE_MAX_CONNECTIONS (1 .. 1048576)
+  // CHORUS_STORE_FRAME_TIMEOUT (seconds, 1 .. 86400): how long a request may take to arrive
+  // once begun, and, without a key, a new connection's first request.
+  std::chrono::milliseconds frameTimeout{std::chrono::seconds(60)};
+
+  static StoreLimits fromEnv();
+};
+
 struct Options {
   // CHORUS_TIMEOUT (seconds, default 300): the longest any rank waits for one step of a
   // collective (a message from a peer, a store key, a connection) before failing.
@@ -174,6 +248,15 @@ struct Options {
   // ranks meet through another library's store while a launcher watches its own (the torch
   // backend under chorus-run publishes to CHORUS_STORE). Set in code only; every rank alike.
   std::shared_ptr<Store> progressStore;
+  // The flight recorder (CHORUS_TRACE_*, CHORUS_PROGRESS_SECONDS, CHORUS_REPORT).
+  TraceOptions trace;
+  // Authentication and encryption of the TCP connections and the store client (CHORUS_AUTH*,
+  // CHORUS_HANDSHAKE_TIMEOUT, CHORUS_ENCRYPT); also the store rank 0 hosts.
+  AuthOptions auth;
+  // The TCP links (CHORUS_TCP_ZEROCOPY_*).
+  TcpOptions tcp;
+  // The store rank 0 hosts when nothing serves the URL yet (CHORUS_STORE_MAX_*).
+  StoreLimits storeLimits;
 
   // Defaults overridden by the CHORUS_* variables that are set; throws Error on a malformed value.
   static Options fromEnv();

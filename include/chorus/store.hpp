@@ -1,6 +1,8 @@
 // Key-value rendezvous used to bootstrap communicators.
 #pragma once
 
+#include <chorus/options.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -29,18 +31,28 @@ class Store {
 std::shared_ptr<Store> makeHashStore();
 // Store on a shared filesystem: one file per key under dir.
 std::shared_ptr<Store> makeFileStore(const std::string& dir);
-// Client of a TCP store server.
+// Client of a TCP store server; proves the key of `auth` (AuthOptions::fromEnv() when not given)
+// on every connection.
 std::shared_ptr<Store> makeTcpStore(const std::string& host, int port,
                                     std::chrono::milliseconds timeout);
+std::shared_ptr<Store> makeTcpStore(const std::string& host, int port,
+                                    std::chrono::milliseconds timeout, const AuthOptions& auth);
 // Prefixes every key with prefix + "/".
 std::shared_ptr<Store> makePrefixStore(const std::string& prefix, std::shared_ptr<Store> inner);
-// "tcp://host:port" or "file:///path".
+// "tcp://host:port" or "file:///path"; `auth` as for makeTcpStore.
 std::shared_ptr<Store> openStore(const std::string& url, std::chrono::milliseconds timeout);
+std::shared_ptr<Store> openStore(const std::string& url, std::chrono::milliseconds timeout,
+                                 const AuthOptions& auth);
 
 // A TCP store server running on its own thread until destroyed.
 class TcpStoreServer {
  public:
-  // port 0 picks a free port. Throws Error(kSystem) when the address cannot be bound.
+  // port 0 picks a free port. Throws Error(kSystem) when the address cannot be bound. Clients
+  // must prove the key of `auth` (none: not authenticated; a bad key file or mode `required`
+  // without a key throws Error(kInvalidArgument)); `limits` bound what they may send.
+  TcpStoreServer(const std::string& host, int port, const AuthOptions& auth,
+                 const StoreLimits& limits);
+  // With AuthOptions::fromEnv() and StoreLimits::fromEnv().
   TcpStoreServer(const std::string& host, int port);
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;

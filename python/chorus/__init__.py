@@ -19,11 +19,11 @@ bytearray, memoryview), for programs that would use mpi4py::
 """
 
 from chorus._build_info import version as __version__
-from chorus._core import Communicator, Error, ReduceOp, Work, launch_info
+from chorus._core import Communicator, Error, Options, ReduceOp, Work, launch_info
 
-__all__ = ["Communicator", "Error", "ReduceOp", "Work", "launch_info"]
+__all__ = ["Communicator", "Error", "Options", "ReduceOp", "Work", "launch_info"]
 
 # The classes print as chorus.X rather than chorus._core.X.
-for _cls in (Communicator, Error, ReduceOp, Work):
+for _cls in (Communicator, Error, Options, ReduceOp, Work):
     _cls.__module__ = __name__
 del _cls

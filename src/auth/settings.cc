@@ -1,7 +1,6 @@
 #include "auth/settings.h"
 
 #include "auth/key_file.h"
-#include "common/env_vars.h"
 
 #include <chorus/error.hpp>
 
@@ -25,34 +24,14 @@ std::string AuthSettings::describeKey() const {
   return " (key file " + keyPath + ", fingerprint " + key->fingerprint() + ")";
 }
 
-AuthSettings authSettingsFromEnv() {
+AuthSettings authSettingsFrom(const AuthOptions& options) {
   AuthSettings s;
-  if (auto mode = envVar("CHORUS_AUTH")) {
-    if (*mode == "auto") {
-      s.mode = AuthMode::kAuto;
-    } else if (*mode == "off") {
-      s.mode = AuthMode::kOff;
-    } else if (*mode == "required") {
-      s.mode = AuthMode::kRequired;
-    } else {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "CHORUS_AUTH='" + *mode + "' is not one of auto, off, required");
-    }
-  }
-  if (auto t = envVar("CHORUS_HANDSHAKE_TIMEOUT")) {
-    s.handshakeTime = std::chrono::seconds(parseEnvNumber("CHORUS_HANDSHAKE_TIMEOUT", *t, 1, 3600));
-  }
-  if (auto e = envVar("CHORUS_ENCRYPT")) {
-    if (*e != "0" && *e != "1") {
-      throw Error(ErrorCode::kInvalidArgument, "CHORUS_ENCRYPT='" + *e + "' is not 0 or 1");
-    }
-    s.encrypt = *e == "1";
-  }
-  if (s.mode == AuthMode::kOff) return s;
-  if (auto path = envVar("CHORUS_AUTH_KEY_FILE")) {
-    s.key = loadKeyFile(*path);
-    s.keyPath = *path;
-  }
+  s.mode = options.mode;
+  s.handshakeTime = options.handshakeTimeout;
+  s.encrypt = options.encrypt;
+  if (s.mode == AuthMode::kOff || options.keyFile.empty()) return s;
+  s.key = loadKeyFile(options.keyFile);
+  s.keyPath = options.keyFile;
   return s;
 }
 

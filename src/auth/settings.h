@@ -1,7 +1,10 @@
-// Whether connections authenticate, and with which key: CHORUS_AUTH and CHORUS_AUTH_KEY_FILE.
+// Whether connections authenticate, and with which key: chorus::AuthOptions (Options::auth, read
+// from CHORUS_AUTH, CHORUS_AUTH_KEY_FILE, ... by Options::fromEnv) with its key file loaded.
 #pragma once
 
 #include "auth/job_key.h"
+
+#include <chorus/options.hpp>
 
 #include <chrono>
 #include <optional>
@@ -9,11 +12,7 @@
 
 namespace chorus::auth {
 
-enum class AuthMode {
-  kAuto,      // authenticate when a key is set (the default)
-  kOff,       // never, even with a key
-  kRequired,  // refuse to run without a key
-};
+using AuthMode = chorus::AuthMode;
 
 struct AuthSettings {
   AuthMode mode = AuthMode::kAuto;
@@ -34,9 +33,8 @@ struct AuthSettings {
   std::string describeKey() const;
 };
 
-// Reads CHORUS_AUTH (auto, off, required; anything else is an error naming the variable) and,
-// unless the mode is off, loads CHORUS_AUTH_KEY_FILE (loadKeyFile's checks apply); and
-// CHORUS_HANDSHAKE_TIMEOUT (1 .. 3600 seconds); CHORUS_ENCRYPT (0 or 1).
-AuthSettings authSettingsFromEnv();
+// The options with their key: unless the mode is off, loads options.keyFile when set
+// (loadKeyFile's checks apply; a bad file throws Error naming it).
+AuthSettings authSettingsFrom(const AuthOptions& options);
 
 }  // namespace chorus::auth

@@ -1,9 +1,11 @@
 #include "core/c_options.h"
 
+#include "common/options_env.h"
 #include "core/c_enum.h"
 
 #include <chorus/error.hpp>
 
+#include <csignal>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -46,6 +48,127 @@ void readLaterFields(const chorus_options& v, Options& o) {
     o.shmSingleCopyBytes = 0;
   } else if (v.shm_single_copy_bytes != 0) {
     o.shmSingleCopyBytes = v.shm_single_copy_bytes;
+  }
+}
+
+// The fields added in 0.3: the flight recorder, authentication and the TCP links.
+void readTraceAuthTcpFields(const chorus_options& v, Options& o) {
+  if (v.trace_entries == CHORUS_TRACE_OFF) {
+    o.trace.entries = 0;
+  } else if (v.trace_entries < 0 || v.trace_entries > (1LL << 24)) {
+    bad("trace_entries " + std::to_string(v.trace_entries) +
+        " is not in [1, 16777216] (CHORUS_TRACE_OFF turns the recorder off)");
+  } else if (v.trace_entries > 0) {
+    o.trace.entries = static_cast<size_t>(v.trace_entries);
+  }
+  if (v.trace_dir != nullptr) o.trace.dir = v.trace_dir;
+  if (v.progress_seconds == CHORUS_PROGRESS_NEVER) {
+    o.trace.progressSeconds = 0;
+  } else if (!(v.progress_seconds >= 0) || v.progress_seconds > 86400) {
+    bad("progress_seconds " + std::to_string(v.progress_seconds) +
+        " is not in (0, 86400] (CHORUS_PROGRESS_NEVER: no progress records)");
+  } else if (v.progress_seconds > 0) {
+    o.trace.progressSeconds = v.progress_seconds;
+  }
+  switch (rawEnum(v.auth)) {
+    case CHORUS_AUTH_DEFAULT:
+      break;
+    case CHORUS_AUTH_AUTO:
+      o.auth.mode = AuthMode::kAuto;
+      break;
+    case CHORUS_AUTH_OFF:
+      o.auth.mode = AuthMode::kOff;
+      break;
+    case CHORUS_AUTH_REQUIRED:
+      o.auth.mode = AuthMode::kRequired;
+      break;
+    default:
+      bad("auth " + std::to_string(rawEnum(v.auth)) + " is not a chorus_auth_mode");
+  }
+  if (v.auth_key_file != nullptr) o.auth.keyFile = v.auth_key_file;
+  if (v.encrypt == CHORUS_ENCRYPT_OFF) {
+    o.auth.encrypt = false;
+  } else if (v.encrypt == 1) {
+    o.auth.encrypt = true;
+  } else if (v.encrypt != 0) {
+    bad("encrypt " + std::to_string(v.encrypt) + " is not 1 or CHORUS_ENCRYPT_OFF");
+  }
+  if (v.handshake_timeout_ms < 0 || v.handshake_timeout_ms > 3600LL * 1000) {
+    bad("handshake_timeout_ms " + std::to_string(v.handshake_timeout_ms) +
+        " is not in [1, 3600000]");
+  } else if (v.handshake_timeout_ms > 0) {
+    o.auth.handshakeTimeout = std::chrono::milliseconds(v.handshake_timeout_ms);
+  }
+  if (v.tcp_zerocopy_bytes == CHORUS_TCP_ZEROCOPY_NEVER) {
+    o.tcp.zeroCopyBytes = 0;
+  } else if (v.tcp_zerocopy_bytes > (size_t{1} << 40)) {
+    bad("tcp_zerocopy_bytes " + std::to_string(v.tcp_zerocopy_bytes) +
+        " is above 1 TiB (CHORUS_TCP_ZEROCOPY_NEVER: never)");
+  } else if (v.tcp_zerocopy_bytes != 0) {
+    o.tcp.zeroCopyBytes = v.tcp_zerocopy_bytes;
+  }
+}
+
+// A flag field: 1 on, `off` off, 0 not set.
+void readFlag(int v, int off, const char* name, bool& out) {
+  if (v == off) {
+    out = false;
+  } else if (v == 1) {
+    out = true;
+  } else if (v != 0) {
+    bad(std::string(name) + " " + std::to_string(v) + " is not 1 or its _OFF value");
+  }
+}
+
+// A number field: 0 not set, in [lo, hi] set, anything else refused.
+template <class T>
+bool inRange(T v, T lo, T hi, const char* name) {
+  if (v == 0) return false;
+  if (v < lo || v > hi) {
+    bad(std::string(name) + " " + std::to_string(v) + " is not in [" + std::to_string(lo) + ", " +
+        std::to_string(hi) + "]");
+  }
+  return true;
+}
+
+// The rest of the recorder's, the links' and the hosted store's settings (also 0.3).
+void readRestFields(const chorus_options& v, Options& o) {
+  switch (v.trace_signal) {
+    case 0:
+      break;
+    case CHORUS_TRACE_SIGNAL_NONE:
+      o.trace.signal = 0;
+      break;
+    case CHORUS_TRACE_SIGNAL_USR1:
+      o.trace.signal = SIGUSR1;
+      break;
+    case CHORUS_TRACE_SIGNAL_USR2:
+      o.trace.signal = SIGUSR2;
+      break;
+    default:
+      bad("trace_signal " + std::to_string(v.trace_signal) + " is not a CHORUS_TRACE_SIGNAL_*");
+  }
+  readFlag(v.report, CHORUS_REPORT_OFF, "report", o.trace.report);
+  if (v.trace_detail_us == CHORUS_TRACE_DETAIL_EVERY) {
+    o.trace.detailMicros = 0;
+  } else if (inRange(v.trace_detail_us, 1LL, 60'000'000LL, "trace_detail_us")) {
+    o.trace.detailMicros = static_cast<double>(v.trace_detail_us);
+  }
+  readFlag(v.tcp_zerocopy_keep, CHORUS_TCP_ZEROCOPY_KEEP_OFF, "tcp_zerocopy_keep",
+           o.tcp.zeroCopyKeep);
+  if (inRange(v.store_max_key, size_t{1}, size_t{1} << 20, "store_max_key")) {
+    o.storeLimits.maxKeyBytes = v.store_max_key;
+  }
+  if (v.store_max_value == CHORUS_STORE_MAX_VALUE_ZERO) {
+    o.storeLimits.maxValueBytes = 0;
+  } else if (inRange(v.store_max_value, size_t{1}, (size_t{64} << 20) - 16, "store_max_value")) {
+    o.storeLimits.maxValueBytes = v.store_max_value;
+  }
+  if (inRange(v.store_max_connections, size_t{1}, size_t{1} << 20, "store_max_connections")) {
+    o.storeLimits.maxConnections = v.store_max_connections;
+  }
+  if (inRange(v.store_frame_timeout_ms, 1000LL, 86'400'000LL, "store_frame_timeout_ms")) {
+    o.storeLimits.frameTimeout = std::chrono::milliseconds(v.store_frame_timeout_ms);
   }
 }
 
@@ -125,6 +248,8 @@ Options optionsFromC(const chorus_options* c) {
     o.shmRingBytes = v.shm_ring_bytes;
   }
   readLaterFields(v, o);
+  readTraceAuthTcpFields(v, o);
+  readRestFields(v, o);
   return o;
 }
 

@@ -10,8 +10,4 @@ namespace chorus {
 // Throws Error(kInvalidArgument) naming the field of a bad value.
 Options optionsFromC(const chorus_options* c);
 
-// The variables that override a tuning file's values (CHORUS_RING_BIDIR_BYTES), applied to
-// `tuning` (core/options.cc, the one place that reads CHORUS_* settings).
-void applyTuningOverridesFromEnv(Tuning& tuning);
-
 }  // namespace chorus

@@ -12,7 +12,6 @@
 #include <chorus/error.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -24,15 +23,15 @@ namespace {
 
 // Rank 0 hosts the TCP store itself when nothing listens at the URL's address yet (runs under
 // mpirun or srun need no separate server). Servers live as long as the process. True when this
-// process serves the address.
-bool maybeHostStore(const std::string& host, int port) {
+// process serves the address. Clients prove the communicator's key (Options::auth).
+bool maybeHostStore(const std::string& host, int port, const Options& options) {
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<TcpStoreServer>> servers;
   std::lock_guard<std::mutex> lock(mu);
   std::string key = host + ":" + std::to_string(port);
   if (servers.count(key)) return true;
   try {
-    servers[key] = std::make_unique<TcpStoreServer>(host, port);
+    servers[key] = std::make_unique<TcpStoreServer>(host, port, options.auth, options.storeLimits);
     return true;
   } catch (const Error&) {
     // Already served (by chorus-run, chorus-store or another communicator), or not our address.
@@ -131,10 +130,10 @@ std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, 
         port = std::stoi(hostPort.substr(colon + 1));
       } catch (...) {
       }
-      if (rank == 0 && port > 0) hosting = maybeHostStore(route, port);
+      if (rank == 0 && port > 0) hosting = maybeHostStore(route, port, options);
     }
   }
-  auto store = openStore(storeUrl, options.timeout);
+  auto store = openStore(storeUrl, options.timeout, options.auth);
   log.mark("store open");
   try {
     return std::unique_ptr<Communicator>(
@@ -149,14 +148,6 @@ std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, 
 }
 
 std::unique_ptr<Communicator> Communicator::fromEnv() { return fromEnv(Options::fromEnv()); }
-
-namespace {
-// An elastic launcher starts a replacement for a lost rank with CHORUS_JOIN=1.
-bool startedAsReplacement() {
-  const char* joining = std::getenv("CHORUS_JOIN");
-  return joining != nullptr && std::string(joining) == "1";
-}
-}  // namespace
 
 std::unique_ptr<Communicator> Communicator::fromEnv(Options options) {
   if (launchedAlone()) return create(makeHashStore(), 0, 1, std::move(options));

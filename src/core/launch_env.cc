@@ -142,6 +142,11 @@ std::string missingStoreHint(const Launcher& l) {
 
 }  // namespace
 
+bool startedAsReplacement() {
+  auto joining = envVar("CHORUS_JOIN");
+  return joining && *joining == "1";
+}
+
 bool launchedAlone() { return !launcherInEnv() && !envVar("CHORUS_STORE"); }
 
 LaunchInfo readLaunchInfo() {

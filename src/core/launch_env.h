@@ -14,4 +14,7 @@ bool launchedAlone();
 // gave a rank, rather than answering "alone".
 LaunchInfo readLaunchInfo();
 
+// CHORUS_JOIN=1: an elastic launcher started this process as the replacement of a lost rank.
+bool startedAsReplacement();
+
 }  // namespace chorus

@@ -147,7 +147,7 @@ std::unique_ptr<Communicator> Communicator::join(std::shared_ptr<Store> store, O
 }
 
 std::unique_ptr<Communicator> Communicator::join(const std::string& storeUrl, Options options) {
-  auto store = openStore(storeUrl, options.timeout);
+  auto store = openStore(storeUrl, options.timeout, options.auth);
   return joinVia(std::move(store), routeOf(storeUrl), std::move(options));
 }
 

@@ -36,7 +36,7 @@ void Communicator::Impl::initTrace() {
     std::random_device rd;
     id = (uint64_t{rd()} << 32) ^ rd();
   }
-  trace_ = std::make_shared<trace::Subject>(trace::Settings::fromEnv(), id, rank, size);
+  trace_ = std::make_shared<trace::Subject>(options.trace, id, rank, size);
   if (!trace_->recorder.enabled()) return;
   recorder_ = &trace_->recorder;
   if (tx_) tx_->attachRecorder(recorder_);

@@ -10,20 +10,42 @@
 
 namespace chorus {
 
+namespace {
+
+std::shared_ptr<Store> openEtcd(const std::string& url, const store::StoreUrl& parsed,
+                                std::chrono::milliseconds timeout, const AuthOptions& auth) {
+#if CHORUS_HAVE_ETCD
+  (void)url;
+  return store::etcd::openEtcdStore(parsed, timeout, auth);
+#else
+  (void)parsed;
+  (void)timeout;
+  (void)auth;
+  throw Error(ErrorCode::kInvalidArgument,
+              "openStore: \"" + url +
+                  "\": this libchorus was built without the etcd store (it needs libcurl and "
+                  "nlohmann-json when built: scripts/install-deps, then rebuild)");
+#endif
+}
+
+}  // namespace
+
 std::shared_ptr<Store> openStore(const std::string& url, std::chrono::milliseconds timeout) {
   store::StoreUrl parsed = store::parseStoreUrl(url);
   if (parsed.kind == store::StoreUrl::Kind::kFile) return makeFileStore(parsed.path);
   if (parsed.kind == store::StoreUrl::Kind::kEtcd) {
-#if CHORUS_HAVE_ETCD
-    return store::etcd::openEtcdStore(parsed, timeout);
-#else
-    throw Error(ErrorCode::kInvalidArgument,
-                "openStore: \"" + url +
-                    "\": this libchorus was built without the etcd store (it needs libcurl and "
-                    "nlohmann-json when built: scripts/install-deps, then rebuild)");
-#endif
+    return openEtcd(url, parsed, timeout, AuthOptions::fromEnv());
   }
-  return makeTcpStore(parsed.host, parsed.port, timeout);
+  return makeTcpStore(parsed.host, parsed.port, timeout);  // AuthOptions::fromEnv()
+}
+
+std::shared_ptr<Store> openStore(const std::string& url, std::chrono::milliseconds timeout,
+                                 const AuthOptions& auth) {
+  store::StoreUrl parsed = store::parseStoreUrl(url);
+  if (parsed.kind == store::StoreUrl::Kind::kFile) return makeFileStore(parsed.path);
+  // etcd authenticates through its own TLS (docs/etcd-store.md), not the job key.
+  if (parsed.kind == store::StoreUrl::Kind::kEtcd) return openEtcd(url, parsed, timeout, auth);
+  return makeTcpStore(parsed.host, parsed.port, timeout, auth);
 }
 
 }  // namespace chorus

@@ -5,7 +5,7 @@
 // Connections are non-blocking sockets driven by poll() against the call's deadline. Connecting
 // retries until the timeout, since the server may start after the client. A call that times out
 // drops its connection (the server then forgets the parked request); a connection lost mid-call
-// raises kPeerFailure. With a job key (CHORUS_AUTH_KEY_FILE), every new connection first proves
+// raises kPeerFailure. With a job key (AuthOptions::keyFile), every new connection first proves
 // the key to the server and checks the server's proof (auth/client_handshake.h, context "store");
 // a refused key is an error that says so, never retried.
 #include <netinet/in.h>
@@ -65,13 +65,13 @@ std::string printable(std::string_view text) {
 
 class TcpStore final : public Store, public store::ReadsMany {
  public:
-  TcpStore(std::string host, int port, std::chrono::milliseconds timeout)
+  TcpStore(std::string host, int port, std::chrono::milliseconds timeout, const AuthOptions& auth)
       : host_(std::move(host)),
         port_(port),
         timeout_(timeout),
         addr_(store::hostPort(host_, port_)),
         where_("TCP store " + addr_),
-        auth_(auth::authSettingsFromEnv()) {
+        auth_(auth::authSettingsFrom(auth)) {
     auth_.requireKeyIfAsked("connecting to the " + where_);
     if (port_ <= 0 || port_ > 65535) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -361,7 +361,12 @@ class TcpStore final : public Store, public store::ReadsMany {
 
 std::shared_ptr<Store> makeTcpStore(const std::string& host, int port,
                                     std::chrono::milliseconds timeout) {
-  return std::make_shared<TcpStore>(host, port, timeout);
+  return makeTcpStore(host, port, timeout, AuthOptions::fromEnv());
+}
+
+std::shared_ptr<Store> makeTcpStore(const std::string& host, int port,
+                                    std::chrono::milliseconds timeout, const AuthOptions& auth) {
+  return std::make_shared<TcpStore>(host, port, timeout, auth);
 }
 
 }  // namespace chorus

@@ -1,8 +1,6 @@
 #include "store/tcp_store_limits.h"
 
-#include "common/env_vars.h"
 #include "store/tcp_address.h"
-#include "store/tcp_store_protocol.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,30 +9,6 @@
 #include <string>
 
 namespace chorus::store {
-namespace {
-
-long long number(const char* name, long long fallback, long long lo, long long hi) {
-  auto text = envVar(name);
-  return text ? parseEnvNumber(name, *text, lo, hi) : fallback;
-}
-
-std::chrono::milliseconds seconds(const char* name, std::chrono::milliseconds fallback) {
-  return std::chrono::seconds(number(name, fallback.count() / 1000, 1, 24 * 3600));
-}
-
-}  // namespace
-
-ServerLimits ServerLimits::fromEnv() {
-  ServerLimits l;
-  l.maxKeyBytes = static_cast<size_t>(
-      number("CHORUS_STORE_MAX_KEY", static_cast<long long>(l.maxKeyBytes), 1, 1 << 20));
-  l.maxValueBytes = static_cast<size_t>(number(
-      "CHORUS_STORE_MAX_VALUE", static_cast<long long>(l.maxValueBytes), 0, proto::kMaxBody - 16));
-  l.maxConnections = static_cast<size_t>(
-      number("CHORUS_STORE_MAX_CONNECTIONS", static_cast<long long>(l.maxConnections), 1, 1 << 20));
-  l.frameTime = seconds("CHORUS_STORE_FRAME_TIMEOUT", l.frameTime);
-  return l;
-}
 
 std::string peerAddressOf(int fd) {
   sockaddr_storage a{};

@@ -53,11 +53,15 @@ namespace chorus {
 using namespace store::server;
 
 TcpStoreServer::TcpStoreServer(const std::string& host, int port)
+    : TcpStoreServer(host, port, AuthOptions::fromEnv(), StoreLimits::fromEnv()) {}
+
+TcpStoreServer::TcpStoreServer(const std::string& host, int port, const AuthOptions& auth,
+                               const StoreLimits& limits)
     : impl_(std::make_unique<Impl>()) {
   const std::string addr = store::hostPort(host, port);
-  impl_->auth = auth::authSettingsFromEnv();
+  impl_->auth = auth::authSettingsFrom(auth);
   impl_->auth.requireKeyIfAsked("TcpStoreServer " + addr);
-  impl_->limits = store::ServerLimits::fromEnv();
+  impl_->limits = limits;
   if (port < 0 || port > 65535) {
     throw Error(ErrorCode::kInvalidArgument, "TcpStoreServer: bad port in " + addr);
   }
@@ -203,7 +207,7 @@ void TcpStoreServer::Impl::acceptAll() {
       c.handshake = std::make_unique<auth::ServerHandshake>(*auth.key, kStoreContext);
       c.handshake_until = Clock::now() + auth.handshakeTime;
     } else {
-      c.first_request_until = Clock::now() + limits.frameTime;
+      c.first_request_until = Clock::now() + limits.frameTimeout;
     }
     clients.emplace(next_id++, std::move(c));
   }
@@ -284,7 +288,7 @@ int TcpStoreServer::Impl::dropSlowClients() {
     if (c.dead) continue;
     const bool handshaking = c.handshake != nullptr || c.unauthenticated_request;
     const auto frameUntil =
-        c.partial_since == kNever || c.blocked() ? kNever : c.partial_since + limits.frameTime;
+        c.partial_since == kNever || c.blocked() ? kNever : c.partial_since + limits.frameTimeout;
     const bool silent = !handshaking && c.first_request_until < frameUntil;
     const auto until = handshaking ? c.handshake_until
                        : silent    ? c.first_request_until

@@ -168,12 +168,13 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
                                    const std::string& routeHost) {
   Deadline deadline = Deadline::after(options.timeout);
   CreationLog log(options, rank);
-  const auth::AuthSettings auth = auth::authSettingsFromEnv();
+  const auth::AuthSettings auth = auth::authSettingsFrom(options.auth);
   auth.requireKeyIfAsked("creating a communicator (rank " + std::to_string(rank) + ")");
   const auth::JobKey* key = auth.key ? &*auth.key : nullptr;
   std::string ip = tcp::chooseListenAddress(options.ifname, routeHost);
   int port = 0;
-  Fd listener = tcp::listenOn(ip, options.socketBufferBytes, &port);
+  const bool zeroCopy = options.tcp.zeroCopyBytes > 0;
+  Fd listener = tcp::listenOn(ip, options.socketBufferBytes, zeroCopy, &port);
   log.mark("listen");
   const std::string host = thisHostId(options, thisMachineId());
   const CorePlacement placement = thisPlacement();
@@ -200,7 +201,7 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
   std::vector<tcp::Connection> conns;
   for (int peer = 0; peer < rank; ++peer) {
     conns.push_back(tcp::dialLower(recordOf(peer).address, rank, size, peer, job, key, auth.encrypt,
-                                   options.socketBufferBytes, deadline));
+                                   options.socketBufferBytes, zeroCopy, deadline));
   }
   log.mark("dialled lower ranks");
   std::vector<tcp::Connection> higher = tcp::acceptHigher(
@@ -214,6 +215,7 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
   std::vector<std::string> hosts(static_cast<size_t>(size));
   hosts[static_cast<size_t>(rank)] = host;
   for (auto& c : conns) {
+    c.zeroCopy = {options.tcp.zeroCopyBytes, options.tcp.zeroCopyKeep};
     c.host = recordOf(c.peer).placement;
     hosts[static_cast<size_t>(c.peer)] = recordOf(c.peer).host;
   }

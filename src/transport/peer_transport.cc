@@ -60,7 +60,7 @@ PeerTransport::PeerTransport(int rank, int size, Fd listener,
                                                     op_, epoll_.get(), std::move(c.sealed));
     } else {
       socket = std::make_unique<tcp::TcpLink>(c.peer, std::move(c.fd), std::move(c.address), op_,
-                                              epoll_.get());
+                                              epoll_.get(), c.zeroCopy);
     }
     data_[static_cast<size_t>(c.peer)] = socket.get();
   }

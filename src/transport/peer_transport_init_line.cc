@@ -51,7 +51,8 @@ std::string initLine(int rank, int size, const auth::AuthSettings& auth,
 
 void printInitLine(const Options& options, int rank, int size, const std::string& version) {
   if (options.debug == DebugLevel::kOff) return;
-  std::fprintf(stderr, "%s\n", initLine(rank, size, auth::authSettingsFromEnv(), version).c_str());
+  std::fprintf(stderr, "%s\n",
+               initLine(rank, size, auth::authSettingsFrom(options.auth), version).c_str());
 }
 
 }  // namespace chorus::transport

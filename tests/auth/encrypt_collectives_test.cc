@@ -174,7 +174,7 @@ TEST_F(Encrypted, RanksThatDisagreeAreToldWhichSettingDiffers) {
   const auth::JobKey key = auth::loadKeyFile(keyPath_);
   for (bool lowerEncrypts : {true, false}) {
     int port = 0;
-    Fd listener = transport::tcp::listenOn("127.0.0.1", 0, &port);
+    Fd listener = transport::tcp::listenOn("127.0.0.1", 0, false, &port);
     transport::JobId job{};
     job[0] = 7;
     auto lower = std::async(std::launch::async, [&]() -> std::string {
@@ -189,7 +189,7 @@ TEST_F(Encrypted, RanksThatDisagreeAreToldWhichSettingDiffers) {
     std::string higher;
     try {
       transport::tcp::dialLower("127.0.0.1:" + std::to_string(port), 1, 2, 0, job, &key,
-                                !lowerEncrypts, 0, Deadline::after(20s));
+                                !lowerEncrypts, 0, false, Deadline::after(20s));
     } catch (const Error& e) {
       higher = e.what();
     }

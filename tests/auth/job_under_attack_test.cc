@@ -28,6 +28,7 @@ Options jobOptions() {
   Options o;
   o.timeout = 30s;
   o.transport = TransportKind::kTcp;
+  o.auth = AuthOptions::fromEnv();  // the job's key, from CHORUS_AUTH_KEY_FILE
   return o;
 }
 

@@ -64,19 +64,52 @@ TEST(KeyFile, NotARegularFileOrWrongSizeIsRefused) {
 TEST(AuthSettings, ModesAndTheirErrors) {
   test::ScratchDir dir;
   ScopedEnv env;
+  auto fromEnv = [] { return auth::authSettingsFrom(AuthOptions::fromEnv()); };
   env.set("CHORUS_AUTH_KEY_FILE", nullptr);
   env.set("CHORUS_AUTH", "required");
-  EXPECT_THROW(auth::authSettingsFromEnv().requireKeyIfAsked("test"), Error);
+  EXPECT_THROW(fromEnv().requireKeyIfAsked("test"), Error);
   env.set("CHORUS_AUTH", "sometimes");
-  EXPECT_THROW(auth::authSettingsFromEnv(), Error);
+  EXPECT_THROW(fromEnv(), Error);
   const std::string path = authtest::writeKey(dir, "k");
   env.set("CHORUS_AUTH_KEY_FILE", path.c_str());
   env.set("CHORUS_AUTH", "off");
-  EXPECT_FALSE(auth::authSettingsFromEnv().enabled());
+  EXPECT_FALSE(fromEnv().enabled());
   env.set("CHORUS_AUTH", nullptr);
-  EXPECT_TRUE(auth::authSettingsFromEnv().enabled());
+  EXPECT_TRUE(fromEnv().enabled());
   env.set("CHORUS_HANDSHAKE_TIMEOUT", "0");
-  EXPECT_THROW(auth::authSettingsFromEnv(), Error);
+  EXPECT_THROW(fromEnv(), Error);
+  env.set("CHORUS_HANDSHAKE_TIMEOUT", "7");
+  env.set("CHORUS_ENCRYPT", "1");
+  const auto s = fromEnv();
+  EXPECT_EQ(s.handshakeTime, std::chrono::seconds(7));
+  EXPECT_TRUE(s.encrypt);
+  EXPECT_EQ(s.keyPath, path);
+  // Options::fromEnv reads the same (Options::auth).
+  const Options o = Options::fromEnv();
+  EXPECT_EQ(o.auth.keyFile, path);
+  EXPECT_EQ(o.auth.handshakeTimeout, std::chrono::seconds(7));
+  EXPECT_TRUE(o.auth.encrypt);
+}
+
+// The same settings given in code, the environment aside.
+TEST(AuthSettings, FromOptionsSetInCode) {
+  test::ScratchDir dir;
+  ScopedEnv env;
+  env.set("CHORUS_AUTH_KEY_FILE", nullptr);
+  env.set("CHORUS_AUTH", nullptr);
+  AuthOptions o;
+  EXPECT_FALSE(auth::authSettingsFrom(o).enabled());
+  o.mode = AuthMode::kRequired;
+  EXPECT_THROW(auth::authSettingsFrom(o).requireKeyIfAsked("test"), Error);
+  o.keyFile = authtest::writeKey(dir, "k");
+  const auto s = auth::authSettingsFrom(o);
+  EXPECT_TRUE(s.enabled());
+  s.requireKeyIfAsked("test");
+  o.mode = AuthMode::kOff;
+  EXPECT_FALSE(auth::authSettingsFrom(o).enabled());
+  o.mode = AuthMode::kAuto;
+  o.keyFile = dir.path() + "/missing";
+  EXPECT_THROW(auth::authSettingsFrom(o), Error);  // the key file is checked when loaded
 }
 
 }  // namespace

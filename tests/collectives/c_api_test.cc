@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -470,6 +471,94 @@ TEST(CApiOptions, LaterFieldsReachTheCommunicator) {
   o.tcp_segment_bytes = 10;
   EXPECT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &o, &comm),
             CHORUS_ERR_INVALID_ARGUMENT);
+}
+
+// The fields added in 0.3 (the recorder, authentication, the TCP links) reach the communicator's
+// Options, sentinels as the variables' zeros; bad values are refused naming the field.
+TEST(CApiOptions, TraceAuthAndTcpFieldsReachTheCommunicator) {
+  chorus::TcpStoreServer server("127.0.0.1", 0, chorus::AuthOptions{}, chorus::StoreLimits{});
+  const std::string url = "tcp://127.0.0.1:" + std::to_string(server.port());
+  chorus_options o = testOptions(3000);
+  o.trace_entries = 64;
+  o.trace_dir = "/nonexistent/trace";
+  o.progress_seconds = 2.5;
+  o.auth = CHORUS_AUTH_OFF;
+  o.handshake_timeout_ms = 4000;
+  o.tcp_zerocopy_bytes = 1 << 20;
+  o.trace_signal = CHORUS_TRACE_SIGNAL_USR2;
+  o.report = 1;
+  o.trace_detail_us = CHORUS_TRACE_DETAIL_EVERY;
+  o.tcp_zerocopy_keep = 1;
+  o.store_max_key = 100;
+  o.store_max_value = CHORUS_STORE_MAX_VALUE_ZERO;
+  o.store_max_connections = 9;
+  o.store_frame_timeout_ms = 5000;
+  chorus_comm* comm = nullptr;
+  ASSERT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &o, &comm), CHORUS_OK)
+      << chorus_last_error(nullptr);
+  const chorus::Options& got = chorus::communicatorOf(comm).options();
+  EXPECT_EQ(got.trace.entries, 64u);
+  EXPECT_EQ(got.trace.dir, "/nonexistent/trace");
+  EXPECT_EQ(got.trace.progressSeconds, 2.5);
+  EXPECT_EQ(got.auth.mode, chorus::AuthMode::kOff);
+  EXPECT_EQ(got.auth.handshakeTimeout, std::chrono::milliseconds(4000));
+  EXPECT_EQ(got.tcp.zeroCopyBytes, size_t{1} << 20);
+  EXPECT_EQ(got.trace.signal, SIGUSR2);
+  EXPECT_TRUE(got.trace.report);
+  EXPECT_EQ(got.trace.detailMicros, 0.0);
+  EXPECT_TRUE(got.tcp.zeroCopyKeep);
+  EXPECT_EQ(got.storeLimits.maxKeyBytes, 100u);
+  EXPECT_EQ(got.storeLimits.maxValueBytes, 0u);
+  EXPECT_EQ(got.storeLimits.maxConnections, 9u);
+  EXPECT_EQ(got.storeLimits.frameTimeout, std::chrono::milliseconds(5000));
+  chorus_comm_destroy(comm);
+
+  o = testOptions(3000);
+  o.trace_entries = CHORUS_TRACE_OFF;
+  o.progress_seconds = CHORUS_PROGRESS_NEVER;
+  ASSERT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &o, &comm), CHORUS_OK)
+      << chorus_last_error(nullptr);
+  EXPECT_EQ(chorus::communicatorOf(comm).options().trace.entries, 0u);
+  EXPECT_EQ(chorus::communicatorOf(comm).options().trace.progressSeconds, 0.0);
+  // The recorder is off: a dump is refused.
+  EXPECT_EQ(chorus_comm_dump_trace(comm, "/tmp"), CHORUS_ERR_INVALID_ARGUMENT);
+  chorus_comm_destroy(comm);
+
+  // Authentication required without a key: refused before anything connects.
+  o = testOptions(3000);
+  o.auth = CHORUS_AUTH_REQUIRED;
+  EXPECT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &o, &comm),
+            CHORUS_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(chorus_last_error(nullptr)).find("CHORUS_AUTH=required"), std::string::npos)
+      << chorus_last_error(nullptr);
+
+  auto refused = [&](chorus_options bad, const char* field) {
+    EXPECT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &bad, &comm),
+              CHORUS_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(chorus_last_error(nullptr)).find(field), std::string::npos)
+        << chorus_last_error(nullptr);
+  };
+  chorus_options bad = testOptions(3000);
+  bad.trace_entries = -5;
+  refused(bad, "trace_entries -5");
+  bad = testOptions(3000);
+  bad.auth = static_cast<chorus_auth_mode>(9);
+  refused(bad, "auth 9");
+  bad = testOptions(3000);
+  bad.encrypt = 2;
+  refused(bad, "encrypt 2");
+  bad = testOptions(3000);
+  bad.progress_seconds = -3;
+  refused(bad, "progress_seconds");
+  bad = testOptions(3000);
+  bad.trace_signal = 7;
+  refused(bad, "trace_signal 7");
+  bad = testOptions(3000);
+  bad.store_max_key = size_t{2} << 20;
+  refused(bad, "store_max_key 2097152");
+  bad = testOptions(3000);
+  bad.store_frame_timeout_ms = 10;
+  refused(bad, "store_frame_timeout_ms 10");
 }
 
 }  // namespace

@@ -173,23 +173,52 @@ class DocLinks(unittest.TestCase):
         self.assertIn("docs/design.md:1: names core/gone.cc, which no file of the project is", out)
 
     def test_reader_of_a_variable_missing_from_config_page_fails(self):
-        write(self.root, "src/core/reader.cc", 'auto v = std::getenv("CHORUS_NEW_KNOB");\n')
+        write(self.root, "tools/reader.cc", 'auto v = std::getenv("CHORUS_NEW_KNOB");\n')
         write(self.root, "docs/config.md", "# Configuration\n")
         rc, out = run(CHECK_LINKS, self.root)
         self.assertEqual(rc, 1, out)
-        self.assertIn("src/core/reader.cc: reads CHORUS_NEW_KNOB, but docs/config.md does not "
+        self.assertIn("tools/reader.cc: reads CHORUS_NEW_KNOB, but docs/config.md does not "
                       "name it", out)
-        self.assertIn("src/core/reader.cc: names CHORUS_NEW_KNOB, which docs/config.md does not",
+        self.assertIn("tools/reader.cc: names CHORUS_NEW_KNOB, which docs/config.md does not",
                       out)
         write(self.root, "docs/config.md",
-              "## Who reads what\n\n| `src/core/reader.cc` | `CHORUS_NEW_KNOB` |\n")
+              "## Who reads what\n\n| `tools/reader.cc` | `CHORUS_NEW_KNOB` |\n")
         rc, out = run(CHECK_LINKS, self.root)
         self.assertEqual(rc, 0, out)
-        write(self.root, "src/core/reader.cc", "int no_reads;\n")
+        write(self.root, "tools/reader.cc", "int no_reads;\n")
         rc, out = run(CHECK_LINKS, self.root)
         self.assertEqual(rc, 1, out)
-        self.assertIn("docs/config.md:3: lists src/core/reader.cc as a reader of CHORUS_* "
+        self.assertIn("docs/config.md:3: lists tools/reader.cc as a reader of CHORUS_* "
                       "variables, but it reads none", out)
+
+    def test_library_file_reading_a_variable_besides_the_one_reader_fails(self):
+        config = ("## Who reads what\n\n| `src/common/options_env.cc` | `CHORUS_KNOB` |\n"
+                  "| `src/trace/knob.cc` | `CHORUS_TRACE_KNOB` |\n")
+        write(self.root, "docs/config.md", config)
+        write(self.root, "src/common/options_env.cc", 'auto v = envVar("CHORUS_KNOB");\n')
+        write(self.root, "src/trace/knob.cc", 'auto v = std::getenv("CHORUS_TRACE_KNOB");\n')
+        rc, out = run(CHECK_LINKS, self.root)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("src/trace/knob.cc: reads CHORUS_TRACE_KNOB outside the library's readers "
+                      "of CHORUS_* variables", out)
+        self.assertNotIn("src/common/options_env.cc: reads", out)
+        write(self.root, "src/trace/knob.cc", "int knob_from_options;\n")
+        write(self.root, "docs/config.md", config.replace("| `src/trace/knob.cc` | "
+                                                          "`CHORUS_TRACE_KNOB` |\n", ""))
+        rc, out = run(CHECK_LINKS, self.root)
+        self.assertEqual(rc, 0, out)
+
+    def test_setting_a_variable_in_the_own_environment_fails(self):
+        write(self.root, "tools/passer.cc", 'int main() {\n  setenv("CHORUS_X", "1", 1);\n}\n')
+        write(self.root, "python/chorus/passer.py", 'import os\nos.environ["CHORUS_Y"] = "1"\n')
+        rc, out = run(CHECK_LINKS, self.root)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("tools/passer.cc:2: sets an environment variable in its own process", out)
+        self.assertIn("python/chorus/passer.py:2: sets an environment variable", out)
+        write(self.root, "python/chorus/passer.py", 'import os\nok = os.environ["CHORUS_Y"] == "1"\n')
+        write(self.root, "tools/passer.cc", "int main() {}\n")
+        rc, out = run(CHECK_LINKS, self.root)
+        self.assertEqual(rc, 0, out)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@ namespace chorus::testing {
 Options testOptions(std::chrono::milliseconds timeout) {
   Options o;
   o.timeout = timeout;
+  // The recorder's, authentication's, the links' and the store's settings from the environment,
+  // as Options::fromEnv reads them: the tests set those variables to reach their users.
+  o.trace = TraceOptions::fromEnv();
+  o.auth = AuthOptions::fromEnv();
+  o.tcp = TcpOptions::fromEnv();
+  o.storeLimits = StoreLimits::fromEnv();
   return o;
 }
 

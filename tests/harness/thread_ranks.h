@@ -12,7 +12,9 @@
 
 namespace chorus::testing {
 
-// Options for tests: short timeouts so that a bug fails fast instead of hanging the suite.
+// Options for tests: short timeouts so that a bug fails fast instead of hanging the suite; the
+// defaults otherwise, but for the sub-structs (trace, auth, tcp, storeLimits), read from the
+// environment.
 Options testOptions(std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
 // Creates `size` communicators (concurrently, as rendezvous requires), then calls body(comm) on

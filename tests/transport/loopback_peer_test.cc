@@ -18,10 +18,10 @@ using namespace std::chrono_literals;
 
 TEST(LoopbackPeer, ConnectionToLocalhostIsLoopbackOnBothEnds) {
   int port = 0;
-  Fd listener = listenOn("127.0.0.1", 0, &port);
+  Fd listener = listenOn("127.0.0.1", 0, false, &port);
   ASSERT_GT(port, 0);
-  Fd client =
-      connectTo(parseAddress("127.0.0.1:" + std::to_string(port)), 0, Deadline::after(5000ms));
+  Fd client = connectTo(parseAddress("127.0.0.1:" + std::to_string(port)), 0, false,
+                        Deadline::after(5000ms));
   Fd server(::accept(listener.get(), nullptr, nullptr));
   ASSERT_TRUE(server.valid());
   EXPECT_TRUE(isLoopbackPeer(client.get()));

@@ -20,16 +20,18 @@
 
 namespace chorus::transport::testing {
 
-// `size` transports on one host whose links are all of `kind` ("tcp" or "shm").
+// `size` transports on one host whose links are all of `kind` ("tcp" or "shm"), with `base`'s
+// other settings.
 inline std::vector<std::unique_ptr<Transport>> connectAll(int size, const std::string& kind,
-                                                          std::chrono::milliseconds timeout) {
+                                                          std::chrono::milliseconds timeout,
+                                                          const Options& base = Options()) {
   auto store = makeHashStore();
   std::vector<std::unique_ptr<Transport>> txs(static_cast<size_t>(size));
   std::vector<std::string> errors(static_cast<size_t>(size));
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      Options o;
+      Options o = base;
       o.timeout = timeout;
       o.transport = parseTransportKind(kind);
       o.hostId = "contract-host";

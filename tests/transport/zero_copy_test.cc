@@ -1,7 +1,7 @@
-// MSG_ZEROCOPY sends (CHORUS_TCP_ZEROCOPY_BYTES): a send completes only once the kernel has let
-// go of the caller's pages, so a buffer overwritten as soon as its send completes never changes
-// what the peer receives, for every size around the threshold; and a socket that refuses
-// zero-copy, or a kernel that copies anyway, still delivers every byte.
+// MSG_ZEROCOPY sends (Options::tcp, CHORUS_TCP_ZEROCOPY_BYTES): a send completes only once the
+// kernel has let go of the caller's pages, so a buffer overwritten as soon as its send completes
+// never changes what the peer receives, for every size around the threshold; and a socket that
+// refuses zero-copy, or a kernel that copies anyway, still delivers every byte.
 #include "transport/tcp/zero_copy.h"
 #include "transport_fixture.h"
 
@@ -23,7 +23,15 @@ using testing::runOnRanks;
 
 constexpr size_t kThreshold = 64 * 1024;
 
-// Sets the zero-copy variables for the connections made while it lives.
+// Zero-copy sends from minBytes, set in code.
+Options zeroCopyOptions(size_t minBytes, bool keep) {
+  Options o;
+  o.tcp.zeroCopyBytes = minBytes;
+  o.tcp.zeroCopyKeep = keep;
+  return o;
+}
+
+// Sets the zero-copy variables while it lives (for Options::fromEnv).
 class ZeroCopyEnv {
  public:
   ZeroCopyEnv(size_t minBytes, bool keep) {
@@ -97,25 +105,43 @@ void exchangeAndScribble(std::vector<std::unique_ptr<Transport>>& txs) {
 }
 
 TEST(ZeroCopy, BufferOverwrittenAfterSendCompletesNeverReachesThePeer) {
-  ZeroCopyEnv env(kThreshold, /*keep=*/true);
   const uint64_t before = tcp::zeroCopyCallsForTesting();
-  auto txs = connectAll(2, "tcp", 30s);
+  auto txs = connectAll(2, "tcp", 30s, zeroCopyOptions(kThreshold, /*keep=*/true));
   exchangeAndScribble(txs);
   // The test means something only if zero-copy was used (Linux has had it since 4.14).
   EXPECT_GT(tcp::zeroCopyCallsForTesting(), before);
 }
 
-TEST(ZeroCopy, SocketThatCopiesAnywayGoesBackToOrdinarySendsAndDelivers) {
-  ZeroCopyEnv env(kThreshold, /*keep=*/false);
+// The variables reach the links through Options::fromEnv.
+TEST(ZeroCopy, SettingsFromTheEnvironmentReachTheLinks) {
+  ZeroCopyEnv env(kThreshold, /*keep=*/true);
+  const Options fromEnv = Options::fromEnv();
+  EXPECT_EQ(fromEnv.tcp.zeroCopyBytes, kThreshold);
+  EXPECT_TRUE(fromEnv.tcp.zeroCopyKeep);
+  const uint64_t before = tcp::zeroCopyCallsForTesting();
+  auto txs = connectAll(2, "tcp", 30s, fromEnv);
+  exchangeAndScribble(txs);
+  EXPECT_GT(tcp::zeroCopyCallsForTesting(), before);
+}
+
+// Off by default: no MSG_ZEROCOPY call at all.
+TEST(ZeroCopy, OffByDefault) {
+  const uint64_t before = tcp::zeroCopyCallsForTesting();
   auto txs = connectAll(2, "tcp", 30s);
+  exchangeAndScribble(txs);
+  EXPECT_EQ(tcp::zeroCopyCallsForTesting(), before);
+}
+
+TEST(ZeroCopy, SocketThatCopiesAnywayGoesBackToOrdinarySendsAndDelivers) {
+  auto txs = connectAll(2, "tcp", 30s, zeroCopyOptions(kThreshold, /*keep=*/false));
   exchangeAndScribble(txs);
 }
 
 TEST(ZeroCopy, SocketThatRefusesZeroCopyStillDelivers) {
-  ZeroCopyEnv env(kThreshold, /*keep=*/true);
+  ZeroCopyEnv env(kThreshold, /*keep=*/true);  // its destructor lets sockets accept it again
   tcp::refuseZeroCopyForTesting(true);
   const uint64_t before = tcp::zeroCopyCallsForTesting();
-  auto txs = connectAll(2, "tcp", 30s);
+  auto txs = connectAll(2, "tcp", 30s, zeroCopyOptions(kThreshold, /*keep=*/true));
   exchangeAndScribble(txs);
   EXPECT_EQ(tcp::zeroCopyCallsForTesting(), before);
 }
@@ -123,7 +149,7 @@ TEST(ZeroCopy, SocketThatRefusesZeroCopyStillDelivers) {
 TEST(ZeroCopy, MalformedSettingIsRefusedNamingTheVariable) {
   setenv("CHORUS_TCP_ZEROCOPY_BYTES", "lots", 1);
   try {
-    (void)tcp::ZeroCopySettings::fromEnv();
+    (void)Options::fromEnv();
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("CHORUS_TCP_ZEROCOPY_BYTES"), std::string::npos)

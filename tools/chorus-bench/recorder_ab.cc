@@ -1,6 +1,6 @@
 // recorder-ab: what the flight recorder costs per small call, measured inside one process. Two
 // communicators are split from the same parent, one with the recorder on and one with it off
-// (CHORUS_TRACE_ENTRIES=0), and timed in alternating blocks of blocking all-reduces. Both see
+// (Options::trace.entries = 0), and timed in alternating blocks of blocking all-reduces. Both see
 // the same placement of the ranks on the cores and the same load, which separate runs do not:
 // on the test machines an 8-byte shared-memory all-reduce takes 0.8 or 1.1 us depending on the
 // run, more than the difference measured here.
@@ -9,32 +9,27 @@
 //
 // Per block: the mean time per call of the slowest rank. Rank 0 prints the median block of
 // each communicator, their ratio, and the median of the ratios of neighbouring blocks (on/off).
-#include "common/json.h"
-
-#include <chorus/chorus.h>
 #include <CLI/CLI.hpp>
+#include <chorus/chorus.hpp>
+#include "common/json.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <stdexcept>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace {
 
-void check(chorus_status s, chorus_comm* c, const char* what) {
-  if (s != CHORUS_OK) {
-    throw std::runtime_error(std::string(what) + ": " + chorus_last_error(c));
-  }
-}
+using chorus::Communicator;
 
-chorus_comm* splitWithEntries(chorus_comm* parent, const char* entries, int rank) {
-  setenv("CHORUS_TRACE_ENTRIES", entries, 1);
-  chorus_comm* out = nullptr;
-  check(chorus_comm_split(parent, 0, rank, &out), parent, "split");
-  return out;
+// A communicator of the same ranks as `parent`, with a recorder of `entries` calls (0: off).
+std::unique_ptr<Communicator> splitWithEntries(Communicator& parent, size_t entries) {
+  chorus::Options options = parent.options();
+  options.trace.entries = entries;
+  return parent.split(0, parent.rank(), options);
 }
 
 double median(std::vector<double> v) {
@@ -60,39 +55,36 @@ int main(int argc, char** argv) {
                "(the two communicators' rings and placement), which a real on/off ratio includes");
   CLI11_PARSE(app, argc, argv);
 
-  chorus_comm* parent = nullptr;
   try {
-    check(chorus_comm_init_from_env(&parent), nullptr, "init");
-    const int rank = chorus_comm_rank(parent);
-    const char* given = std::getenv("CHORUS_TRACE_ENTRIES");
-    const std::string onEntries = given && std::string(given) != "0" ? given : "2048";
-    chorus_comm* comms[2] = {splitWithEntries(parent, bothOff ? "0" : onEntries.c_str(), rank),
-                             splitWithEntries(parent, "0", rank)};
+    auto parent = Communicator::fromEnv();
+    const int rank = parent->rank();
+    // The recorder's size when on: the environment's (CHORUS_TRACE_ENTRIES), unless that is off.
+    const size_t given = parent->options().trace.entries;
+    const size_t onEntries = given != 0 ? given : chorus::TraceOptions{}.entries;
+    std::unique_ptr<Communicator> comms[2] = {splitWithEntries(*parent, bothOff ? 0 : onEntries),
+                                              splitWithEntries(*parent, 0)};
     const size_t count = bytes / sizeof(float);
     std::vector<float> in(count, 1.0f), out(count);
-    auto run = [&](chorus_comm* c, int calls) {
+    auto run = [&](Communicator& c, int calls) {
       for (int i = 0; i < calls; ++i) {
-        check(chorus_all_reduce(c, in.data(), out.data(), count, CHORUS_DTYPE_F32, CHORUS_OP_SUM),
-              c, "all_reduce");
+        c.allReduce(std::span<const float>(in), std::span<float>(out)).wait();
       }
     };
-    for (chorus_comm* c : comms) run(c, 2 * block);  // warm-up
+    for (auto& c : comms) run(*c, 2 * block);  // warm-up
 
     // times[k][b]: communicator k (0 on, 1 off), block b; the order alternates per block pair.
     std::vector<double> times(2 * static_cast<size_t>(blocks));
     for (int b = 0; b < blocks; ++b) {
       for (int j = 0; j < 2; ++j) {
         const int k = (b + j) % 2;
-        check(chorus_barrier(comms[k]), comms[k], "barrier");
+        comms[k]->barrier().wait();
         const auto t0 = std::chrono::steady_clock::now();
-        run(comms[k], block);
+        run(*comms[k], block);
         const std::chrono::duration<double, std::micro> dt = std::chrono::steady_clock::now() - t0;
         times[static_cast<size_t>(k) * blocks + b] = dt.count() / block;
       }
     }
-    check(chorus_all_reduce(parent, times.data(), times.data(), times.size(), CHORUS_DTYPE_F64,
-                            CHORUS_OP_MAX),
-          parent, "gather the times");
+    parent->allReduce(std::span<double>(times), chorus::ReduceOp::kMax).wait();  // the slowest rank
     if (rank == 0) {
       const std::vector<double> on(times.begin(), times.begin() + blocks);
       const std::vector<double> off(times.begin() + blocks, times.end());
@@ -125,8 +117,6 @@ int main(int argc, char** argv) {
         }
       }
     }
-    for (chorus_comm* c : comms) chorus_comm_destroy(c);
-    chorus_comm_destroy(parent);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "recorder-ab: %s\n", e.what());
     return 1;

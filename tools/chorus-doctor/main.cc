@@ -64,8 +64,9 @@ int fromDumps(const std::string& dir, bool json, const std::string& timelinePath
   return print(diagnoseDumps(loaded.dumps), loaded.problems, json);
 }
 
-int live(const std::string& url, bool json, double watchSeconds, const LiveOptions& options) {
-  auto store = chorus::openStore(url, std::chrono::seconds(5));
+int live(const std::string& url, const chorus::AuthOptions& auth, bool json, double watchSeconds,
+         const LiveOptions& options) {
+  auto store = chorus::openStore(url, std::chrono::seconds(5), auth);
   while (true) {
     LiveRecords records = readProgress(*store, std::chrono::seconds(2));
     int status;
@@ -123,13 +124,14 @@ int main(int argc, char** argv) {
   }
   try {
     if (isLive) {
-      // The store client reads the key where every Chorus process does.
-      if (!keyFile.empty()) ::setenv("CHORUS_AUTH_KEY_FILE", keyFile.c_str(), 1);
       if (url.empty() || !dir.empty() || !timeline.empty()) {
         std::cerr << "chorus-doctor: --live takes --store URL and no directory or --timeline\n";
         return kCannotRead;
       }
-      return live(url, json, watch, options);
+      // The store client proves the key of the environment's settings, or of --key-file.
+      chorus::AuthOptions auth = chorus::AuthOptions::fromEnv();
+      if (!keyFile.empty()) auth.keyFile = keyFile;
+      return live(url, auth, json, watch, options);
     }
     if (dir.empty() || !url.empty() || watch > 0) {
       std::cerr << "chorus-doctor: give a directory of dumps, or --live --store URL\n"

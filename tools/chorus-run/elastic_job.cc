@@ -298,7 +298,7 @@ void ElasticJob::followChange(const std::string& change) {
 Store* ElasticJob::store() {
   if (store_) return store_.get();
   try {
-    store_ = openStore(settings_.storeUrl, kStoreTimeout);
+    store_ = openStore(settings_.storeUrl, kStoreTimeout, settings_.auth);
     storeErrorReported_ = false;
   } catch (const std::exception& e) {
     if (!storeErrorReported_) {
@@ -310,9 +310,10 @@ Store* ElasticJob::store() {
 }
 
 std::unique_ptr<ElasticJob> makeElasticJob(const Options& options, const std::string& storeUrl,
+                                           const chorus::AuthOptions& auth,
                                            const LaunchEnvironment& launchEnv,
                                            Supervisor& supervisor) {
-  ElasticSettings settings{options.ranks, options.maxRestarts, options.minRanks, storeUrl};
+  ElasticSettings settings{options.ranks, options.maxRestarts, options.minRanks, storeUrl, auth};
   auto start = [&options, &launchEnv](int rank, const std::vector<std::string>& extraEnv) {
     auto overrides = rankEnvironment(launchEnv, rank);
     overrides.insert(overrides.end(), extraEnv.begin(), extraEnv.end());

@@ -32,6 +32,7 @@ struct ElasticSettings {
   int maxRestarts = 3;  // over all ranks
   int minRanks = 1;
   std::string storeUrl;
+  chorus::AuthOptions auth;  // the key the launcher's store client proves
 };
 
 class ElasticJob {
@@ -104,6 +105,7 @@ class ElasticJob {
 // The elastic job of a launch: a replacement gets its rank's environment from launchEnv (which
 // must outlive the job) plus CHORUS_JOIN=1 and CHORUS_RESTART=<n>.
 std::unique_ptr<ElasticJob> makeElasticJob(const Options& options, const std::string& storeUrl,
+                                           const chorus::AuthOptions& auth,
                                            const LaunchEnvironment& launchEnv,
                                            Supervisor& supervisor);
 

@@ -11,9 +11,10 @@
 
 namespace chorus::launcher {
 
-std::string verdictFromProgress(const std::string& storeUrl, int64_t launchedUs) {
+std::string verdictFromProgress(const std::string& storeUrl, const chorus::AuthOptions& auth,
+                                int64_t launchedUs) {
   try {
-    auto store = openStore(storeUrl, std::chrono::seconds(1));
+    auto store = openStore(storeUrl, std::chrono::seconds(1), auth);
     auto records = doctor::readProgress(*store, std::chrono::seconds(1));
     // Only this job's communicators: a store may hold records of an earlier job.
     std::vector<doctor::LiveRecords::Communicator> ours;

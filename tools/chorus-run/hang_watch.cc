@@ -59,9 +59,10 @@ std::string makeTraceDir() {
   return pattern;
 }
 
-HangWatch::HangWatch(std::string storeUrl, double hangSeconds, std::string traceDir,
-                     bool stopOnHang, Supervisor& supervisor)
+HangWatch::HangWatch(std::string storeUrl, chorus::AuthOptions auth, double hangSeconds,
+                     std::string traceDir, bool stopOnHang, Supervisor& supervisor)
     : storeUrl_(std::move(storeUrl)),
+      auth_(std::move(auth)),
       hangSeconds_(hangSeconds),
       traceDir_(std::move(traceDir)),
       stopOnHang_(stopOnHang),
@@ -86,7 +87,7 @@ void HangWatch::tick() {
 }
 
 void HangWatch::readRecords() {
-  if (!store_) store_ = openStore(storeUrl_, std::chrono::seconds(1));
+  if (!store_) store_ = openStore(storeUrl_, std::chrono::seconds(1), auth_);
   auto records = doctor::readProgress(*store_, std::chrono::seconds(1));
   const int64_t now = doctor::nowUs();
   for (const auto& c : records.communicators) {
@@ -160,7 +161,7 @@ void HangWatch::printVerdict() {
     out << "(no dump arrived within " << kDumpWait.count()
         << " s; the verdict below comes from the progress records)\n";
     try {
-      if (!store_) store_ = openStore(storeUrl_, std::chrono::seconds(1));
+      if (!store_) store_ = openStore(storeUrl_, std::chrono::seconds(1), auth_);
       auto records = doctor::readProgress(*store_, std::chrono::seconds(1));
       std::vector<doctor::LiveRecords::Communicator> hung;
       for (auto& c : records.communicators) {

@@ -21,8 +21,9 @@ std::string makeTraceDir();
 
 class HangWatch {
  public:
-  HangWatch(std::string storeUrl, double hangSeconds, std::string traceDir, bool stopOnHang,
-            Supervisor& supervisor);
+  // auth: the key the watch's store client proves.
+  HangWatch(std::string storeUrl, chorus::AuthOptions auth, double hangSeconds,
+            std::string traceDir, bool stopOnHang, Supervisor& supervisor);
   // Called by the supervisor about every kTickPeriod.
   void tick();
 
@@ -35,6 +36,7 @@ class HangWatch {
   void printVerdict();
 
   std::string storeUrl_;
+  chorus::AuthOptions auth_;
   double hangSeconds_;
   std::string traceDir_;
   bool stopOnHang_;

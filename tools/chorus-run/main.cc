@@ -9,10 +9,7 @@
 #include <string>
 #include <system_error>
 
-#include <stdlib.h>
-
 #include "auth/launcher_key.h"
-#include "auth/settings.h"
 #include "common/errno_text.h"
 #include "elastic_job.h"
 #include "failure_verdict.h"
@@ -31,16 +28,18 @@ int launch(const Options& options) {
   std::unique_ptr<chorus::TcpStoreServer> server;
   std::string storeUrl = options.store;
   // A store of its own gets a fresh key for this job, unless the user gave one or turned
-  // authentication off; the store, the ranks and this process's own clients all read it from
-  // CHORUS_AUTH_KEY_FILE. The key file goes away with the launcher.
+  // authentication off: the store takes it as an argument, this process's own clients too, and
+  // the ranks find it in CHORUS_AUTH_KEY_FILE of their environment. The key file goes away with
+  // the launcher.
   std::unique_ptr<chorus::auth::LauncherKey> jobKey;
-  const auto auth = chorus::auth::authSettingsFromEnv();
-  if (storeUrl.empty() && !auth.key && auth.mode != chorus::auth::AuthMode::kOff) {
+  chorus::AuthOptions auth = chorus::AuthOptions::fromEnv();
+  if (storeUrl.empty() && auth.keyFile.empty() && auth.mode != chorus::AuthMode::kOff) {
     jobKey = std::make_unique<chorus::auth::LauncherKey>();
-    ::setenv("CHORUS_AUTH_KEY_FILE", jobKey->path().c_str(), 1);
+    auth.keyFile = jobKey->path();
   }
   if (storeUrl.empty()) {
-    server = std::make_unique<chorus::TcpStoreServer>("127.0.0.1", 0);
+    server = std::make_unique<chorus::TcpStoreServer>("127.0.0.1", 0, auth,
+                                                      chorus::StoreLimits::fromEnv());
     storeUrl = "tcp://127.0.0.1:" + std::to_string(server->port());
   }
 
@@ -52,12 +51,12 @@ int launch(const Options& options) {
   if (options.hangSeconds) {
     launchEnv.traceDir = makeTraceDir();
     writeAll(2, "chorus-run: the ranks' traces go to " + launchEnv.traceDir + "\n");
-    hangWatch = std::make_unique<HangWatch>(storeUrl, *options.hangSeconds, launchEnv.traceDir,
-                                            options.stopOnHang, supervisor);
+    hangWatch = std::make_unique<HangWatch>(storeUrl, auth, *options.hangSeconds,
+                                            launchEnv.traceDir, options.stopOnHang, supervisor);
   }
   std::unique_ptr<ElasticJob> elastic;
   if (options.elastic) {
-    elastic = makeElasticJob(options, storeUrl, launchEnv, supervisor);
+    elastic = makeElasticJob(options, storeUrl, auth, launchEnv, supervisor);
     supervisor.setFailureHandler(
         [&elastic](const RankProcess& p, int status) { elastic->onFailure(p, status); });
   }
@@ -71,7 +70,7 @@ int launch(const Options& options) {
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count();
   supervisor.setFailureExplainer(
-      [storeUrl, launchedUs] { return verdictFromProgress(storeUrl, launchedUs); });
+      [storeUrl, auth, launchedUs] { return verdictFromProgress(storeUrl, auth, launchedUs); });
   for (int rank = 0; rank < options.ranks; ++rank) {
     auto overrides = rankEnvironment(launchEnv, rank);
     int execErrno = 0;

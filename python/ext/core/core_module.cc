@@ -3,6 +3,7 @@
 #include "../common/signal_wait.h"
 #include "errors.h"
 #include "py_communicator.h"
+#include "py_options.h"
 #include "py_work.h"
 
 #include <chorus/launch.hpp>
@@ -45,6 +46,7 @@ communicator.)doc")
       .def("exception", &PyWork::exception,
            "The chorus.Error the operation failed with; None while it runs or after success.");
 
+  chorus::python::registerOptions(m);
   chorus::python::registerCommunicator(m);
 
   m.def(

@@ -30,8 +30,10 @@ Communicator& commOf(py::handle self, const char* op) {
   return *c.comm;
 }
 
-Options optionsWithTimeout(std::optional<double> timeoutSeconds) {
-  Options options = Options::fromEnv();
+// The caller's options (chorus.Options), else the environment's; `timeout` on top.
+Options optionsWithTimeout(std::optional<double> timeoutSeconds,
+                           const std::optional<Options>& given) {
+  Options options = given ? *given : Options::fromEnv();
   if (timeoutSeconds) {
     if (!(*timeoutSeconds > 0)) throw py::value_error("timeout must be > 0 seconds");
     options.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeoutSeconds * 1000.0));
@@ -333,36 +335,42 @@ ValueError or TypeError before anything is sent. Ctrl-C in a blocking call or a 
 KeyboardInterrupt and aborts the communicator (the peers' calls fail at once naming this rank).
 ``close()``, or the end of a ``with`` block, closes it.
 
-Chorus reads its tuning from the CHORUS_* environment variables (CHORUS_TIMEOUT,
-CHORUS_ALGO, CHORUS_TRANSPORT, ...).
+Chorus reads its settings from the CHORUS_* environment variables (CHORUS_TIMEOUT,
+CHORUS_ALGO, CHORUS_TRANSPORT, ...), or from a chorus.Options passed as ``options=``.
 )doc")
-      .def(py::init(
-               [](const std::string& storeUrl, int rank, int size, std::optional<double> timeout) {
-                 if (size < 1) throw py::value_error("size must be >= 1");
-                 if (rank < 0 || rank >= size) {
-                   throw py::value_error("rank " + std::to_string(rank) + " is not in [0, " +
-                                         std::to_string(size) + ")");
-                 }
-                 Options options = optionsWithTimeout(timeout);
-                 py::gil_scoped_release release;
-                 return PyCommunicator{Communicator::create(storeUrl, rank, size, options)};
-               }),
-           "store_url"_a, "rank"_a, "size"_a, "timeout"_a = py::none(),
+      .def(py::init([](const std::string& storeUrl, int rank, int size,
+                       std::optional<double> timeout, const std::optional<Options>& given) {
+             if (size < 1) throw py::value_error("size must be >= 1");
+             if (rank < 0 || rank >= size) {
+               throw py::value_error("rank " + std::to_string(rank) + " is not in [0, " +
+                                     std::to_string(size) + ")");
+             }
+             Options options = optionsWithTimeout(timeout, given);
+             py::gil_scoped_release release;
+             return PyCommunicator{Communicator::create(storeUrl, rank, size, options)};
+           }),
+           "store_url"_a, "rank"_a, "size"_a, "timeout"_a = py::none(), py::kw_only(),
+           "options"_a = py::none(),
            R"doc(Connects to every other rank through the store at ``store_url``
 ("tcp://host:port" or "file:///path"). ``timeout`` (seconds; default CHORUS_TIMEOUT or 300)
-bounds every step of every later call. Blocks until all ``size`` ranks joined.)doc")
+bounds every step of every later call. ``options`` (chorus.Options): the settings, instead of
+the CHORUS_* variables'. Blocks until all ``size`` ranks joined.)doc")
       .def_static(
           "from_env",
-          [](std::optional<double> timeout) {
-            Options options = optionsWithTimeout(timeout);
+          [](std::optional<double> timeout, const std::optional<Options>& given) {
+            Options options = optionsWithTimeout(timeout, given);
             py::gil_scoped_release release;
             return PyCommunicator{Communicator::fromEnv(options)};
           },
-          "timeout"_a = py::none(),
+          "timeout"_a = py::none(), py::kw_only(), "options"_a = py::none(),
           R"doc(Rank, size and store from CHORUS_RANK, CHORUS_WORLD_SIZE and CHORUS_STORE (set by
 chorus-run), or from the variables of mpirun and srun. A program started on its own gets a
 world of one. A process an elastic launcher started as a replacement for a lost rank
-(CHORUS_JOIN=1) gets an error: this API cannot join a running job.)doc")
+(CHORUS_JOIN=1) gets an error: this API cannot join a running job. ``timeout`` and ``options``
+as for the constructor.)doc")
+      .def_property_readonly(
+          "options", [](SelfArg self) { return commOf(self.obj, "options").options(); },
+          "A copy of the settings this communicator runs with (chorus.Options).")
       .def_property_readonly(
           "rank", [](const PyCommunicator& c) { return c.rank; }, "This rank, 0..size-1.")
       .def_property_readonly(

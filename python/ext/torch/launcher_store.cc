@@ -16,7 +16,7 @@ constexpr std::chrono::seconds kOpenTimeout{5};
 
 }  // namespace
 
-std::shared_ptr<Store> launcherStore(int rank) {
+std::shared_ptr<Store> launcherStore(int rank, const AuthOptions& auth) {
   static std::mutex mu;
   static bool tried = false;
   static std::shared_ptr<Store> store;
@@ -26,7 +26,7 @@ std::shared_ptr<Store> launcherStore(int rank) {
   const char* url = std::getenv("CHORUS_STORE");
   if (!url || !*url) return nullptr;
   try {
-    store = openStore(url, kOpenTimeout);
+    store = openStore(url, kOpenTimeout, auth);
   } catch (const std::exception& e) {
     std::fprintf(stderr,
                  "chorus backend (rank %d): cannot open CHORUS_STORE=%s for the progress records "

@@ -11,7 +11,8 @@
 namespace chorus::torch_backend {
 
 // CHORUS_STORE opened once per process and shared by every group; null when it is not set or
-// cannot be opened (said once on stderr: the job runs on without progress records there).
-std::shared_ptr<Store> launcherStore(int rank);
+// cannot be opened (said once on stderr: the job runs on without progress records there). Its
+// client proves the key of `auth` (the communicator's Options::auth).
+std::shared_ptr<Store> launcherStore(int rank, const AuthOptions& auth);
 
 }  // namespace chorus::torch_backend

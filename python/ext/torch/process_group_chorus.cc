@@ -56,7 +56,7 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
     options = chorus::Options::fromEnv();
     timeout_ = chooseTimeout(timeout, describeGroup(), rank);
     options.timeout = timeout_;
-    options.progressStore = launcherStore(rank);
+    options.progressStore = launcherStore(rank, options.auth);
     signalAbort_ = std::make_shared<SignalAbort>(this);
     if (joinsRunningJob(globalRanks_, size)) {
       // A replacement joins when it is ready to take its state (joinNow), not here: the

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
+#include <tuple>
 
 #include "store/compare_set.h"
 #include "store/etcd/base64.h"
@@ -241,13 +242,16 @@ std::shared_ptr<Store> makeEtcdStore(std::vector<HostPort> endpoints, const std:
   return std::make_shared<EtcdStore>(std::move(endpoints), prefix, timeout, https, std::move(tls));
 }
 
-std::shared_ptr<Store> openEtcdStore(const StoreUrl& url, milliseconds timeout) {
+std::shared_ptr<Store> openEtcdStore(const StoreUrl& url, milliseconds timeout,
+                                     const AuthOptions& auth) {
   TlsFiles tls;
-  const std::pair<const char*, std::string*> vars[] = {
-      {"CHORUS_ETCD_CA", &tls.ca}, {"CHORUS_ETCD_CERT", &tls.cert}, {"CHORUS_ETCD_KEY", &tls.key}};
-  for (const auto& [name, field] : vars) {
-    const char* value = std::getenv(name);
-    if (value == nullptr || *value == 0) continue;
+  const std::tuple<const char*, const std::string*, std::string*> settings[] = {
+      {"CHORUS_ETCD_CA", &auth.etcdCaFile, &tls.ca},
+      {"CHORUS_ETCD_CERT", &auth.etcdCertFile, &tls.cert},
+      {"CHORUS_ETCD_KEY", &auth.etcdKeyFile, &tls.key}};
+  for (const auto& [name, given, field] : settings) {
+    const char* value = given->c_str();
+    if (*value == 0) continue;
     if (!url.tls) {
       throw Error(ErrorCode::kInvalidArgument,
                   std::string("openStore: ") + name +

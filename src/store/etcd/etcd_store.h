@@ -1,6 +1,7 @@
 // The store on an etcd v3 cluster (openStore's "etcd://" URLs).
 #pragma once
 
+#include <chorus/options.hpp>
 #include <chorus/store.hpp>
 
 #include <chrono>
@@ -21,9 +22,10 @@ std::shared_ptr<Store> makeEtcdStore(std::vector<HostPort> endpoints, const std:
                                      std::chrono::milliseconds timeout, bool https = false,
                                      TlsFiles tls = {});
 
-// openStore's etcd:// and etcds:// URLs: the TLS files come from CHORUS_ETCD_CA, CHORUS_ETCD_CERT
-// and CHORUS_ETCD_KEY (etcds:// only; Error(kInvalidArgument) when set for etcd://, when a
-// certificate comes without its key, or when a file cannot be read).
-std::shared_ptr<Store> openEtcdStore(const StoreUrl& url, std::chrono::milliseconds timeout);
+// openStore's etcd:// and etcds:// URLs: the TLS files come from auth.etcd*File (CHORUS_ETCD_CA,
+// CHORUS_ETCD_CERT and CHORUS_ETCD_KEY; etcds:// only; Error(kInvalidArgument) when set for
+// etcd://, when a certificate comes without its key, or when a file cannot be read).
+std::shared_ptr<Store> openEtcdStore(const StoreUrl& url, std::chrono::milliseconds timeout,
+                                     const AuthOptions& auth);
 
 }  // namespace chorus::store::etcd

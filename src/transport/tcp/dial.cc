@@ -50,11 +50,12 @@ std::unique_ptr<SealedStream> sealedStream(const auth::JobKey* key, auth::Role s
 }  // namespace
 
 Connection dialLower(const std::string& address, int rank, int size, int peer, const JobId& job,
-                     const auth::JobKey* key, bool encrypt, int bufferBytes, Deadline deadline) {
+                     const auth::JobKey* key, bool encrypt, int bufferBytes, bool zeroCopy,
+                     Deadline deadline) {
   if (encrypt && key == nullptr) {
     throw Error(ErrorCode::kInvalidArgument, "CHORUS_ENCRYPT=1 needs a key (CHORUS_AUTH_KEY_FILE)");
   }
-  Fd fd = connectTo(parseAddress(address), bufferBytes, deadline);
+  Fd fd = connectTo(parseAddress(address), bufferBytes, zeroCopy, deadline);
   const std::string who = "rank " + std::to_string(peer) + " (" + address + ")";
   auth::ClientResult r;
   if (key != nullptr) {
@@ -91,7 +92,7 @@ Connection dialLower(const std::string& address, int rank, int size, int peer, c
   if (reply->flags != flags) {
     throw Error(ErrorCode::kInvalidArgument, "connecting to " + encryptionMismatch(who, encrypt));
   }
-  Connection c{peer, std::move(fd), address, "", nullptr};
+  Connection c{peer, std::move(fd), address, "", nullptr, {}};
   if (encrypt) {
     c.sealed =
         sealedStream(key, auth::Role::kClient, rankContext(job), r.clientNonce, r.serverNonce);
@@ -229,7 +230,7 @@ std::vector<Connection> acceptHigher(int listener, int rank, int size, const Job
       }
       have[h->from] = true;
       // The dialer reports its listening address in the store; show that one in messages.
-      done.push_back(Connection{h->from, std::move(p.fd), p.address, "", std::move(p.sealed)});
+      done.push_back(Connection{h->from, std::move(p.fd), p.address, "", std::move(p.sealed), {}});
     }
     // Forget closed sockets and connections that take too long (silent, or a byte at a time).
     std::erase_if(pending, [&](const Pending& p) {

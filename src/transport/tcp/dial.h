@@ -9,6 +9,7 @@
 #include "common/fd.h"
 #include "transport/job_id.h"
 #include "transport/tcp/sealed_stream.h"
+#include "transport/tcp/zero_copy.h"
 
 #include <memory>
 
@@ -24,6 +25,7 @@ struct Connection {
   std::string address;
   std::string host;  // the peer's machine id: same string = same machine (filled by the caller)
   std::unique_ptr<SealedStream> sealed;  // the connection's encryption, when on
+  ZeroCopySettings zeroCopy;             // the link's MSG_ZEROCOPY sends (filled by the caller)
 };
 
 // Connects to lower rank `peer`, listening at `address`, authenticates with `key` (none: no
@@ -31,7 +33,8 @@ struct Connection {
 // `encrypt` (needs a key): the connection's keys are derived from the handshake and both sides
 // must encrypt; the hellos tell, and a mismatch throws Error(kInvalidArgument) naming it.
 Connection dialLower(const std::string& address, int rank, int size, int peer, const JobId& job,
-                     const auth::JobKey* key, bool encrypt, int bufferBytes, Deadline deadline);
+                     const auth::JobKey* key, bool encrypt, int bufferBytes, bool zeroCopy,
+                     Deadline deadline);
 
 // Accepts connections until every higher rank has authenticated (with `key`, when set) and said
 // hello. Strays (no key, a wrong key, garbage, another job, a duplicate rank, a connection that

@@ -1,7 +1,6 @@
 #include "transport/tcp/endpoint.h"
 
 #include "common/errno_text.h"
-#include "transport/tcp/zero_copy.h"
 
 #include <chorus/error.hpp>
 
@@ -123,7 +122,7 @@ bool isLoopbackPeer(int fd) {
   return false;
 }
 
-void tuneSocket(int fd, int bufferBytes) {
+void tuneSocket(int fd, int bufferBytes, bool zeroCopy) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   if (bufferBytes <= 0) return;
@@ -136,17 +135,17 @@ void tuneSocket(int fd, int bufferBytes) {
   // emulated cluster costs about as much as the read (docs/performance-log.md, "CPU cost per
   // byte"). So it is set only where the kernel would not grow it that far by itself, or where
   // zero-copy sends, which are done only once the peer has taken their pages, are asked for.
-  if (autoSizing().receiveMax < bufferBytes || ZeroCopySettings::fromEnv().minBytes > 0) {
+  if (autoSizing().receiveMax < bufferBytes || zeroCopy) {
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufferBytes, sizeof(bufferBytes));
   }
 }
 
-Fd listenOn(const std::string& ip, int bufferBytes, int* boundPort) {
+Fd listenOn(const std::string& ip, int bufferBytes, bool zeroCopy, int* boundPort) {
   Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) throwSystem("socket", errno);
   int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  tuneSocket(fd.get(), bufferBytes);
+  tuneSocket(fd.get(), bufferBytes, zeroCopy);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   if (inet_pton(AF_INET, ip.c_str(), &a.sin_addr) != 1) {
@@ -162,12 +161,12 @@ Fd listenOn(const std::string& ip, int bufferBytes, int* boundPort) {
   return fd;
 }
 
-Fd connectTo(const sockaddr_in& addr, int bufferBytes, Deadline deadline) {
+Fd connectTo(const sockaddr_in& addr, int bufferBytes, bool zeroCopy, Deadline deadline) {
   int delayMs = 1;
   for (;;) {
     Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd) throwSystem("socket", errno);
-    tuneSocket(fd.get(), bufferBytes);
+    tuneSocket(fd.get(), bufferBytes, zeroCopy);
     int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {

@@ -13,7 +13,7 @@ namespace chorus::transport::tcp {
 
 SealedTcpLink::SealedTcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
                              std::unique_ptr<SealedStream> sealed)
-    : TcpLink(peer, std::move(fd), std::move(address), op, epollFd, false),
+    : TcpLink(peer, std::move(fd), std::move(address), op, epollFd, ZeroCopySettings{}),
       sealed_(std::move(sealed)) {}
 
 void SealedTcpLink::clear() noexcept {

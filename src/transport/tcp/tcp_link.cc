@@ -18,7 +18,8 @@
 
 namespace chorus::transport::tcp {
 
-TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd, bool zeroCopy)
+TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
+                 ZeroCopySettings zeroCopy)
     : peer_(peer), fd_(std::move(fd)), address_(std::move(address)), op_(op), epoll_(epollFd) {
   setNonBlocking(fd_.get());
   loopback_ = isLoopbackPeer(fd_.get());
@@ -29,7 +30,7 @@ TcpLink::TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
     throw Error(ErrorCode::kSystem, "epoll_ctl: " + errnoText(errno));
   }
   events_ = ev.events;
-  if (zeroCopy) zeroCopy_.enable(fd_.get(), ZeroCopySettings::fromEnv());
+  zeroCopy_.enable(fd_.get(), zeroCopy);
 }
 
 void TcpLink::postSend(Request& r) {

@@ -23,8 +23,9 @@ namespace chorus::transport::tcp {
 class TcpLink : public Link {
  public:
   // epollFd: the transport's; the socket is registered with the peer's rank as its key.
-  TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd)
-      : TcpLink(peer, std::move(fd), std::move(address), op, epollFd, true) {}
+  // zeroCopy: Options::tcp's MSG_ZEROCOPY settings (the encrypted link passes them off).
+  TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd,
+          ZeroCopySettings zeroCopy);
 
   const char* kind() const override { return "tcp"; }
   void postSend(Request& r) override;
@@ -53,9 +54,6 @@ class TcpLink : public Link {
   void drainAndClose() noexcept;
 
  protected:
-  // zeroCopy: whether large payloads may go out with MSG_ZEROCOPY (CHORUS_ZERO_COPY decides).
-  TcpLink(int peer, Fd fd, std::string address, OpState& op, int epollFd, bool zeroCopy);
-
   enum class Inbound : uint8_t { kHeader, kPayload, kAbortText, kGone };
   // Largest frame (header + payload) read with a single recv into the stage.
   static constexpr size_t kStageBytes = 4096 + kFrameHeaderBytes;

@@ -1,7 +1,5 @@
 #include "transport/tcp/zero_copy.h"
 
-#include "common/env_vars.h"
-
 #include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -22,17 +20,6 @@ std::atomic<bool> refuseForTesting{false};
 std::atomic<uint64_t> zeroCopyCalls{0};
 
 }  // namespace
-
-ZeroCopySettings ZeroCopySettings::fromEnv() {
-  ZeroCopySettings s;
-  if (auto v = envVar("CHORUS_TCP_ZEROCOPY_BYTES")) {
-    s.minBytes = static_cast<size_t>(parseEnvNumber("CHORUS_TCP_ZEROCOPY_BYTES", *v, 0, 1LL << 40));
-  }
-  if (auto v = envVar("CHORUS_TCP_ZEROCOPY_KEEP")) {
-    s.keepWhenCopied = parseEnvNumber("CHORUS_TCP_ZEROCOPY_KEEP", *v, 0, 1) == 1;
-  }
-  return s;
-}
 
 void refuseZeroCopyForTesting(bool refuse) { refuseForTesting.store(refuse); }
 

@@ -1,9 +1,10 @@
 // MSG_ZEROCOPY sends of one socket: the kernel sends large payloads straight from the caller's
 // buffer and says in the socket's error queue when it no longer needs those pages. A send request
 // sent this way is held (not done) until then, so a caller never reuses a buffer the kernel still
-// reads. Off unless CHORUS_TCP_ZEROCOPY_BYTES is set: where the kernel copies anyway (loopback,
-// veth, any delivery to a local socket) zero-copy only adds the page pinning and the
-// notifications, and the socket goes back to ordinary sends once a notification says it copied.
+// reads. Off unless Options::tcp.zeroCopyBytes (CHORUS_TCP_ZEROCOPY_BYTES) is set: where the kernel
+// copies anyway (loopback, veth, any delivery to a local socket) zero-copy only adds the page
+// pinning and the notifications, and the socket goes back to ordinary sends once a notification
+// says it copied.
 #pragma once
 
 #include "transport/data_path.h"
@@ -15,11 +16,10 @@
 
 namespace chorus::transport::tcp {
 
+// Options::tcp (TcpOptions) as the links use it.
 struct ZeroCopySettings {
-  size_t minBytes = 0;          // CHORUS_TCP_ZEROCOPY_BYTES: sends of at least this size; 0: off
-  bool keepWhenCopied = false;  // CHORUS_TCP_ZEROCOPY_KEEP=1: stay on though the kernel copies
-  // Read once per connection; throws Error(kInvalidArgument) naming a malformed variable.
-  static ZeroCopySettings fromEnv();
+  size_t minBytes = 0;          // TcpOptions::zeroCopyBytes: sends of at least this size; 0: off
+  bool keepWhenCopied = false;  // TcpOptions::zeroCopyKeep: stay on though the kernel copies
 };
 
 // For tests: make SO_ZEROCOPY fail on new sockets, as on a kernel without it.

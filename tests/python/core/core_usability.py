@@ -4,7 +4,7 @@
 
 help(chorus.Communicator) names argument types (no pybind11 "handle") and shows ReduceOp.SUM as
 op's default; close() and the with block close the communicator and later calls raise
-ValueError; Ctrl-C (SIGINT from rank 1) interrupts rank 0 blocked in a collective, in
+ValueError; chorus.Options given as options= reach the communicator; Ctrl-C (SIGINT from rank 1) interrupts rank 0 blocked in a collective, in
 Work.wait() and in Work.wait(timeout) with KeyboardInterrupt within about a second, and rank 1's next call then fails at
 once naming rank 0 (not at its timeout; its first may still complete with what rank 0 sent
 before the interrupt). Exit status 77 (skipped) when numpy is missing.
@@ -101,11 +101,42 @@ def interrupted(rank, comm, what, block, marker):
         expect(e.code != "TIMEOUT" and "rank 0" in str(e), f"{what}: rank 1's error: {e}")
 
 
+def check_options(rank, size):
+    """chorus.Options: settings given in code reach the communicator; bad ones are refused."""
+    o = chorus.Options.from_env(trace_entries=0, timeout=TIMEOUT_S)
+    expect(o.trace_entries == 0 and o.timeout == TIMEOUT_S, f"Options.from_env keywords: {o!r}")
+    expect("trace_entries=0" in repr(o), f"repr: {o!r}")
+    o.tcp_zerocopy_bytes = 1 << 20
+    with chorus.Communicator.from_env(options=o) as comm:
+        got = comm.options
+        expect(got.trace_entries == 0 and got.tcp_zerocopy_bytes == 1 << 20,
+               f"comm.options: {got!r}")
+        x = np.full(4, rank + 1, dtype=np.float32)
+        comm.all_reduce(x)
+        expect(np.array_equal(x, np.full(4, size * (size + 1) / 2, np.float32)), f"all_reduce: {x}")
+    expect(chorus.Options().trace_entries == 2048, "Options() is not the defaults")
+    # Authentication required, and no key: every rank fails alike, before the rendezvous.
+    try:
+        chorus.Communicator.from_env(
+            options=chorus.Options.from_env(auth="required", auth_key_file=""))
+        expect(False, "auth='required' without a key was accepted")
+    except chorus.Error as e:
+        expect("CHORUS_AUTH=required" in str(e), f"auth='required' without a key: {e}")
+    for bad, kind in (({"trace_entries": -1}, ValueError), ({"auth": "sometimes"}, ValueError),
+                      ({"no_such_setting": 1}, TypeError)):
+        try:
+            chorus.Options(**bad)
+            expect(False, f"Options(**{bad}) was accepted")
+        except kind:
+            pass
+
+
 def main():
     rank, size = int(os.environ["CHORUS_RANK"]), int(os.environ["CHORUS_WORLD_SIZE"])
     assert size == 2, "run on 2 ranks"
     check_help()
     check_close(rank, size)
+    check_options(rank, size)
     tag = os.environ["CHORUS_STORE"].rsplit(":", 1)[-1]
     tmp = os.environ.get("TMPDIR", "/tmp")
     comm = chorus.Communicator.from_env(timeout=TIMEOUT_S)
