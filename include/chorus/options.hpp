@@ -1,6 +1,8 @@
 // Communicator settings. Options::fromEnv() reads the CHORUS_* variables (docs/config.md).
 #pragma once
 
+#include <chorus/export.h>
+
 #include <chorus/types.hpp>
 
 #include <array>
@@ -23,7 +25,7 @@ struct LinkCost {
   double alpha;  // seconds per message, size aside (latency and per-message software cost)
   double beta;   // seconds per byte (inverse bandwidth)
 };
-struct Tuning {
+struct CHORUS_API Tuning {
   LinkCost shm{2.0e-6, 0.12e-9};  // between ranks of one host, through shared memory
   LinkCost net{60.0e-6, 8.6e-9};  // through TCP (between hosts, or on one host when forced)
   // Seconds per byte reduced, by DataType (f16/bf16 convert through f32).
@@ -58,10 +60,10 @@ enum class DebugLevel {
 };
 // The forms CHORUS_TRANSPORT and CHORUS_DEBUG take; parse* throw Error(kInvalidArgument) naming
 // the accepted forms.
-std::string_view toString(TransportKind kind);
-std::string_view toString(DebugLevel level);
-TransportKind parseTransportKind(std::string_view text);
-DebugLevel parseDebugLevel(std::string_view text);
+CHORUS_API std::string_view toString(TransportKind kind);
+CHORUS_API std::string_view toString(DebugLevel level);
+CHORUS_API TransportKind parseTransportKind(std::string_view text);
+CHORUS_API DebugLevel parseDebugLevel(std::string_view text);
 
 // The collectives whose algorithm Options::algorithm can force; names as in CHORUS_ALGO.
 enum class Collective {
@@ -108,18 +110,18 @@ struct AlgorithmSetting {
   Algorithm operator[](Collective c) const { return forced[static_cast<size_t>(c)]; }
   bool operator==(const AlgorithmSetting&) const = default;
 };
-std::string_view toString(Collective collective);
-std::string_view toString(Algorithm algorithm);
+CHORUS_API std::string_view toString(Collective collective);
+CHORUS_API std::string_view toString(Algorithm algorithm);
 // The CHORUS_ALGO form: "auto" when nothing is forced, the bare name when only the all-reduce's
 // is, else "collective=name" entries in the order of Collective ("allreduce=tree,broadcast=chain").
-std::string toString(const AlgorithmSetting& setting);
+CHORUS_API std::string toString(const AlgorithmSetting& setting);
 // Reads "auto", an all-reduce algorithm name, or a comma-separated list of "collective=name"
 // (a later entry for the same collective wins; "reduce_scatter" may be spelt "reducescatter").
 // Throws Error(kInvalidArgument) naming the text and the choices for an unknown collective, an
 // unknown name, or a name the collective does not have.
-AlgorithmSetting parseAlgorithmSetting(std::string_view text);
+CHORUS_API AlgorithmSetting parseAlgorithmSetting(std::string_view text);
 
-struct Options {
+struct CHORUS_API Options {
   // CHORUS_TIMEOUT (seconds, default 300): the longest any rank waits for one step of a
   // collective (a message from a peer, a store key, a connection) before failing.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};

@@ -1,6 +1,8 @@
 // Key-value rendezvous used to bootstrap communicators.
 #pragma once
 
+#include <chorus/export.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -10,7 +12,7 @@
 namespace chorus {
 
 // Every blocking call takes a timeout and throws Error(kTimeout) when it passes.
-class Store {
+class CHORUS_API Store {
  public:
   using Bytes = std::vector<uint8_t>;
   virtual ~Store() = default;
@@ -26,19 +28,21 @@ class Store {
 };
 
 // In-process store, for ranks that are threads of one process.
-std::shared_ptr<Store> makeHashStore();
+CHORUS_API std::shared_ptr<Store> makeHashStore();
 // Store on a shared filesystem: one file per key under dir.
-std::shared_ptr<Store> makeFileStore(const std::string& dir);
+CHORUS_API std::shared_ptr<Store> makeFileStore(const std::string& dir);
 // Client of a TCP store server.
-std::shared_ptr<Store> makeTcpStore(const std::string& host, int port,
-                                    std::chrono::milliseconds timeout);
+CHORUS_API std::shared_ptr<Store> makeTcpStore(const std::string& host, int port,
+                                               std::chrono::milliseconds timeout);
 // Prefixes every key with prefix + "/".
-std::shared_ptr<Store> makePrefixStore(const std::string& prefix, std::shared_ptr<Store> inner);
+CHORUS_API std::shared_ptr<Store> makePrefixStore(const std::string& prefix,
+                                                  std::shared_ptr<Store> inner);
 // "tcp://host:port" or "file:///path".
-std::shared_ptr<Store> openStore(const std::string& url, std::chrono::milliseconds timeout);
+CHORUS_API std::shared_ptr<Store> openStore(const std::string& url,
+                                            std::chrono::milliseconds timeout);
 
 // A TCP store server running on its own thread until destroyed.
-class TcpStoreServer {
+class CHORUS_API TcpStoreServer {
  public:
   // port 0 picks a free port. Throws Error(kSystem) when the address cannot be bound.
   TcpStoreServer(const std::string& host, int port);
@@ -48,7 +52,7 @@ class TcpStoreServer {
   int port() const;
 
  private:
-  struct Impl;
+  struct CHORUS_HIDDEN Impl;
   std::unique_ptr<Impl> impl_;
 };
 

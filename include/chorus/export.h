@@ -1,0 +1,22 @@
+/* CHORUS_API marks what libchorus exports. The library is built with hidden visibility
+ * (src/CMakeLists.txt), so the C functions, classes and functions of include/chorus that carry
+ * this mark are its whole binary interface; everything else stays inside libchorus.so
+ * (scripts/check-exports verifies both). */
+#ifndef CHORUS_EXPORT_H_
+#define CHORUS_EXPORT_H_
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CHORUS_API __attribute__((visibility("default")))
+#else
+#define CHORUS_API
+#endif
+
+/* CHORUS_HIDDEN marks the private implementation (Impl) of a CHORUS_API class: a nested class
+ * takes its enclosing class's visibility, and Impl stays inside the library. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CHORUS_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define CHORUS_HIDDEN
+#endif
+
+#endif /* CHORUS_EXPORT_H_ */
