@@ -11,9 +11,12 @@
 #define CHORUS_API
 #endif
 
-/* CHORUS_HIDDEN marks the private implementation (Impl) of a CHORUS_API class: a nested class
- * takes its enclosing class's visibility, and Impl stays inside the library. */
-#if defined(__GNUC__) || defined(__clang__)
+/* CHORUS_HIDDEN marks the private implementation (Impl) of a CHORUS_API class, which would
+ * otherwise take its enclosing class's visibility, so that Impl stays inside the library. Only
+ * where the library's own sources are compiled (CHORUS_BUILDING, src/CMakeLists.txt): the tests
+ * that see internals are compiled with default visibility, and there a struct holding an Impl
+ * marked hidden would be a warning. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(CHORUS_BUILDING)
 #define CHORUS_HIDDEN __attribute__((visibility("hidden")))
 #else
 #define CHORUS_HIDDEN

@@ -77,7 +77,7 @@ def build(root, **fill):
         f.write(textwrap.dedent(text))
     obj, so, a = (os.path.join(root, n) for n in ("lib.o", "libchorus.so", "libchorus.a"))
     flags = ["-std=c++20", "-fPIC", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
-             "-I", os.path.join(root, "include")]
+             "-DCHORUS_BUILDING=1", "-I", os.path.join(root, "include")]
     subprocess.run([CXX, *flags, "-c", src, "-o", obj], check=True)
     subprocess.run([CXX, "-shared", obj, "-o", so], check=True)
     subprocess.run(["ar", "rcs", a, obj], check=True)
