@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <chorus/export.h>
+
 /* Version of these headers; chorus_get_version gives the library's (they differ when a program
  * runs against another build of libchorus than it was compiled with). */
 #define CHORUS_VERSION_MAJOR 0
@@ -78,7 +80,7 @@ typedef enum {
 } chorus_op;
 
 /* Version of the library this program runs with. Any pointer may be NULL (that part is skipped). */
-void chorus_get_version(int* major, int* minor, int* patch);
+CHORUS_API void chorus_get_version(int* major, int* minor, int* patch);
 
 /* Where this process sits in its job, as its launcher says (docs/config.md, "Launch variables"),
  * before any communicator exists: to pick a core or a device by local rank, or to log the launch.
@@ -95,16 +97,17 @@ typedef struct chorus_launch_info {
 } chorus_launch_info;
 /* CHORUS_ERR_INVALID_ARGUMENT (chorus_last_error(NULL) says why) when a launch variable is missing
  * or malformed, info is NULL, struct_size is too small, or a text does not fit its field. */
-chorus_status chorus_get_launch_info(chorus_launch_info* info);
+CHORUS_API chorus_status chorus_get_launch_info(chorus_launch_info* info);
 
 /* Creates a communicator from CHORUS_RANK / CHORUS_WORLD_SIZE / CHORUS_STORE, or from the
  * variables torchrun, Open MPI, MPICH's Hydra or Slurm put in the environment (the store address
  * derived under Slurm and torchrun). In a process an elastic launcher started as a replacement
  * (CHORUS_JOIN=1) it fails with CHORUS_ERR_INVALID_ARGUMENT: such a program calls
  * chorus_comm_init_from_env_or_join. */
-chorus_status chorus_comm_init_from_env(chorus_comm** comm);
+CHORUS_API chorus_status chorus_comm_init_from_env(chorus_comm** comm);
 /* store_url: "tcp://host:port" or "file:///path". */
-chorus_status chorus_comm_init(const char* store_url, int rank, int world_size, chorus_comm** comm);
+CHORUS_API chorus_status chorus_comm_init(const char* store_url, int rank, int world_size,
+                                          chorus_comm** comm);
 /* Settings for chorus_comm_init_with_options. Every field left zero (or NULL) keeps the value of
  * the matching CHORUS_* variable when it is set, else the built-in default (docs/config.md), so
  *   chorus_options o = {sizeof(o)};  o.timeout_ms = 5000;
@@ -190,33 +193,37 @@ typedef struct chorus_options {
 /* chorus_comm_init with settings (options may be NULL: the environment and defaults). A bad
  * value (negative timeout, unknown enum or algorithm, struct_size too small) is
  * CHORUS_ERR_INVALID_ARGUMENT. */
-chorus_status chorus_comm_init_with_options(const char* store_url, int rank, int world_size,
-                                            const chorus_options* options, chorus_comm** comm);
+CHORUS_API chorus_status chorus_comm_init_with_options(const char* store_url, int rank,
+                                                       int world_size,
+                                                       const chorus_options* options,
+                                                       chorus_comm** comm);
 /* chorus_comm_init_from_env with settings, as chorus_comm_init_with_options. */
-chorus_status chorus_comm_init_from_env_with_options(const chorus_options* options,
-                                                     chorus_comm** comm);
+CHORUS_API chorus_status chorus_comm_init_from_env_with_options(const chorus_options* options,
+                                                                chorus_comm** comm);
 /* For programs that survive a lost rank under an elastic launcher (chorus-run --elastic,
  * docs/elastic-launch.md): as chorus_comm_init_from_env_with_options, except in a process the
  * launcher started as a replacement (CHORUS_JOIN=1), which joins the running job instead, as
  * chorus_comm_join on the launch store (CHORUS_RANK is then only a hint for logs). */
-chorus_status chorus_comm_init_from_env_or_join(const chorus_options* options, chorus_comm** comm);
+CHORUS_API chorus_status chorus_comm_init_from_env_or_join(const chorus_options* options,
+                                                           chorus_comm** comm);
 
 /* Always returns promptly, also after a failure. Accepts NULL. */
-chorus_status chorus_comm_destroy(chorus_comm* comm);
+CHORUS_API chorus_status chorus_comm_destroy(chorus_comm* comm);
 
 /* -1 for NULL. */
-int chorus_comm_rank(const chorus_comm* comm);
-int chorus_comm_size(const chorus_comm* comm);
+CHORUS_API int chorus_comm_rank(const chorus_comm* comm);
+CHORUS_API int chorus_comm_size(const chorus_comm* comm);
 
-chorus_status chorus_all_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                                chorus_dtype dtype, chorus_op op);
-chorus_status chorus_reduce_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                    size_t recvcount, chorus_dtype dtype, chorus_op op);
-chorus_status chorus_all_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                size_t sendcount, chorus_dtype dtype);
-chorus_status chorus_broadcast(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
-                               int root);
-chorus_status chorus_barrier(chorus_comm* comm);
+CHORUS_API chorus_status chorus_all_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                           size_t count, chorus_dtype dtype, chorus_op op);
+CHORUS_API chorus_status chorus_reduce_scatter(chorus_comm* comm, const void* sendbuf,
+                                               void* recvbuf, size_t recvcount, chorus_dtype dtype,
+                                               chorus_op op);
+CHORUS_API chorus_status chorus_all_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                           size_t sendcount, chorus_dtype dtype);
+CHORUS_API chorus_status chorus_broadcast(chorus_comm* comm, void* buf, size_t count,
+                                          chorus_dtype dtype, int root);
+CHORUS_API chorus_status chorus_barrier(chorus_comm* comm);
 
 /* Reduce, gather, scatter, the per-rank-count variants and all-to-all, blocking and (i-prefix)
  * non-blocking; requests as for chorus_iall_reduce below. Every rank calls them in the same order
@@ -227,65 +234,73 @@ chorus_status chorus_barrier(chorus_comm* comm);
  * entry per rank and are copied by the call. Displacements are the prefix sums of the counts. */
 struct chorus_request;
 /* The root gets the reduction of every rank's sendbuf. In place on the root: sendbuf == recvbuf. */
-chorus_status chorus_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                            chorus_dtype dtype, chorus_op op, int root);
-chorus_status chorus_ireduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                             chorus_dtype dtype, chorus_op op, int root,
-                             struct chorus_request** request);
+CHORUS_API chorus_status chorus_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                       size_t count, chorus_dtype dtype, chorus_op op, int root);
+CHORUS_API chorus_status chorus_ireduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                        size_t count, chorus_dtype dtype, chorus_op op, int root,
+                                        struct chorus_request** request);
 /* The root's recvbuf holds world_size * sendcount elements, block r from rank r. In place on the
  * root: sendbuf == recvbuf + root * sendcount. */
-chorus_status chorus_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t sendcount,
-                            chorus_dtype dtype, int root);
-chorus_status chorus_igather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                             size_t sendcount, chorus_dtype dtype, int root,
-                             struct chorus_request** request);
+CHORUS_API chorus_status chorus_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                       size_t sendcount, chorus_dtype dtype, int root);
+CHORUS_API chorus_status chorus_igather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                        size_t sendcount, chorus_dtype dtype, int root,
+                                        struct chorus_request** request);
 /* The root's sendbuf holds world_size * recvcount elements; rank r receives block r. In place on
  * the root: recvbuf == sendbuf + root * recvcount. */
-chorus_status chorus_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                             size_t recvcount, chorus_dtype dtype, int root);
-chorus_status chorus_iscatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                              size_t recvcount, chorus_dtype dtype, int root,
-                              struct chorus_request** request);
+CHORUS_API chorus_status chorus_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                        size_t recvcount, chorus_dtype dtype, int root);
+CHORUS_API chorus_status chorus_iscatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                         size_t recvcount, chorus_dtype dtype, int root,
+                                         struct chorus_request** request);
 /* Rank r contributes recvcounts[r] elements (every rank passes the same recvcounts); recvbuf
  * receives them in rank order. In place: sendbuf == recvbuf + the counts of the ranks before. */
-chorus_status chorus_all_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                  const size_t* recvcounts, chorus_dtype dtype);
-chorus_status chorus_iall_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                   const size_t* recvcounts, chorus_dtype dtype,
-                                   struct chorus_request** request);
+CHORUS_API chorus_status chorus_all_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                             const size_t* recvcounts, chorus_dtype dtype);
+CHORUS_API chorus_status chorus_iall_gather_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                              const size_t* recvcounts, chorus_dtype dtype,
+                                              struct chorus_request** request);
 /* A message to / from one other rank (peer). Only the two ranks take part, each at the same point
  * among its collectives; a pair's messages arrive in the order they were sent, and the receiver's
  * count must match (else CHORUS_ERR_MISMATCH). A send may return before the matching recv starts,
  * except for messages larger than the transport buffers, which wait for it: two ranks that
  * exchange large messages call send-then-recv on one and recv-then-send on the other. */
-chorus_status chorus_send(chorus_comm* comm, const void* buf, size_t count, chorus_dtype dtype,
-                          int peer);
-chorus_status chorus_isend(chorus_comm* comm, const void* buf, size_t count, chorus_dtype dtype,
-                           int peer, struct chorus_request** request);
-chorus_status chorus_recv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype, int peer);
-chorus_status chorus_irecv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype, int peer,
-                           struct chorus_request** request);
+CHORUS_API chorus_status chorus_send(chorus_comm* comm, const void* buf, size_t count,
+                                     chorus_dtype dtype, int peer);
+CHORUS_API chorus_status chorus_isend(chorus_comm* comm, const void* buf, size_t count,
+                                      chorus_dtype dtype, int peer,
+                                      struct chorus_request** request);
+CHORUS_API chorus_status chorus_recv(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
+                                     int peer);
+CHORUS_API chorus_status chorus_irecv(chorus_comm* comm, void* buf, size_t count,
+                                      chorus_dtype dtype, int peer,
+                                      struct chorus_request** request);
 /* sendbuf holds blocks of recvcounts[0], recvcounts[1], ... elements (the same recvcounts on
  * every rank); rank r receives the reduction of block r. In place: recvbuf == sendbuf + the
  * counts of the ranks before. */
-chorus_status chorus_reduce_scatter_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                      const size_t* recvcounts, chorus_dtype dtype, chorus_op op);
-chorus_status chorus_ireduce_scatter_v(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                       const size_t* recvcounts, chorus_dtype dtype, chorus_op op,
-                                       struct chorus_request** request);
+CHORUS_API chorus_status chorus_reduce_scatter_v(chorus_comm* comm, const void* sendbuf,
+                                                 void* recvbuf, const size_t* recvcounts,
+                                                 chorus_dtype dtype, chorus_op op);
+CHORUS_API chorus_status chorus_ireduce_scatter_v(chorus_comm* comm, const void* sendbuf,
+                                                  void* recvbuf, const size_t* recvcounts,
+                                                  chorus_dtype dtype, chorus_op op,
+                                                  struct chorus_request** request);
 /* Block r (count elements) of sendbuf goes to rank r; block r of recvbuf comes from rank r. In
  * place: sendbuf == recvbuf. */
-chorus_status chorus_all_to_all(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                                chorus_dtype dtype);
-chorus_status chorus_iall_to_all(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                 size_t count, chorus_dtype dtype, struct chorus_request** request);
+CHORUS_API chorus_status chorus_all_to_all(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                           size_t count, chorus_dtype dtype);
+CHORUS_API chorus_status chorus_iall_to_all(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                            size_t count, chorus_dtype dtype,
+                                            struct chorus_request** request);
 /* sendcounts[r] elements to rank r, recvcounts[r] from it (rank q's recvcounts[r] must equal rank
  * r's sendcounts[q], else CHORUS_ERR_MISMATCH). No in-place form. */
-chorus_status chorus_all_to_all_v(chorus_comm* comm, const void* sendbuf, const size_t* sendcounts,
-                                  void* recvbuf, const size_t* recvcounts, chorus_dtype dtype);
-chorus_status chorus_iall_to_all_v(chorus_comm* comm, const void* sendbuf, const size_t* sendcounts,
-                                   void* recvbuf, const size_t* recvcounts, chorus_dtype dtype,
-                                   struct chorus_request** request);
+CHORUS_API chorus_status chorus_all_to_all_v(chorus_comm* comm, const void* sendbuf,
+                                             const size_t* sendcounts, void* recvbuf,
+                                             const size_t* recvcounts, chorus_dtype dtype);
+CHORUS_API chorus_status chorus_iall_to_all_v(chorus_comm* comm, const void* sendbuf,
+                                              const size_t* sendcounts, void* recvbuf,
+                                              const size_t* recvcounts, chorus_dtype dtype,
+                                              struct chorus_request** request);
 
 /* Color for chorus_comm_split (any negative value works): the rank joins no new communicator. */
 #define CHORUS_NO_COLOR (-1)
@@ -293,7 +308,8 @@ chorus_status chorus_iall_to_all_v(chorus_comm* comm, const void* sendbuf, const
  * the same color form a new communicator, ranked by (key, rank in comm), returned in *out, which
  * the caller destroys with chorus_destroy. With a negative color *out is set to NULL. The new
  * communicator has comm's settings; comm stays valid. */
-chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_comm** out);
+CHORUS_API chorus_status chorus_comm_split(chorus_comm* comm, int color, int key,
+                                           chorus_comm** out);
 
 /* Membership (docs/fault-tolerance.md). chorus_comm_shrink: collective among the live ranks of
  * comm, callable after a call on it failed (CHORUS_ERR_PEER_FAILURE, _TIMEOUT, _ABORTED) or when
@@ -302,66 +318,69 @@ chorus_status chorus_comm_split(chorus_comm* comm, int color, int key, chorus_co
  * after them; destroy it with chorus_destroy). comm is aborted by the call but must still be
  * destroyed. A rank the others declared dead gets CHORUS_ERR_PEER_FAILURE ("... was declared dead
  * by the survivors ..."). Ends within comm's timeout. */
-chorus_status chorus_comm_shrink(chorus_comm* comm, chorus_comm** out);
+CHORUS_API chorus_status chorus_comm_shrink(chorus_comm* comm, chorus_comm** out);
 /* A new process joins the job whose communicator was created on store_url (options may be NULL):
  * waits for its next membership change (a chorus_comm_shrink on the others) up to the timeout. */
-chorus_status chorus_comm_join(const char* store_url, const chorus_options* options,
-                               chorus_comm** out);
+CHORUS_API chorus_status chorus_comm_join(const char* store_url, const chorus_options* options,
+                                          chorus_comm** out);
 /* Ranks of comm known to have failed, ascending: up to capacity of them are written to ranks (may
  * be NULL when capacity is 0); *count receives how many there are in all. Never blocks. */
-chorus_status chorus_comm_failed_ranks(chorus_comm* comm, int* ranks, int capacity, int* count);
+CHORUS_API chorus_status chorus_comm_failed_ranks(chorus_comm* comm, int* ranks, int capacity,
+                                                  int* count);
 /* 0 for a communicator from chorus_init*; one more with each shrink or join. */
-chorus_status chorus_comm_generation(chorus_comm* comm, uint64_t* generation);
+CHORUS_API chorus_status chorus_comm_generation(chorus_comm* comm, uint64_t* generation);
 /* For each rank of comm (world_size entries, up to capacity written): its rank in the
  * communicator comm was made from by a shrink or join, -1 for a newcomer. *count: world_size. */
-chorus_status chorus_comm_former_ranks(chorus_comm* comm, int* ranks, int capacity, int* count);
+CHORUS_API chorus_status chorus_comm_former_ranks(chorus_comm* comm, int* ranks, int capacity,
+                                                  int* count);
 /* Processes waiting in chorus_comm_join for the next membership change (reads the store; not
  * collective: ranks may see different values). */
-chorus_status chorus_comm_joiners_waiting(chorus_comm* comm, int* count);
+CHORUS_API chorus_status chorus_comm_joiners_waiting(chorus_comm* comm, int* count);
 
 /* Non-blocking variants. Each returns a request that must be passed exactly once to
  * chorus_request_wait or chorus_request_free, before its communicator is destroyed. Requests
  * complete in issue order. */
 typedef struct chorus_request chorus_request; /* opaque */
-chorus_status chorus_iall_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                 size_t count, chorus_dtype dtype, chorus_op op,
-                                 chorus_request** request);
-chorus_status chorus_ireduce_scatter(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                     size_t recvcount, chorus_dtype dtype, chorus_op op,
-                                     chorus_request** request);
-chorus_status chorus_iall_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                 size_t sendcount, chorus_dtype dtype, chorus_request** request);
-chorus_status chorus_ibroadcast(chorus_comm* comm, void* buf, size_t count, chorus_dtype dtype,
-                                int root, chorus_request** request);
+CHORUS_API chorus_status chorus_iall_reduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                            size_t count, chorus_dtype dtype, chorus_op op,
+                                            chorus_request** request);
+CHORUS_API chorus_status chorus_ireduce_scatter(chorus_comm* comm, const void* sendbuf,
+                                                void* recvbuf, size_t recvcount, chorus_dtype dtype,
+                                                chorus_op op, chorus_request** request);
+CHORUS_API chorus_status chorus_iall_gather(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                            size_t sendcount, chorus_dtype dtype,
+                                            chorus_request** request);
+CHORUS_API chorus_status chorus_ibroadcast(chorus_comm* comm, void* buf, size_t count,
+                                           chorus_dtype dtype, int root, chorus_request** request);
 /* Completes once every rank has called chorus_ibarrier or chorus_barrier at this point. */
-chorus_status chorus_ibarrier(chorus_comm* comm, chorus_request** request);
+CHORUS_API chorus_status chorus_ibarrier(chorus_comm* comm, chorus_request** request);
 /* Waits for completion and frees the request. */
-chorus_status chorus_request_wait(chorus_request* request);
+CHORUS_API chorus_status chorus_request_wait(chorus_request* request);
 /* Sets *done to 1 when the request has completed (then chorus_request_wait returns at once). */
-chorus_status chorus_request_test(chorus_request* request, int* done);
+CHORUS_API chorus_status chorus_request_test(chorus_request* request, int* done);
 /* Frees a request without waiting. Completed: returns the operation's status, as
  * chorus_request_wait would. Still pending: the operation goes on in the background (its buffers
  * must stay valid until it is done: a later chorus_request_wait or blocking call on the same
  * communicator returning means it is, as requests complete in issue order) and CHORUS_OK is
  * returned; if it fails, the communicator is aborted and chorus_comm_get_async_error reports it.
  * Accepts NULL. */
-chorus_status chorus_request_free(chorus_request* request);
+CHORUS_API chorus_status chorus_request_free(chorus_request* request);
 
 /* Aborts comm, from any thread (also while another thread is inside a call on comm): pending and
  * later calls on it fail promptly with CHORUS_ERR_ABORTED, and the peers are told (their calls
  * fail with an error naming this rank). comm must still be destroyed with chorus_comm_destroy. */
-chorus_status chorus_comm_abort(chorus_comm* comm);
+CHORUS_API chorus_status chorus_comm_abort(chorus_comm* comm);
 /* Sets *status to the failure that aborted comm (CHORUS_OK if none), also when it happened in
  * background work (a request not waited on yet, a peer's abort noticed by it) or through
  * chorus_comm_abort; chorus_last_error(comm) then holds its message. Never blocks. */
-chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* status);
+CHORUS_API chorus_status chorus_comm_get_async_error(chorus_comm* comm, chorus_status* status);
 
 /* Writes this rank's flight-recorder dump (docs/trace-format.md) as
  * <path>/chorus-trace-<communicator>-rank<R>.json; path NULL or "": the directory in
  * CHORUS_TRACE_DIR. Reads the record without locks: callable from any thread, also while a call
  * on comm is stuck. CHORUS_ERR_INVALID_ARGUMENT when the recorder is off (CHORUS_TRACE_ENTRIES=0)
  * or no directory is known, CHORUS_ERR_SYSTEM when the file cannot be written. */
-chorus_status chorus_comm_dump_trace(chorus_comm* comm, const char* path);
+CHORUS_API chorus_status chorus_comm_dump_trace(chorus_comm* comm, const char* path);
 
 /* Registered memory (docs/api/mainpage.md, "Registered memory"): a zero-filled, page-aligned buffer
  * of `bytes` in shared memory that the ranks of this host read in place. Collectives whose buffers
@@ -369,17 +388,17 @@ chorus_status chorus_comm_dump_trace(chorus_comm* comm, const char* path);
  * shared-memory rings; other buffers, and mixes, take the usual path. The buffer belongs to the
  * process (any communicator may use it); free it before chorus_comm_destroy(comm), which otherwise
  * reports it on stderr. Returns NULL on failure (chorus_last_error(comm) says why). */
-void* chorus_mem_alloc(chorus_comm* comm, size_t bytes);
+CHORUS_API void* chorus_mem_alloc(chorus_comm* comm, size_t bytes);
 /* Frees a buffer from chorus_mem_alloc (NULL: nothing). CHORUS_ERR_INVALID_ARGUMENT when ptr is
  * not one, or while a request in flight uses it (nothing is freed then). */
-chorus_status chorus_mem_free(chorus_comm* comm, void* ptr);
+CHORUS_API chorus_status chorus_mem_free(chorus_comm* comm, void* ptr);
 
 /* Message of this communicator's last failure ("" if none), from any thread, also while another
  * thread is in a call on comm. The string is the calling thread's copy: valid until this thread
  * calls chorus_last_error(comm) again. With comm == NULL: the last failure on this thread that had
  * no communicator (chorus_comm_init*, a call with a null communicator or request). */
-const char* chorus_last_error(const chorus_comm* comm);
-const char* chorus_status_string(chorus_status status);
+CHORUS_API const char* chorus_last_error(const chorus_comm* comm);
+CHORUS_API const char* chorus_status_string(chorus_status status);
 
 /* ---- Reduced-precision wire formats (docs/api.md) ----
  * An f32 all-reduce (sum or avg) may travel as bfloat16, float16 or int8 blocks (256 values, one
@@ -400,57 +419,66 @@ typedef struct chorus_collective_options {
   chorus_wire wire;
 } chorus_collective_options;
 /* chorus_all_reduce / chorus_iall_reduce with call options; options NULL: native. */
-chorus_status chorus_all_reduce_with_options(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                             size_t count, chorus_dtype dtype, chorus_op op,
-                                             const chorus_collective_options* options);
-chorus_status chorus_iall_reduce_with_options(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                              size_t count, chorus_dtype dtype, chorus_op op,
-                                              const chorus_collective_options* options,
-                                              chorus_request** request);
+CHORUS_API chorus_status chorus_all_reduce_with_options(chorus_comm* comm, const void* sendbuf,
+                                                        void* recvbuf, size_t count,
+                                                        chorus_dtype dtype, chorus_op op,
+                                                        const chorus_collective_options* options);
+CHORUS_API chorus_status chorus_iall_reduce_with_options(chorus_comm* comm, const void* sendbuf,
+                                                         void* recvbuf, size_t count,
+                                                         chorus_dtype dtype, chorus_op op,
+                                                         const chorus_collective_options* options,
+                                                         chorus_request** request);
 /* Payload bytes this rank has handed to its links since the communicator was made (all
  * collectives, all peers), as they travel (wire-format bytes). */
-chorus_status chorus_comm_bytes_sent(const chorus_comm* comm, uint64_t* out);
+CHORUS_API chorus_status chorus_comm_bytes_sent(const chorus_comm* comm, uint64_t* out);
 
 /* ---- Version 0.1's names, kept for one more release (deprecated) ----
  * Each does what its replacement does; chorus_init_from_env* also join the running job under
  * CHORUS_JOIN=1, as in 0.1 (chorus_comm_init_from_env_or_join now asks for that by name). */
 CHORUS_DEPRECATED("chorus_comm_init")
-chorus_status chorus_init(const char* store_url, int rank, int world_size, chorus_comm** comm);
+CHORUS_API chorus_status chorus_init(const char* store_url, int rank, int world_size,
+                                     chorus_comm** comm);
 CHORUS_DEPRECATED("chorus_comm_init_from_env_or_join(NULL, comm)")
-chorus_status chorus_init_from_env(chorus_comm** comm);
+CHORUS_API chorus_status chorus_init_from_env(chorus_comm** comm);
 CHORUS_DEPRECATED("chorus_comm_init_with_options")
-chorus_status chorus_init_with_options(const char* store_url, int rank, int world_size,
-                                       const chorus_options* options, chorus_comm** comm);
+CHORUS_API chorus_status chorus_init_with_options(const char* store_url, int rank, int world_size,
+                                                  const chorus_options* options,
+                                                  chorus_comm** comm);
 CHORUS_DEPRECATED("chorus_comm_init_from_env_or_join")
-chorus_status chorus_init_from_env_with_options(const chorus_options* options, chorus_comm** comm);
-CHORUS_DEPRECATED("chorus_comm_destroy") chorus_status chorus_destroy(chorus_comm* comm);
-CHORUS_DEPRECATED("chorus_comm_rank") int chorus_rank(const chorus_comm* comm);
-CHORUS_DEPRECATED("chorus_comm_size") int chorus_world_size(const chorus_comm* comm);
-CHORUS_DEPRECATED("chorus_comm_abort") chorus_status chorus_abort(chorus_comm* comm);
+CHORUS_API chorus_status chorus_init_from_env_with_options(const chorus_options* options,
+                                                           chorus_comm** comm);
+CHORUS_DEPRECATED("chorus_comm_destroy") CHORUS_API chorus_status chorus_destroy(chorus_comm* comm);
+CHORUS_DEPRECATED("chorus_comm_rank") CHORUS_API int chorus_rank(const chorus_comm* comm);
+CHORUS_DEPRECATED("chorus_comm_size") CHORUS_API int chorus_world_size(const chorus_comm* comm);
+CHORUS_DEPRECATED("chorus_comm_abort") CHORUS_API chorus_status chorus_abort(chorus_comm* comm);
 CHORUS_DEPRECATED("chorus_comm_dump_trace")
-chorus_status chorus_dump_trace(chorus_comm* comm, const char* path);
-CHORUS_DEPRECATED("chorus_request_wait") chorus_status chorus_wait(chorus_request* request);
+CHORUS_API chorus_status chorus_dump_trace(chorus_comm* comm, const char* path);
+CHORUS_DEPRECATED("chorus_request_wait")
+CHORUS_API chorus_status chorus_wait(chorus_request* request);
 CHORUS_DEPRECATED("chorus_request_test")
-chorus_status chorus_test(chorus_request* request, int* done);
+CHORUS_API chorus_status chorus_test(chorus_request* request, int* done);
 CHORUS_DEPRECATED("chorus_all_reduce")
-chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                               chorus_dtype dtype, chorus_op op);
+CHORUS_API chorus_status chorus_allreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                          size_t count, chorus_dtype dtype, chorus_op op);
 CHORUS_DEPRECATED("chorus_iall_reduce")
-chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf, size_t count,
-                                chorus_dtype dtype, chorus_op op, chorus_request** request);
+CHORUS_API chorus_status chorus_iallreduce(chorus_comm* comm, const void* sendbuf, void* recvbuf,
+                                           size_t count, chorus_dtype dtype, chorus_op op,
+                                           chorus_request** request);
 /* 0.1's call options, without struct_size. */
 typedef struct chorus_call_options {
   chorus_wire wire;
 } chorus_call_options CHORUS_DEPRECATED("chorus_collective_options");
 CHORUS_DEPRECATED("chorus_all_reduce_with_options")
-chorus_status chorus_all_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                     size_t count, chorus_dtype dtype, chorus_op op,
-                                     const struct chorus_call_options* options);
+CHORUS_API chorus_status chorus_all_reduce_opts(chorus_comm* comm, const void* sendbuf,
+                                                void* recvbuf, size_t count, chorus_dtype dtype,
+                                                chorus_op op,
+                                                const struct chorus_call_options* options);
 CHORUS_DEPRECATED("chorus_iall_reduce_with_options")
-chorus_status chorus_iall_reduce_opts(chorus_comm* comm, const void* sendbuf, void* recvbuf,
-                                      size_t count, chorus_dtype dtype, chorus_op op,
-                                      const struct chorus_call_options* options,
-                                      chorus_request** request);
+CHORUS_API chorus_status chorus_iall_reduce_opts(chorus_comm* comm, const void* sendbuf,
+                                                 void* recvbuf, size_t count, chorus_dtype dtype,
+                                                 chorus_op op,
+                                                 const struct chorus_call_options* options,
+                                                 chorus_request** request);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -14,5 +14,5 @@
 
 namespace chorus {
 // The C++ communicator behind a C handle, for programs that mix both APIs.
-Communicator& communicatorOf(chorus_comm* comm);
+CHORUS_API Communicator& communicatorOf(chorus_comm* comm);
 }  // namespace chorus

@@ -1,6 +1,8 @@
 // The communicator: a group of ranks and the collectives they run together.
 #pragma once
 
+#include <chorus/export.h>
+
 #include <chorus/error.hpp>
 #include <chorus/options.hpp>
 #include <chorus/store.hpp>
@@ -32,7 +34,7 @@ enum class Run : uint8_t { kInBackground, kBlocking };
 // is counted against its rank, with its lag behind the second-to-last arrival. A call counts when
 // this rank heard from at least one peer in it. A rank that finds every peer's message already
 // waiting counts itself last, with no lag (by how much, only the others can tell).
-struct StragglerReport {
+struct CHORUS_API StragglerReport {
   struct Rank {
     int rank = 0;
     uint64_t last = 0;        // calls in which it arrived last
@@ -54,7 +56,7 @@ struct StragglerReport {
 // when it waits on the Work before the worker has started it (a blocking call on an idle
 // communicator: `comm->allReduce(x).wait()` costs no thread handoff). A failure (lost peer,
 // timeout, mismatched calls) aborts the communicator: the failing and every later operation throw.
-class Communicator {
+class CHORUS_API Communicator {
  public:
   // Connects to every other rank through the store. Throws Error on failure or timeout.
   static std::unique_ptr<Communicator> create(std::shared_ptr<Store> store, int rank, int size,
@@ -321,17 +323,17 @@ class Communicator {
   // collective in flight uses it (nothing is freed then: wait for the Work and retry).
   void deallocate(void* p);
 
-  struct Impl;
-
  private:
-  explicit Communicator(std::shared_ptr<Impl> impl);
-  static std::unique_ptr<Communicator> joinVia(std::shared_ptr<Store> store,
-                                               const std::string& route, Options options);
+  struct CHORUS_HIDDEN Impl;  // src/core/communicator_impl.h
+  CHORUS_HIDDEN explicit Communicator(std::shared_ptr<Impl> impl);
+  CHORUS_HIDDEN static std::unique_ptr<Communicator> joinVia(std::shared_ptr<Store> store,
+                                                             const std::string& route,
+                                                             Options options);
   static void checkSizes(const char* op, size_t expected, size_t got);
   void checkCounts(const char* op, std::span<const size_t> counts) const;
   static size_t sum(std::span<const size_t> counts);
   std::shared_ptr<Impl> impl_;  // shared with Work handles that may run a task inline
-  // The library's internal layers reach impl_ through it (src/core/tracing.cc).
+  // Defined by the library only (src/core/communicator_access.h): its way to Impl and impl_.
   friend struct CommunicatorAccess;
 };
 

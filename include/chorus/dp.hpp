@@ -2,6 +2,8 @@
 // averaged in buckets that start while backward still runs. See docs/dp.md.
 #pragma once
 
+#include <chorus/export.h>
+
 #include <chorus/communicator.hpp>
 
 #include <cstddef>
@@ -45,9 +47,9 @@ struct CompressionOptions {
 
 // "none", "bf16", "fp16", "int8" or "powersgd:R" (R >= 1); throws Error(kInvalidArgument) for
 // anything else.
-CompressionOptions parseCompression(std::string_view text);
+CHORUS_API CompressionOptions parseCompression(std::string_view text);
 // The same form ("powersgd:2").
-std::string toString(const CompressionOptions& c);
+CHORUS_API std::string toString(const CompressionOptions& c);
 
 // Mode::kDiLoCo (docs/dp.md, "DiLoCo").
 struct DiLoCoOptions {
@@ -97,7 +99,7 @@ struct ElasticOptions {
 // was discarded: the gradient buffers are zero and the next call is beginStep of step
 // `change.step + 1`. The state registered with addState may have been replaced by another
 // rank's: read the data position from it, not from local variables.
-class MembershipChanged : public std::runtime_error {
+class CHORUS_API MembershipChanged : public std::runtime_error {
  public:
   explicit MembershipChanged(MembershipChange c);
   MembershipChange change;
@@ -160,7 +162,7 @@ struct BucketInfo {
 
 // One model replica. Not thread-safe: call it from one thread at a time. f32 tensors only.
 // Every rank must register the same parameters in the same order.
-class Replica {
+class CHORUS_API Replica {
  public:
   // Uses `comm`, which must outlive the Replica. Not in elastic mode (a change replaces the
   // communicator, so the Replica must own it).
@@ -247,9 +249,8 @@ class Replica {
   // Buckets launched so far in the current micro-step (to observe overlap).
   size_t launchedBuckets() const;
 
-  struct Impl;
-
  private:
+  struct CHORUS_HIDDEN Impl;  // src/dp/replica_impl.h
   std::unique_ptr<Impl> impl_;
 };
 

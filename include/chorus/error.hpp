@@ -1,6 +1,8 @@
 // The one error type of the C++ API.
 #pragma once
 
+#include <chorus/export.h>
+
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -19,9 +21,9 @@ enum class ErrorCode {
   kInternal,
 };
 
-std::string_view toString(ErrorCode code);
+CHORUS_API std::string_view toString(ErrorCode code);
 
-class Error : public std::runtime_error {
+class CHORUS_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
   ErrorCode code() const noexcept { return code_; }

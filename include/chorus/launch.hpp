@@ -2,6 +2,8 @@
 // communicator exists (to pick a core or a device by local rank, to print where a run went).
 #pragma once
 
+#include <chorus/export.h>
+
 #include <string>
 
 namespace chorus {
@@ -22,6 +24,6 @@ struct LaunchInfo {
 // Slurm's. Under Slurm and torchrun the store address is derived from the job when CHORUS_STORE
 // is not set. A process started with none of them is a world of one ("alone"). Throws
 // Error(kInvalidArgument) naming the variable that is missing or malformed.
-LaunchInfo launchInfoFromEnv();
+CHORUS_API LaunchInfo launchInfoFromEnv();
 
 }  // namespace chorus

@@ -2,6 +2,8 @@
 // one place (src/common/options_env.cc) for the whole library.
 #pragma once
 
+#include <chorus/export.h>
+
 #include <chorus/types.hpp>
 
 #include <array>
@@ -24,7 +26,7 @@ struct LinkCost {
   double alpha;  // seconds per message, size aside (latency and per-message software cost)
   double beta;   // seconds per byte (inverse bandwidth)
 };
-struct Tuning {
+struct CHORUS_API Tuning {
   LinkCost shm{2.0e-6, 0.12e-9};  // between ranks of one host, through shared memory
   LinkCost net{60.0e-6, 8.6e-9};  // through TCP (between hosts, or on one host when forced)
   // Seconds per byte reduced, by DataType (f16/bf16 convert through f32).
@@ -59,10 +61,10 @@ enum class DebugLevel {
 };
 // The forms CHORUS_TRANSPORT and CHORUS_DEBUG take; parse* throw Error(kInvalidArgument) naming
 // the accepted forms.
-std::string_view toString(TransportKind kind);
-std::string_view toString(DebugLevel level);
-TransportKind parseTransportKind(std::string_view text);
-DebugLevel parseDebugLevel(std::string_view text);
+CHORUS_API std::string_view toString(TransportKind kind);
+CHORUS_API std::string_view toString(DebugLevel level);
+CHORUS_API TransportKind parseTransportKind(std::string_view text);
+CHORUS_API DebugLevel parseDebugLevel(std::string_view text);
 
 // The collectives whose algorithm Options::algorithm can force; names as in CHORUS_ALGO.
 enum class Collective {
@@ -109,19 +111,19 @@ struct AlgorithmSetting {
   Algorithm operator[](Collective c) const { return forced[static_cast<size_t>(c)]; }
   bool operator==(const AlgorithmSetting&) const = default;
 };
-std::string_view toString(Collective collective);
-std::string_view toString(Algorithm algorithm);
+CHORUS_API std::string_view toString(Collective collective);
+CHORUS_API std::string_view toString(Algorithm algorithm);
 // The CHORUS_ALGO form: "auto" when nothing is forced, the bare name when only the all-reduce's
 // is, else "collective=name" entries in the order of Collective ("allreduce=tree,broadcast=chain").
-std::string toString(const AlgorithmSetting& setting);
+CHORUS_API std::string toString(const AlgorithmSetting& setting);
 // Reads "auto", an all-reduce algorithm name, or a comma-separated list of "collective=name"
 // (a later entry for the same collective wins; "reduce_scatter" may be spelt "reducescatter").
 // Throws Error(kInvalidArgument) naming the text and the choices for an unknown collective, an
 // unknown name, or a name the collective does not have.
-AlgorithmSetting parseAlgorithmSetting(std::string_view text);
+CHORUS_API AlgorithmSetting parseAlgorithmSetting(std::string_view text);
 
 // The flight recorder, its dumps and progress records (docs/trace-format.md): Options::trace.
-struct TraceOptions {
+struct CHORUS_API TraceOptions {
   // CHORUS_TRACE_ENTRIES: calls each communicator remembers (rounded up to a power of two);
   // 0: the recorder is off, and so are dumps and progress records.
   size_t entries = 2048;
@@ -148,7 +150,7 @@ enum class AuthMode {
   kOff,       // "off": never, even with a key
   kRequired,  // "required": refuse to run without a key
 };
-struct AuthOptions {
+struct CHORUS_API AuthOptions {
   AuthMode mode = AuthMode::kAuto;  // CHORUS_AUTH
   // CHORUS_AUTH_KEY_FILE: the job key (a file of this user, mode 0600 or stricter, 16 to 4096
   // bytes), loaded when a connection or server needs it; empty: no key.
@@ -169,7 +171,7 @@ struct AuthOptions {
 };
 
 // Settings of the TCP links: Options::tcp.
-struct TcpOptions {
+struct CHORUS_API TcpOptions {
   // CHORUS_TCP_ZEROCOPY_BYTES (0 .. 1 TiB): messages of at least this size are sent with
   // MSG_ZEROCOPY; 0: never.
   size_t zeroCopyBytes = 0;
@@ -181,7 +183,7 @@ struct TcpOptions {
 
 // What a TCP store server accepts from its clients (TcpStoreServer; Options::storeLimits for the
 // store rank 0 hosts).
-struct StoreLimits {
+struct CHORUS_API StoreLimits {
   size_t maxKeyBytes = 4096;  // CHORUS_STORE_MAX_KEY (1 .. 1 MiB)
   // CHORUS_STORE_MAX_VALUE (0 .. 64 MiB less a request's 16-byte header, the default).
   size_t maxValueBytes = (64u << 20) - 16;
@@ -193,7 +195,7 @@ struct StoreLimits {
   static StoreLimits fromEnv();
 };
 
-struct Options {
+struct CHORUS_API Options {
   // CHORUS_TIMEOUT (seconds, default 300): the longest any rank waits for one step of a
   // collective (a message from a peer, a store key, a connection) before failing.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};

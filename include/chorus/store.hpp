@@ -1,6 +1,7 @@
 // Key-value rendezvous used to bootstrap communicators.
 #pragma once
 
+#include <chorus/export.h>
 #include <chorus/options.hpp>
 
 #include <chrono>
@@ -12,7 +13,7 @@
 namespace chorus {
 
 // Every blocking call takes a timeout and throws Error(kTimeout) when it passes.
-class Store {
+class CHORUS_API Store {
  public:
   using Bytes = std::vector<uint8_t>;
   virtual ~Store() = default;
@@ -28,24 +29,29 @@ class Store {
 };
 
 // In-process store, for ranks that are threads of one process.
-std::shared_ptr<Store> makeHashStore();
+CHORUS_API std::shared_ptr<Store> makeHashStore();
 // Store on a shared filesystem: one file per key under dir.
-std::shared_ptr<Store> makeFileStore(const std::string& dir);
+CHORUS_API std::shared_ptr<Store> makeFileStore(const std::string& dir);
 // Client of a TCP store server; proves the key of `auth` (AuthOptions::fromEnv() when not given)
 // on every connection.
-std::shared_ptr<Store> makeTcpStore(const std::string& host, int port,
-                                    std::chrono::milliseconds timeout);
-std::shared_ptr<Store> makeTcpStore(const std::string& host, int port,
-                                    std::chrono::milliseconds timeout, const AuthOptions& auth);
+CHORUS_API std::shared_ptr<Store> makeTcpStore(const std::string& host, int port,
+                                               std::chrono::milliseconds timeout);
+CHORUS_API std::shared_ptr<Store> makeTcpStore(const std::string& host, int port,
+                                               std::chrono::milliseconds timeout,
+                                               const AuthOptions& auth);
 // Prefixes every key with prefix + "/".
-std::shared_ptr<Store> makePrefixStore(const std::string& prefix, std::shared_ptr<Store> inner);
-// "tcp://host:port" or "file:///path"; `auth` as for makeTcpStore.
-std::shared_ptr<Store> openStore(const std::string& url, std::chrono::milliseconds timeout);
-std::shared_ptr<Store> openStore(const std::string& url, std::chrono::milliseconds timeout,
-                                 const AuthOptions& auth);
+CHORUS_API std::shared_ptr<Store> makePrefixStore(const std::string& prefix,
+                                                  std::shared_ptr<Store> inner);
+// "tcp://host:port", "file:///path" or "etcd[s]://host:port,.../prefix"; `auth` as for
+// makeTcpStore (and the etcd TLS files).
+CHORUS_API std::shared_ptr<Store> openStore(const std::string& url,
+                                            std::chrono::milliseconds timeout);
+CHORUS_API std::shared_ptr<Store> openStore(const std::string& url,
+                                            std::chrono::milliseconds timeout,
+                                            const AuthOptions& auth);
 
 // A TCP store server running on its own thread until destroyed.
-class TcpStoreServer {
+class CHORUS_API TcpStoreServer {
  public:
   // port 0 picks a free port. Throws Error(kSystem) when the address cannot be bound. Clients
   // must prove the key of `auth` (none: not authenticated; a bad key file or mode `required`
@@ -60,7 +66,7 @@ class TcpStoreServer {
   int port() const;
 
  private:
-  struct Impl;
+  struct CHORUS_HIDDEN Impl;
   std::unique_ptr<Impl> impl_;
 };
 

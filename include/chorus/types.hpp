@@ -1,6 +1,8 @@
 // Element types and reduction operations of the C++ API.
 #pragma once
 
+#include <chorus/export.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -46,8 +48,8 @@ constexpr size_t sizeOf(DataType t) {
 constexpr bool isValid(DataType t) { return static_cast<unsigned>(t) < kNumDataTypes; }
 constexpr bool isValid(ReduceOp op) { return static_cast<unsigned>(op) < kNumReduceOps; }
 
-std::string_view toString(DataType t);
-std::string_view toString(ReduceOp op);
+CHORUS_API std::string_view toString(DataType t);
+CHORUS_API std::string_view toString(ReduceOp op);
 
 // ---- Reduced-precision wire formats (docs/api.md) ----
 // How an f32 all-reduce travels between ranks. Reduction stays in f32; every value is rounded to
@@ -61,9 +63,9 @@ enum class WireFormat : uint8_t {
 inline constexpr int kNumWireFormats = 4;
 constexpr bool isValid(WireFormat w) { return static_cast<unsigned>(w) < kNumWireFormats; }
 // "native", "bf16", "fp16", "int8".
-std::string_view toString(WireFormat w);
+CHORUS_API std::string_view toString(WireFormat w);
 // The inverse of toString; throws Error(kInvalidArgument) naming the choices.
-WireFormat parseWireFormat(std::string_view name);
+CHORUS_API WireFormat parseWireFormat(std::string_view name);
 
 // Options of one call (not of the communicator): the ranks must pass the same ones.
 struct CallOptions {

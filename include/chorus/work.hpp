@@ -1,6 +1,8 @@
 // Completion handle of one collective.
 #pragma once
 
+#include <chorus/export.h>
+
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -14,7 +16,7 @@ struct WorkState;
 
 // Returned by every collective. Operations of one communicator complete in issue order. The
 // buffers passed to a collective must stay alive and untouched until it completes.
-class Work {
+class CHORUS_API Work {
  public:
   Work() = default;
   explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}

@@ -12,13 +12,13 @@ namespace chorus {
 // Connects the ranks of one communicator through a store already scoped to it (every key this
 // communicator's rendezvous uses is its own). route: the store's host, which chooses the
 // listening address (see transport::connect).
-std::unique_ptr<Communicator::Impl> connectScoped(std::shared_ptr<Store> scoped,
-                                                  const std::string& route, int rank, int size,
-                                                  Options options);
+std::unique_ptr<CommunicatorImpl> connectScoped(std::shared_ptr<Store> scoped,
+                                                const std::string& route, int rank, int size,
+                                                Options options);
 // The same, connected by `by` instead of within options.timeout (which the communicator keeps).
-std::unique_ptr<Communicator::Impl> connectScopedBy(std::shared_ptr<Store> scoped,
-                                                    const std::string& route, int rank, int size,
-                                                    Options options, const Deadline& by);
+std::unique_ptr<CommunicatorImpl> connectScopedBy(std::shared_ptr<Store> scoped,
+                                                  const std::string& route, int rank, int size,
+                                                  Options options, const Deadline& by);
 
 // The host of a "tcp://host:port" store URL ("" for other stores): it chooses the listening
 // address (see transport::connect).

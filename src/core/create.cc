@@ -46,26 +46,26 @@ constexpr auto kHostLingerOnFailure = std::chrono::seconds(1);
 
 }  // namespace
 
-std::unique_ptr<Communicator::Impl> connectScoped(std::shared_ptr<Store> scoped,
-                                                  const std::string& route, int rank, int size,
-                                                  Options options) {
+std::unique_ptr<CommunicatorImpl> connectScoped(std::shared_ptr<Store> scoped,
+                                                const std::string& route, int rank, int size,
+                                                Options options) {
   std::unique_ptr<transport::Transport> tx;
   if (size > 1) tx = transport::connect(*scoped, rank, size, options, route);
-  return std::make_unique<Communicator::Impl>(std::move(options), rank, size, std::move(tx),
-                                              std::move(scoped), route);
+  return std::make_unique<CommunicatorImpl>(std::move(options), rank, size, std::move(tx),
+                                            std::move(scoped), route);
 }
 
-std::unique_ptr<Communicator::Impl> connectScopedBy(std::shared_ptr<Store> scoped,
-                                                    const std::string& route, int rank, int size,
-                                                    Options options, const Deadline& by) {
+std::unique_ptr<CommunicatorImpl> connectScopedBy(std::shared_ptr<Store> scoped,
+                                                  const std::string& route, int rank, int size,
+                                                  Options options, const Deadline& by) {
   std::unique_ptr<transport::Transport> tx;
   if (size > 1) {
     Options within = options;
     within.timeout = std::chrono::milliseconds(std::max(1, by.remainingMs()));
     tx = transport::connect(*scoped, rank, size, within, route);
   }
-  return std::make_unique<Communicator::Impl>(std::move(options), rank, size, std::move(tx),
-                                              std::move(scoped), route);
+  return std::make_unique<CommunicatorImpl>(std::move(options), rank, size, std::move(tx),
+                                            std::move(scoped), route);
 }
 
 std::string routeOf(const std::string& storeUrl) {
@@ -77,9 +77,9 @@ std::string routeOf(const std::string& storeUrl) {
 
 namespace {
 
-std::unique_ptr<Communicator::Impl> connect(std::shared_ptr<Store> store, const std::string& route,
-                                            int rank, int size, Options options,
-                                            transport::CreationLog log) {
+std::unique_ptr<CommunicatorImpl> connect(std::shared_ptr<Store> store, const std::string& route,
+                                          int rank, int size, Options options,
+                                          transport::CreationLog log) {
   if (size < 1 || rank < 0 || rank >= size) {
     throw Error(
         ErrorCode::kInvalidArgument,

@@ -327,7 +327,7 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
     const int size = static_cast<int>(d.members.size());
     // The others gave up on this attempt already: follow them.
     if (!has(*root, attemptKey(generation, attempt + 1) + "decision")) {
-      std::unique_ptr<Communicator::Impl> impl;
+      std::unique_ptr<CommunicatorImpl> impl;
       try {
         impl = connectScopedBy(makePrefixStore(at + "comm", root), route, me, size, options,
                                twoThirds(deadline));

@@ -37,7 +37,7 @@ struct Participant {
 
 // The outcome: the connected communicator and who is in it, in new-rank order.
 struct Outcome {
-  std::unique_ptr<Communicator::Impl> impl;
+  std::unique_ptr<CommunicatorImpl> impl;
   std::vector<Member> members;
 };
 

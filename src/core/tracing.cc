@@ -1,5 +1,6 @@
 // The communicator's side of the flight recorder: what it records per call, its dumps, and the
 // registration of its progress records (trace/).
+#include "core/communicator_access.h"
 #include "core/communicator_impl.h"
 #include "core/trace_subject.h"
 
@@ -20,13 +21,8 @@
 
 namespace chorus {
 
-// Declared a friend by Communicator: the internal layers reach its Impl through it.
-struct CommunicatorAccess {
-  static const Communicator::Impl& of(const Communicator& c) { return *c.impl_; }
-};
-
 std::shared_ptr<trace::Subject> traceSubjectOf(const Communicator& comm) {
-  const Communicator::Impl& impl = CommunicatorAccess::of(comm);
+  const CommunicatorImpl& impl = CommunicatorAccess::of(comm);
   return impl.trace().recorder.enabled() ? impl.traceSubject() : nullptr;
 }
 

@@ -1,6 +1,8 @@
 // Shared completion state behind a Work handle.
 #pragma once
 
+#include "core/communicator_access.h"
+
 #include <chorus/communicator.hpp>
 
 #include <condition_variable>
@@ -20,7 +22,7 @@ struct WorkState {
   std::exception_ptr error;
   // The communicator whose queue holds this work, for a waiter that runs it inline; expired once
   // the communicator is gone (its work is finished by then).
-  std::weak_ptr<Communicator::Impl> owner;
+  std::weak_ptr<CommunicatorImpl> owner;
   // Set once the outcome is known, before the callbacks run; `done` follows after them.
   bool finishing = false;
   std::vector<std::function<void(std::exception_ptr)>> callbacks;
