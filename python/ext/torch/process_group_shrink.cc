@@ -23,7 +23,8 @@ namespace {
 // Bytes per handle in the exchange that checks reconfigure()'s handles.
 constexpr size_t kHandleWidth = 128;
 
-std::string listed(const std::vector<std::string>& v) {
+// "a, b, c", for the error of a reconfigure() whose handles are not the members'.
+[[maybe_unused]] std::string listed(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
   return out;
