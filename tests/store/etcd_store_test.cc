@@ -27,33 +27,15 @@
 #include "harness/thread_ranks.h"
 #include "store/compare_set.h"
 #include "store/etcd/base64.h"
+#include "store/store_test_util.h"
 #include "store/store_url.h"
 
 namespace chorus {
 namespace {
 
-using namespace std::chrono_literals;
-using Bytes = Store::Bytes;
-using SteadyClock = std::chrono::steady_clock;
+using namespace store_test;
 using chorus::testing::EtcdServer;
 using chorus::testing::freeLoopbackPort;
-
-Bytes bytesOf(const std::string& s) { return Bytes(s.begin(), s.end()); }
-std::string stringOf(const Bytes& b) { return std::string(b.begin(), b.end()); }
-long long msSince(SteadyClock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - start).count();
-}
-
-template <typename Fn>
-ErrorCode errorOf(Fn&& fn, std::string* message = nullptr) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    if (message) *message = e.what();
-    return e.code();
-  }
-  return ErrorCode::kOk;
-}
 
 // A one-member etcd of its own for the test, or a skip saying why there is none.
 #define START_ETCD_SKIP_CHECK() \
