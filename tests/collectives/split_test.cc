@@ -441,7 +441,8 @@ TEST(SplitCApi, CommSplit) {
     chorus_comm_destroy(sub);
     // The parent still works.
     int32_t x = 1;
-    if (chorus_all_reduce(comm, &x, &x, 1, CHORUS_DTYPE_I32, CHORUS_OP_SUM) != CHORUS_OK || x != n) {
+    if (chorus_all_reduce(comm, &x, &x, 1, CHORUS_DTYPE_I32, CHORUS_OP_SUM) != CHORUS_OK ||
+        x != n) {
       fail(std::string("allreduce on the parent: ") + chorus_last_error(comm));
     }
     // Argument errors: nothing is sent.

@@ -180,7 +180,8 @@ TEST(MembershipCApi, ShrinkAndQueries) {
     }
     if (chorus_comm_shrink(next, nullptr) != CHORUS_ERR_INVALID_ARGUMENT) fail("null out");
     long long x = chorus_comm_rank(next) + 1;
-    if (chorus_all_reduce(next, &x, &x, 1, CHORUS_DTYPE_I64, CHORUS_OP_SUM) != CHORUS_OK || x != 6) {
+    if (chorus_all_reduce(next, &x, &x, 1, CHORUS_DTYPE_I64, CHORUS_OP_SUM) != CHORUS_OK ||
+        x != 6) {
       fail("all_reduce after shrink");
     }
     if (chorus_barrier(comm) != CHORUS_ERR_ABORTED) fail("old communicator still usable");

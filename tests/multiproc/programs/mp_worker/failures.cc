@@ -75,7 +75,8 @@ int runKill(Ctx& c, int victim, int mib, int delayMs, int lingerMs, const std::s
     } else if (op == "all_gather_v") {
       st = chorus_all_gather_v(c.comm, buf.data(), out.data(), counts.data(), CHORUS_DTYPE_F32);
     } else {
-      st = chorus_all_reduce(c.comm, buf.data(), buf.data(), count, CHORUS_DTYPE_F32, CHORUS_OP_MAX);
+      st =
+          chorus_all_reduce(c.comm, buf.data(), buf.data(), count, CHORUS_DTYPE_F32, CHORUS_OP_MAX);
     }
     end = monoMs();
     if (st != CHORUS_OK) break;
@@ -136,11 +137,14 @@ int runMismatch(Ctx& c, const std::string& kind, bool allOdd, size_t count, int 
   std::this_thread::sleep_for(std::chrono::milliseconds(settleMs));
   void* b = buf.data();
   if (kind == "count") {
-    st = chorus_all_reduce(c.comm, b, b, differs ? count + 1 : count, CHORUS_DTYPE_F32, CHORUS_OP_SUM);
+    st = chorus_all_reduce(c.comm, b, b, differs ? count + 1 : count, CHORUS_DTYPE_F32,
+                           CHORUS_OP_SUM);
   } else if (kind == "op") {
-    st = chorus_all_reduce(c.comm, b, b, count, CHORUS_DTYPE_F32, differs ? CHORUS_OP_MAX : CHORUS_OP_SUM);
+    st = chorus_all_reduce(c.comm, b, b, count, CHORUS_DTYPE_F32,
+                           differs ? CHORUS_OP_MAX : CHORUS_OP_SUM);
   } else if (kind == "dtype") {
-    st = chorus_all_reduce(c.comm, b, b, count, differs ? CHORUS_DTYPE_I32 : CHORUS_DTYPE_F32, CHORUS_OP_MAX);
+    st = chorus_all_reduce(c.comm, b, b, count, differs ? CHORUS_DTYPE_I32 : CHORUS_DTYPE_F32,
+                           CHORUS_OP_MAX);
   } else if (kind == "collective") {
     st = differs ? chorus_broadcast(c.comm, b, count, CHORUS_DTYPE_F32, 0)
                  : chorus_all_reduce(c.comm, b, b, count, CHORUS_DTYPE_F32, CHORUS_OP_SUM);

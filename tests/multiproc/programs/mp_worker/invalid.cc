@@ -47,13 +47,15 @@ int runInvalid(Ctx& c) {
            chorus_all_reduce(c.comm, a.data(), nullptr, 10, CHORUS_DTYPE_F32, CHORUS_OP_SUM));
     expect("allreduce-bad-dtype",
            chorus_all_reduce(c.comm, a.data(), b.data(), 10, badType, CHORUS_OP_SUM));
-    expect("allreduce-bad-op", chorus_all_reduce(c.comm, a.data(), b.data(), 10, CHORUS_DTYPE_F32, badOp));
+    expect("allreduce-bad-op",
+           chorus_all_reduce(c.comm, a.data(), b.data(), 10, CHORUS_DTYPE_F32, badOp));
     expect("allreduce-overlap",
            chorus_all_reduce(c.comm, a.data(), a.data() + 1, 10, CHORUS_DTYPE_F32, CHORUS_OP_SUM));
-    expect("allreduce-count-too-large",
-           chorus_all_reduce(c.comm, a.data(), b.data(), SIZE_MAX, CHORUS_DTYPE_F32, CHORUS_OP_SUM));
-    expect("reduce_scatter-bad-op", chorus_reduce_scatter(c.comm, a.data(), b.data(), 4, CHORUS_DTYPE_F32,
-                                                          static_cast<chorus_op>(-1)));
+    expect("allreduce-count-too-large", chorus_all_reduce(c.comm, a.data(), b.data(), SIZE_MAX,
+                                                          CHORUS_DTYPE_F32, CHORUS_OP_SUM));
+    expect("reduce_scatter-bad-op",
+           chorus_reduce_scatter(c.comm, a.data(), b.data(), 4, CHORUS_DTYPE_F32,
+                                 static_cast<chorus_op>(-1)));
     expect("reduce_scatter-null-recv",
            chorus_reduce_scatter(c.comm, a.data(), nullptr, 4, CHORUS_DTYPE_F32, CHORUS_OP_SUM));
     expect("reduce_scatter-overlap",
@@ -73,12 +75,13 @@ int runInvalid(Ctx& c) {
       say("WRONG rank=" + std::to_string(c.rank) + " case=iallreduce-bad-op request not NULL");
       allGood = false;
     }
-    expect("iallreduce-null-request",
-           chorus_iall_reduce(c.comm, a.data(), b.data(), 10, CHORUS_DTYPE_F32, CHORUS_OP_SUM, nullptr));
+    expect("iallreduce-null-request", chorus_iall_reduce(c.comm, a.data(), b.data(), 10,
+                                                         CHORUS_DTYPE_F32, CHORUS_OP_SUM, nullptr));
     expect("ibroadcast-root-too-large",
            chorus_ibroadcast(c.comm, a.data(), 4, CHORUS_DTYPE_F32, n + 5, &req));
     // No communicator: the message can only come from chorus_last_error(NULL).
-    expect("null-comm", chorus_all_reduce(nullptr, a.data(), b.data(), 10, CHORUS_DTYPE_F32, CHORUS_OP_SUM),
+    expect("null-comm",
+           chorus_all_reduce(nullptr, a.data(), b.data(), 10, CHORUS_DTYPE_F32, CHORUS_OP_SUM),
            chorus_last_error(nullptr));
     expect("wait-null", chorus_request_wait(nullptr), "");
     int done = 0;
@@ -86,7 +89,8 @@ int runInvalid(Ctx& c) {
   }
   // Nothing was started: a valid call still works on every rank.
   for (size_t i = 0; i < 100; ++i) a[i] = static_cast<float>(c.rank + 1);
-  chorus_status st = chorus_all_reduce(c.comm, a.data(), b.data(), 100, CHORUS_DTYPE_F32, CHORUS_OP_SUM);
+  chorus_status st =
+      chorus_all_reduce(c.comm, a.data(), b.data(), 100, CHORUS_DTYPE_F32, CHORUS_OP_SUM);
   bool right = true;
   for (size_t i = 0; i < 100 && st == CHORUS_OK; ++i) {
     right = right && b[i] == static_cast<float>(n * (n + 1) / 2);
