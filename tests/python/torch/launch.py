@@ -74,20 +74,16 @@ def kill_group(proc):
         pass
 
 
-def main(argv):
-    args = parse_args(argv)
-    port = free_port()
-    logs, procs = [], []
+# torch's store on rank 0 listens on MASTER_PORT, which free_port() found free a moment before:
+# another test can take it meanwhile. Such a run is started again on a new port, a few times.
+PORT_TAKEN = ("address already in use", "eaddrinuse")
+PORT_TRIES = 3
+
+
+def run_once(args, port, procs):
+    """Starts the ranks on `port` and waits for them: (timed_out, exit codes, outputs, seconds)."""
+    logs = []
     start = time.monotonic()
-
-    def stop(signum, _frame):
-        # Stopped from outside (ctest's own timeout, ^C): the ranks, in their own sessions, go too.
-        for p in procs:
-            kill_group(p)
-        sys.exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     try:
         for rank in range(args.nproc):
             log = tempfile.TemporaryFile(mode="w+b")
@@ -109,19 +105,42 @@ def main(argv):
                 kill_group(p)
         for p in procs:
             p.wait()
-    elapsed = time.monotonic() - start
+    texts = []
+    for log in logs:
+        log.seek(0)
+        texts.append(log.read().decode(errors="replace"))
+        log.close()
+    return timed_out, [p.returncode for p in procs], texts, time.monotonic() - start
 
-    codes = [p.returncode for p in procs]
-    ok = not timed_out and all(codes[r] == args.expected[r] for r in range(args.nproc))
+
+def main(argv):
+    args = parse_args(argv)
+    procs = []
+
+    def stop(signum, _frame):
+        # Stopped from outside (ctest's own timeout, ^C): the ranks, in their own sessions, go too.
+        for p in procs:
+            kill_group(p)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for attempt in range(1, PORT_TRIES + 1):
+        port = free_port()
+        procs.clear()
+        timed_out, codes, texts, elapsed = run_once(args, port, procs)
+        ok = not timed_out and all(codes[r] == args.expected[r] for r in range(args.nproc))
+        taken = not ok and any(w in t.lower() for t in texts for w in PORT_TAKEN)
+        if not taken or attempt == PORT_TRIES:
+            break
+        print(f"launch.py: MASTER_PORT {port} was taken before rank 0 listened on it (address "
+              f"already in use): starting the ranks again on another port")
     if timed_out:
         print(f"launch.py: timed out after {args.timeout:.0f} s; killed the ranks still running")
-    for rank, log in enumerate(logs):
-        log.seek(0)
-        text = log.read().decode(errors="replace")
+    for rank, text in enumerate(texts):
         if not ok or os.environ.get("CHORUS_TEST_VERBOSE"):
             print(f"----- rank {rank}: exit {codes[rank]} (expected {args.expected[rank]}) -----")
             sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
-        log.close()
     print(f"launch.py: {args.nproc} ranks of {' '.join(args.command)}: exit codes {codes}, "
           f"{elapsed:.1f} s: {'ok' if ok else 'FAILED'}")
     return 0 if ok else 1
