@@ -2,6 +2,7 @@
 // StoreLimits): the arguments decide, whatever the environment says, and a client proves the
 // key it was given.
 #include "auth_test_util.h"
+#include "harness/first_line.h"
 #include "unit/scoped_env.h"
 
 #include <chorus/error.hpp>
@@ -115,14 +116,7 @@ TEST(StoreServerOptions, ChorusStoreFlagsDecideOverTheEnvironment) {
     ::_exit(127);
   }
   ::close(out[1]);
-  std::string line;
-  char c = 0;
-  pollfd p{out[0], POLLIN, 0};
-  while (line.find('\n') == std::string::npos && ::poll(&p, 1, 5000) > 0 &&
-         ::read(out[0], &c, 1) == 1) {
-    line += c;
-  }
-  ::close(out[0]);
+  const std::string line = chorus::testing::readFirstLine(out[0]);
   const std::string prefix = "chorus-store listening on tcp://127.0.0.1:";
   if (line.rfind(prefix, 0) == 0) {
     const int port = std::stoi(line.substr(prefix.size()));

@@ -29,6 +29,7 @@
 #include "harness/etcd_server.h"
 #include "store/tcp_store_protocol.h"
 
+#include "harness/first_line.h"
 #include "store/store_test_util.h"
 
 namespace chorus {
@@ -402,14 +403,7 @@ TEST(ChorusStoreToolTest, ServesUntilSigterm) {
     ::_exit(127);
   }
   ::close(out[1]);
-  std::string line;
-  char c = 0;
-  pollfd p{out[0], POLLIN, 0};
-  while (line.find('\n') == std::string::npos && ::poll(&p, 1, 5000) > 0 &&
-         ::read(out[0], &c, 1) == 1) {
-    line += c;
-  }
-  ::close(out[0]);
+  const std::string line = chorus::testing::readFirstLine(out[0]);
   const std::string prefix = "chorus-store listening on tcp://127.0.0.1:";
   ASSERT_EQ(line.rfind(prefix, 0), 0u) << line;
   int port = std::stoi(line.substr(prefix.size()));
