@@ -26,6 +26,12 @@ class CHORUS_API Store {
   virtual bool check(const std::vector<std::string>& keys) = 0;
   // Waits until every key exists.
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  // The values of every key, in order, once all exist (one timeout for all; a timeout names a
+  // missing key). The default gets them one by one; a store that reads many keys in one
+  // request (the TCP store, etcd, a prefix store over either) overrides it: a rendezvous of N
+  // ranks reads N records per rank.
+  virtual std::vector<Bytes> getMany(const std::vector<std::string>& keys,
+                                     std::chrono::milliseconds timeout);
 };
 
 // In-process store, for ranks that are threads of one process.

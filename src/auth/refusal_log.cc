@@ -1,5 +1,7 @@
 #include "auth/refusal_log.h"
 
+#include "common/net_address.h"
+
 #include <cstdio>
 #include <mutex>
 #include <set>
@@ -13,8 +15,9 @@ std::set<std::tuple<std::string, std::string, std::string>> seen;
 bool saidEnough = false;
 
 std::string hostOf(const std::string& address) {
-  auto colon = address.rfind(':');
-  return colon == std::string::npos ? address : address.substr(0, colon);
+  std::string host;
+  int port = 0;
+  return net::splitHostPort(address, &host, &port) ? host : address;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "core/launch_env.h"
 #include "core/library_version.h"
 #include "core/roll_call.h"
+#include "store/store_url.h"
 #include "transport/connect.h"
 #include "transport/creation_log.h"
 #include "transport/init_line.h"
@@ -70,9 +71,11 @@ std::unique_ptr<CommunicatorImpl> connectScopedBy(std::shared_ptr<Store> scoped,
 
 std::string routeOf(const std::string& storeUrl) {
   if (storeUrl.rfind("tcp://", 0) != 0) return "";
-  const std::string hostPort = storeUrl.substr(6);
-  const auto colon = hostPort.rfind(':');
-  return colon == std::string::npos ? "" : hostPort.substr(0, colon);
+  try {
+    return store::parseStoreUrl(storeUrl).host;  // IPv6 without its brackets
+  } catch (const Error&) {
+    return "";  // openStore says what is wrong with it
+  }
 }
 
 namespace {
@@ -121,16 +124,9 @@ std::unique_ptr<Communicator> Communicator::create(const std::string& storeUrl, 
   std::string route;
   bool hosting = false;
   if (storeUrl.rfind("tcp://", 0) == 0) {
-    std::string hostPort = storeUrl.substr(6);
-    auto colon = hostPort.rfind(':');
-    if (colon != std::string::npos) {
-      route = hostPort.substr(0, colon);
-      int port = 0;
-      try {
-        port = std::stoi(hostPort.substr(colon + 1));
-      } catch (...) {
-      }
-      if (rank == 0 && port > 0) hosting = maybeHostStore(route, port, options);
+    route = routeOf(storeUrl);
+    if (rank == 0 && !route.empty()) {
+      hosting = maybeHostStore(route, store::parseStoreUrl(storeUrl).port, options);
     }
   }
   auto store = openStore(storeUrl, options.timeout, options.auth);

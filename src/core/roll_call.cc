@@ -1,7 +1,5 @@
 #include "core/roll_call.h"
 
-#include "store/get_many.h"
-
 #include <chorus/error.hpp>
 
 #include <sys/random.h>
@@ -156,7 +154,7 @@ void rollCall(Store& root, int64_t generation, int rank, int size, const Deadlin
       for (int r = 1; r < size; ++r) keys.push_back(claimKey(generation, r));
       // One request for all the claims where the store can (a round trip per rank otherwise).
       const std::vector<Store::Bytes> claims =
-          store::getMany(root, keys, std::chrono::milliseconds(deadline.remainingMs()));
+          root.getMany(keys, std::chrono::milliseconds(deadline.remainingMs()));
       for (int r = 1; r < size; ++r) {
         const Claimant other = decode(claims[static_cast<size_t>(r - 1)]);
         if (other.size != size) {

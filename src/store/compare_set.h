@@ -1,7 +1,7 @@
 // Compare-and-set, offered by the stores that can do it atomically (the in-process store and
-// etcd, through a transaction). A capability beside Store rather than a virtual of it, as
-// ReadsMany is: the public Store interface and its ABI stay as they are, and a caller that finds
-// no compare-and-set keeps the counter-based election it had before (the TCP and file stores).
+// etcd, through a transaction). A capability beside Store rather than a virtual of it: a store
+// that cannot do it atomically must not pretend to, and a caller that finds none keeps the
+// counter-based election it had before (the TCP and file stores).
 #pragma once
 
 #include <chorus/store.hpp>

@@ -1,21 +1,18 @@
-#include "store/get_many.h"
-
+// Store::getMany's default: one get per key under one deadline, as one request would have.
 #include "common/deadline.h"
-#include "store/store_util.h"
 
-namespace chorus::store {
+#include <chorus/store.hpp>
 
-std::vector<Store::Bytes> getMany(Store& store, const std::vector<std::string>& keys,
-                                  std::chrono::milliseconds timeout) {
-  if (auto* many = dynamic_cast<ReadsMany*>(&store)) return many->getMany(keys, timeout);
-  // One deadline for all the gets, as one request would have.
+namespace chorus {
+
+std::vector<Store::Bytes> Store::getMany(const std::vector<std::string>& keys,
+                                         std::chrono::milliseconds timeout) {
   const Deadline deadline = Deadline::after(timeout);
-  std::vector<Store::Bytes> values;
+  std::vector<Bytes> values;
   values.reserve(keys.size());
-  for (const auto& k : keys) {
-    values.push_back(store.get(k, std::chrono::milliseconds(deadline.remainingMs())));
-  }
+  for (const auto& k : keys)
+    values.push_back(get(k, std::chrono::milliseconds(deadline.remainingMs())));
   return values;
 }
 
-}  // namespace chorus::store
+}  // namespace chorus

@@ -1,6 +1,5 @@
 // Wraps another store and prefixes every key with prefix + "/".
 #include "store/compare_set.h"
-#include "store/get_many.h"
 
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
@@ -8,7 +7,7 @@
 namespace chorus {
 namespace {
 
-class PrefixStore final : public Store, public store::ReadsMany, public store::ComparesAndSets {
+class PrefixStore final : public Store, public store::ComparesAndSets {
  public:
   PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
       : prefix_(std::move(prefix) + "/"), inner_(std::move(inner)) {}
@@ -26,7 +25,7 @@ class PrefixStore final : public Store, public store::ReadsMany, public store::C
   }
   std::vector<Bytes> getMany(const std::vector<std::string>& keys,
                              std::chrono::milliseconds timeout) override {
-    return store::getMany(*inner_, full(keys), timeout);
+    return inner_->getMany(full(keys), timeout);
   }
 
   bool offersCompareSet() const override { return store::compareSetOf(*inner_) != nullptr; }

@@ -27,10 +27,9 @@
 #include "auth/settings.h"
 #include "common/errno_text.h"
 #include "common/fd.h"
+#include "common/net_address.h"
 #include "common/socket_io.h"
-#include "store/get_many.h"
 #include "store/store_util.h"
-#include "store/tcp_address.h"
 #include "store/tcp_store_protocol.h"
 
 namespace chorus {
@@ -63,13 +62,13 @@ std::string printable(std::string_view text) {
   return out;
 }
 
-class TcpStore final : public Store, public store::ReadsMany {
+class TcpStore final : public Store {
  public:
   TcpStore(std::string host, int port, std::chrono::milliseconds timeout, const AuthOptions& auth)
       : host_(std::move(host)),
         port_(port),
         timeout_(timeout),
-        addr_(store::hostPort(host_, port_)),
+        addr_(net::hostPort(host_, port_)),
         where_("TCP store " + addr_),
         auth_(auth::authSettingsFrom(auth)) {
     auth_.requireKeyIfAsked("connecting to the " + where_);
@@ -282,7 +281,7 @@ class TcpStore final : public Store, public store::ReadsMany {
     auto delay = std::chrono::milliseconds(10);
     while (true) {
       bool transient = false;
-      store::AddrInfoPtr addrs = store::resolveTcp(host_, port_, false, &last_error, &transient);
+      net::AddrInfoPtr addrs = net::resolveTcp(host_, port_, false, &last_error, &transient);
       for (addrinfo* ai = addrs.get(); ai != nullptr; ai = ai->ai_next) {
         Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                        ai->ai_protocol));

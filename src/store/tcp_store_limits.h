@@ -12,7 +12,4 @@ namespace chorus::store {
 // StoreLimits::fromEnv, or a tool's flags).
 using ServerLimits = StoreLimits;
 
-// Address of the other end of a connected socket as "ip:port" ("[ip6]:port"); "?" when unknown.
-std::string peerAddressOf(int fd);
-
 }  // namespace chorus::store

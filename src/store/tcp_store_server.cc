@@ -41,9 +41,9 @@
 #include "auth/settings.h"
 #include "common/errno_text.h"
 #include "common/fd.h"
+#include "common/net_address.h"
 #include "common/socket_io.h"
 #include "store/store_util.h"
-#include "store/tcp_address.h"
 #include "store/tcp_store_limits.h"
 #include "store/tcp_store_protocol.h"
 #include "store/tcp_store_server_impl.h"
@@ -58,7 +58,7 @@ TcpStoreServer::TcpStoreServer(const std::string& host, int port)
 TcpStoreServer::TcpStoreServer(const std::string& host, int port, const AuthOptions& auth,
                                const StoreLimits& limits)
     : impl_(std::make_unique<Impl>()) {
-  const std::string addr = store::hostPort(host, port);
+  const std::string addr = net::hostPort(host, port);
   impl_->auth = auth::authSettingsFrom(auth);
   impl_->auth.requireKeyIfAsked("TcpStoreServer " + addr);
   impl_->limits = limits;
@@ -67,7 +67,7 @@ TcpStoreServer::TcpStoreServer(const std::string& host, int port, const AuthOpti
   }
   std::string error;
   bool transient = false;
-  store::AddrInfoPtr addrs = store::resolveTcp(host, port, true, &error, &transient);
+  net::AddrInfoPtr addrs = net::resolveTcp(host, port, true, &error, &transient);
   if (!addrs) {
     throw Error(ErrorCode::kSystem, "TcpStoreServer: cannot resolve " + addr + ": " + error);
   }
@@ -196,7 +196,7 @@ void TcpStoreServer::Impl::acceptAll() {
     setNoDelay(fd);
     Client c;
     c.fd = Fd(fd);
-    c.address = store::peerAddressOf(fd);
+    c.address = net::peerOf(fd).text();
     if (clients.size() >= limits.maxConnections) {
       auth::logRefusal("store connection refused", c.address,
                        std::to_string(clients.size()) +

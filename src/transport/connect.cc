@@ -2,7 +2,6 @@
 
 #include "auth/settings.h"
 #include "common/errno_text.h"
-#include "store/get_many.h"
 #include "transport/core_share.h"
 #include "transport/creation_log.h"
 #include "transport/peer_transport.h"
@@ -95,7 +94,7 @@ void readRecords(Store& store, int rank, int first, int last, std::vector<PeerRe
   if (keys.empty()) return;
   std::vector<Store::Bytes> values;
   try {
-    values = store::getMany(store, keys, std::chrono::milliseconds(deadline.remainingMs()));
+    values = store.getMany(keys, std::chrono::milliseconds(deadline.remainingMs()));
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kTimeout) throw;
     std::vector<int> missing;
@@ -182,7 +181,7 @@ std::unique_ptr<Transport> connect(Store& store, int rank, int size, const Optio
   if (host.find(' ') != std::string::npos) {
     throw Error(ErrorCode::kInvalidArgument, "host id '" + host + "' contains a space");
   }
-  std::string self = ip + ":" + std::to_string(port) + " " + placementWord + " " + host;
+  std::string self = net::hostPort(ip, port) + " " + placementWord + " " + host;
   store.set("addr/" + std::to_string(rank), Store::Bytes(self.begin(), self.end()));
   // The lower ranks' records (to dial them) and the job id now; the higher ranks' once they
   // have connected, so that rank 0 accepts at once.

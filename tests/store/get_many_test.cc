@@ -1,4 +1,4 @@
-// Reading many keys at once (store/get_many.h): through the TCP store's MGET, a prefix store, a
+// Reading many keys at once (Store::getMany): through the TCP store's MGET, a prefix store, a
 // store without it, and a server older than MGET.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -9,15 +9,16 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <chorus/communicator.hpp>
 #include <chorus/error.hpp>
 #include <chorus/store.hpp>
 
-#include "store/get_many.h"
 #include "store/tcp_store_protocol.h"
 
 namespace chorus {
@@ -44,11 +45,11 @@ void expectReadsInOrderAndWaits(Store& reader, Store& writer) {
     writer.set("b", bytesOf("two"));
   });
   const auto start = std::chrono::steady_clock::now();
-  const auto values = store::getMany(reader, {"b", "a", "c", "a"}, 10s);
+  const auto values = reader.getMany({"b", "a", "c", "a"}, 10s);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 40ms);
   late.join();
   EXPECT_EQ(strings(values), (std::vector<std::string>{"two", "1", "", "1"}));
-  EXPECT_TRUE(store::getMany(reader, {}, 1s).empty());
+  EXPECT_TRUE(reader.getMany({}, 1s).empty());
 }
 
 TEST(GetManyTest, TcpStoreReadsInOrderAndWaits) {
@@ -75,7 +76,7 @@ TEST(GetManyTest, TimeoutNamesAMissingKey) {
   store->set("here", bytesOf("x"));
   const auto start = std::chrono::steady_clock::now();
   try {
-    store::getMany(*store, {"here", "absent"}, 100ms);
+    store->getMany({"here", "absent"}, 100ms);
     FAIL() << "getMany returned without the key";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kTimeout);
@@ -83,8 +84,7 @@ TEST(GetManyTest, TimeoutNamesAMissingKey) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);
   // The connection that timed out was dropped; the client goes on.
-  EXPECT_EQ(strings(store::getMany(*store, {"here", "here"}, 1s)),
-            (std::vector<std::string>{"x", "x"}));
+  EXPECT_EQ(strings(store->getMany({"here", "here"}, 1s)), (std::vector<std::string>{"x", "x"}));
 }
 
 TEST(GetManyTest, AnswerOver64MiBIsRefusedAndTheStoreGoesOn) {
@@ -93,13 +93,13 @@ TEST(GetManyTest, AnswerOver64MiBIsRefusedAndTheStoreGoesOn) {
   store->set("big", Bytes(1 << 20, 7));
   const std::vector<std::string> keys(100, "big");  // 100 MiB if answered
   try {
-    store::getMany(*store, keys, 5s);
+    store->getMany(keys, 5s);
     FAIL() << "100 MiB answered";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
     EXPECT_NE(std::string(e.what()).find("exceed 64 MiB"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(store::getMany(*store, {"big", "big"}, 5s).at(1).size(), size_t{1} << 20);
+  EXPECT_EQ(store->getMany({"big", "big"}, 5s).at(1).size(), size_t{1} << 20);
 }
 
 TEST(GetManyTest, RawMultiGetFrame) {
@@ -212,13 +212,71 @@ class GetOnlyServer {
 TEST(GetManyTest, FallsBackToGetsWhereTheServerHasNoMultiGet) {
   GetOnlyServer server;
   auto store = makeTcpStore("127.0.0.1", server.port(), 5s);
-  EXPECT_EQ(strings(store::getMany(*store, {"a", "b"}, 5s)),
-            (std::vector<std::string>{"v:a", "v:b"}));
+  EXPECT_EQ(strings(store->getMany({"a", "b"}, 5s)), (std::vector<std::string>{"v:a", "v:b"}));
   EXPECT_EQ(server.refused(), 1);
   // Remembered: no second MGET.
-  EXPECT_EQ(strings(store::getMany(*store, {"c", "d"}, 5s)),
-            (std::vector<std::string>{"v:c", "v:d"}));
+  EXPECT_EQ(strings(store->getMany({"c", "d"}, 5s)), (std::vector<std::string>{"v:c", "v:d"}));
   EXPECT_EQ(server.refused(), 1);
+}
+
+// A user's own store: the default reads key by key; an override is what the rendezvous calls.
+class CountingStore final : public Store {
+ public:
+  explicit CountingStore(bool readsMany) : readsMany_(readsMany) {}
+  void set(const std::string& key, const Bytes& value) override { inner_->set(key, value); }
+  Bytes get(const std::string& key, std::chrono::milliseconds timeout) override {
+    ++gets;
+    return inner_->get(key, timeout);
+  }
+  int64_t add(const std::string& key, int64_t delta) override { return inner_->add(key, delta); }
+  bool check(const std::vector<std::string>& keys) override { return inner_->check(keys); }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    inner_->wait(keys, timeout);
+  }
+  std::vector<Bytes> getMany(const std::vector<std::string>& keys,
+                             std::chrono::milliseconds timeout) override {
+    ++manyCalls;
+    if (!readsMany_) return Store::getMany(keys, timeout);
+    return inner_->getMany(keys, timeout);
+  }
+  std::atomic<int> gets{0};
+  std::atomic<int> manyCalls{0};
+
+ private:
+  bool readsMany_;
+  std::shared_ptr<Store> inner_ = makeHashStore();
+};
+
+TEST(GetManyTest, DefaultReadsKeyByKeyUnderOneTimeout) {
+  CountingStore store(false);
+  store.set("a", bytesOf("1"));
+  store.set("b", bytesOf("2"));
+  EXPECT_EQ(strings(store.getMany({"b", "a"}, 1s)), (std::vector<std::string>{"2", "1"}));
+  EXPECT_EQ(store.gets.load(), 2);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(store.getMany({"a", "never"}, 100ms), Error);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
+TEST(GetManyTest, RendezvousCallsAUsersOverride) {
+  constexpr int kRanks = 3;
+  auto store = std::make_shared<CountingStore>(true);
+  std::vector<std::thread> ranks;
+  std::atomic<int> ok{0};
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      Options o;
+      o.timeout = 20s;
+      auto comm = Communicator::create(store, r, kRanks, o);
+      float x = 1.0f;
+      comm->allReduce(std::span<float>(&x, 1)).wait();
+      if (x == float(kRanks)) ++ok;
+    });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(ok.load(), kRanks);
+  // The creation read the peers' records through the store's own many-key read.
+  EXPECT_GT(store->manyCalls.load(), 0);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include "common/deadline.h"
 #include "common/fd.h"
 
+#include <chorus/error.hpp>
+
 #include <gtest/gtest.h>
 
 #include <sys/socket.h>
@@ -20,12 +22,35 @@ TEST(LoopbackPeer, ConnectionToLocalhostIsLoopbackOnBothEnds) {
   int port = 0;
   Fd listener = listenOn("127.0.0.1", 0, false, &port);
   ASSERT_GT(port, 0);
-  Fd client = connectTo(parseAddress("127.0.0.1:" + std::to_string(port)), 0, false,
+  Fd client = connectTo(net::resolveAddress("127.0.0.1:" + std::to_string(port)), 0, false,
                         Deadline::after(5000ms));
   Fd server(::accept(listener.get(), nullptr, nullptr));
   ASSERT_TRUE(server.valid());
   EXPECT_TRUE(isLoopbackPeer(client.get()));
   EXPECT_TRUE(isLoopbackPeer(server.get()));
+}
+
+TEST(LoopbackPeer, Ipv6LoopbackConnectionIsLoopbackOnBothEnds) {
+  int port = 0;
+  Fd listener = listenOn("::1", 0, false, &port);
+  ASSERT_GT(port, 0);
+  EXPECT_EQ(net::localOf(listener.get()).text(), "[::1]:" + std::to_string(port));
+  Fd client = connectTo(net::resolveAddress("[::1]:" + std::to_string(port)), 0, false,
+                        Deadline::after(5000ms));
+  Fd server(::accept(listener.get(), nullptr, nullptr));
+  ASSERT_TRUE(server.valid());
+  EXPECT_EQ(net::peerOf(server.get()).ip(), "::1");
+  EXPECT_TRUE(isLoopbackPeer(client.get()));
+  EXPECT_TRUE(isLoopbackPeer(server.get()));
+}
+
+TEST(LoopbackPeer, ListenAddressFollowsTheStoreHostsFamily) {
+  EXPECT_EQ(chooseListenAddress("", "::1"), "::1");
+  EXPECT_EQ(chooseListenAddress("", "127.0.0.1"), "127.0.0.1");
+  EXPECT_EQ(chooseListenAddress("", "127.9.9.9"), "127.0.0.1");
+  EXPECT_EQ(chooseListenAddress("", ""), "127.0.0.1");
+  EXPECT_EQ(chooseListenAddress("lo", ""), "127.0.0.1");
+  EXPECT_THROW(chooseListenAddress("no-such-if0", ""), Error);
 }
 
 TEST(LoopbackPeer, OtherSocketsAreNot) {

@@ -19,7 +19,6 @@
 #include "store/compare_set.h"
 #include "store/etcd/base64.h"
 #include "store/etcd/etcd_client.h"
-#include "store/get_many.h"
 #include "store/store_util.h"
 
 namespace chorus::store::etcd {
@@ -43,7 +42,7 @@ constexpr milliseconds kQuickWatch{20};
 std::string text(const Store::Bytes& b) { return std::string(b.begin(), b.end()); }
 Store::Bytes bytes(const std::string& s) { return Store::Bytes(s.begin(), s.end()); }
 
-class EtcdStore final : public Store, public ReadsMany, public ComparesAndSets {
+class EtcdStore final : public Store, public ComparesAndSets {
  public:
   EtcdStore(std::vector<HostPort> endpoints, const std::string& prefix, milliseconds timeout,
             bool https, TlsFiles tls)

@@ -55,7 +55,7 @@ Connection dialLower(const std::string& address, int rank, int size, int peer, c
   if (encrypt && key == nullptr) {
     throw Error(ErrorCode::kInvalidArgument, "CHORUS_ENCRYPT=1 needs a key (CHORUS_AUTH_KEY_FILE)");
   }
-  Fd fd = connectTo(parseAddress(address), bufferBytes, zeroCopy, deadline);
+  Fd fd = connectTo(net::resolveAddress(address), bufferBytes, zeroCopy, deadline);
   const std::string who = "rank " + std::to_string(peer) + " (" + address + ")";
   auth::ClientResult r;
   if (key != nullptr) {
@@ -163,12 +163,11 @@ std::vector<Connection> acceptHigher(int listener, int rank, int size, const Job
     int n = ::poll(fds.data(), fds.size(), deadline.remainingMs(200));
     if (n < 0 && errno != EINTR) throw Error(ErrorCode::kSystem, "poll: " + errnoText(errno));
     if (fds[0].revents & POLLIN) {
-      sockaddr_in from{};
-      socklen_t len = sizeof(from);
-      int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&from), &len,
-                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+      net::SocketAddress from;
+      from.length = sizeof(from.storage);
+      int fd = ::accept4(listener, from.get(), &from.length, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
-        Pending p{Fd(fd), formatAddress(from), nullptr, nullptr, {}, 0, Clock::now()};
+        Pending p{Fd(fd), from.text(), nullptr, nullptr, {}, 0, Clock::now()};
         if (key != nullptr) p.handshake = std::make_unique<auth::ServerHandshake>(*key, context);
         pending.push_back(std::move(p));
       }

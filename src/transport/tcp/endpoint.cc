@@ -4,11 +4,11 @@
 
 #include <chorus/error.hpp>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -21,50 +21,13 @@
 
 namespace chorus::transport::tcp {
 
-std::string formatAddress(const sockaddr_in& a) {
-  char ip[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
-  return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
-}
-
 namespace {
-
-bool resolveIpv4(const std::string& host, in_addr* out) {
-  if (inet_pton(AF_INET, host.c_str(), out) == 1) return true;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return false;
-  *out = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-  freeaddrinfo(res);
-  return true;
-}
 
 [[noreturn]] void throwSystem(const std::string& what, int err) {
   throw Error(ErrorCode::kSystem, what + ": " + errnoText(err));
 }
 
 }  // namespace
-
-sockaddr_in parseAddress(const std::string& hostPort) {
-  auto colon = hostPort.rfind(':');
-  if (colon == std::string::npos) {
-    throw Error(ErrorCode::kInvalidArgument, "address '" + hostPort + "' is not host:port");
-  }
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  int port = 0;
-  try {
-    port = std::stoi(hostPort.substr(colon + 1));
-  } catch (...) {
-    port = -1;
-  }
-  if (port <= 0 || port > 65535 || !resolveIpv4(hostPort.substr(0, colon), &a.sin_addr)) {
-    throw Error(ErrorCode::kInvalidArgument, "cannot resolve address '" + hostPort + "'");
-  }
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  return a;
-}
 
 namespace {
 
@@ -103,24 +66,9 @@ const AutoSizing& autoSizing() {
   return sizes;
 }
 
-// 127.0.0.0/8.
-bool inLoopbackNet(const in_addr& a) { return (ntohl(a.s_addr) >> 24) == 127; }
-
 }  // namespace
 
-bool isLoopbackPeer(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof(a);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
-  if (a.ss_family == AF_INET) {
-    return inLoopbackNet(reinterpret_cast<const sockaddr_in&>(a).sin_addr);
-  }
-  if (a.ss_family == AF_INET6) {
-    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
-    return IN6_IS_ADDR_LOOPBACK(&v6.sin6_addr);
-  }
-  return false;
-}
+bool isLoopbackPeer(int fd) { return net::peerOf(fd).loopback(); }
 
 void tuneSocket(int fd, int bufferBytes, bool zeroCopy) {
   int one = 1;
@@ -141,33 +89,28 @@ void tuneSocket(int fd, int bufferBytes, bool zeroCopy) {
 }
 
 Fd listenOn(const std::string& ip, int bufferBytes, bool zeroCopy, int* boundPort) {
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  net::SocketAddress a;
+  if (!net::numericAddress(ip, 0, &a)) {
+    throw Error(ErrorCode::kInvalidArgument, "bad listen address '" + ip + "'");
+  }
+  Fd fd(::socket(a.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) throwSystem("socket", errno);
   int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   tuneSocket(fd.get(), bufferBytes, zeroCopy);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  if (inet_pton(AF_INET, ip.c_str(), &a.sin_addr) != 1) {
-    throw Error(ErrorCode::kInvalidArgument, "bad listen address '" + ip + "'");
-  }
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0) {
-    throwSystem("bind " + ip, errno);
-  }
+  if (::bind(fd.get(), a.get(), a.length) < 0) throwSystem("bind " + ip, errno);
   if (::listen(fd.get(), 512) < 0) throwSystem("listen", errno);
-  socklen_t len = sizeof(a);
-  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  *boundPort = ntohs(a.sin_port);
+  *boundPort = net::localOf(fd.get()).port();
   return fd;
 }
 
-Fd connectTo(const sockaddr_in& addr, int bufferBytes, bool zeroCopy, Deadline deadline) {
+Fd connectTo(const net::SocketAddress& addr, int bufferBytes, bool zeroCopy, Deadline deadline) {
   int delayMs = 1;
   for (;;) {
-    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    Fd fd(::socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd) throwSystem("socket", errno);
     tuneSocket(fd.get(), bufferBytes, zeroCopy);
-    int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+    int rc = ::connect(fd.get(), addr.get(), addr.length);
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
       pollfd p{fd.get(), POLLOUT, 0};
@@ -181,53 +124,67 @@ Fd connectTo(const sockaddr_in& addr, int bufferBytes, bool zeroCopy, Deadline d
     }
     if (err == 0) return fd;
     if (err != ECONNREFUSED && err != ETIMEDOUT && err != EAGAIN && err != ECONNRESET) {
-      throwSystem("connect to " + formatAddress(addr), err);
+      throwSystem("connect to " + addr.text(), err);
     }
     if (deadline.expired()) {
       throw Error(ErrorCode::kTimeout,
-                  "could not connect to " + formatAddress(addr) + ": " + errnoText(err));
+                  "could not connect to " + addr.text() + ": " + errnoText(err));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
     delayMs = std::min(delayMs * 2, 100);
   }
 }
 
-std::string chooseListenAddress(const std::string& ifname, const std::string& routeHost) {
-  if (!ifname.empty()) {
-    ifaddrs* list = nullptr;
-    if (getifaddrs(&list) != 0) throwSystem("getifaddrs", errno);
-    std::string found;
-    for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-      if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && ifname == i->ifa_name) {
-        found = formatAddress(*reinterpret_cast<sockaddr_in*>(i->ifa_addr));
-        found = found.substr(0, found.rfind(':'));
-        break;
-      }
+namespace {
+
+// The interface's IPv4 address, else its IPv6 one (a link-local one last: it needs a scope).
+std::string interfaceAddress(const std::string& ifname) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) throwSystem("getifaddrs", errno);
+  std::string v4, v6, linkLocal;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (!i->ifa_addr || ifname != i->ifa_name) continue;
+    const int family = i->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    net::SocketAddress a;
+    a.length = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    std::memcpy(&a.storage, i->ifa_addr, a.length);
+    if (family == AF_INET && v4.empty()) v4 = a.ip();
+    if (family == AF_INET6) {
+      const auto& v6addr = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr;
+      std::string& slot = IN6_IS_ADDR_LINKLOCAL(&v6addr) ? linkLocal : v6;
+      if (slot.empty()) slot = a.ip();
     }
-    freeifaddrs(list);
-    if (found.empty()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "CHORUS_IFNAME=" + ifname + ": no such interface with an IPv4 address");
-    }
-    return found;
   }
-  in_addr target{};
-  if (routeHost.empty() || !resolveIpv4(routeHost, &target)) return "127.0.0.1";
-  if (inLoopbackNet(target)) return "127.0.0.1";
+  freeifaddrs(list);
+  if (!v4.empty()) return v4;
+  if (!v6.empty()) return v6;
+  throw Error(ErrorCode::kInvalidArgument,
+              "CHORUS_IFNAME=" + ifname + ": no such interface with an IPv4 or global IPv6 " +
+                  "address" +
+                  (linkLocal.empty() ? "" : " (it has only the link-local " + linkLocal + ")"));
+}
+
+}  // namespace
+
+std::string chooseListenAddress(const std::string& ifname, const std::string& routeHost) {
+  if (!ifname.empty()) return interfaceAddress(ifname);
+  net::SocketAddress target;
+  if (routeHost.empty()) return "127.0.0.1";
+  if (!net::numericAddress(routeHost, 9, &target)) {
+    try {
+      target = net::resolveAddress(net::hostPort(routeHost, 9));
+    } catch (const Error&) {
+      return "127.0.0.1";
+    }
+  }
+  const char* loopback = target.family() == AF_INET6 ? "::1" : "127.0.0.1";
+  if (target.loopback()) return loopback;
   // A connected UDP socket sends nothing; it only asks the kernel which source address routes
   // there.
-  Fd probe(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr = target;
-  a.sin_port = htons(9);
-  if (!probe || ::connect(probe.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) < 0) {
-    return "127.0.0.1";
-  }
-  socklen_t len = sizeof(a);
-  getsockname(probe.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  std::string s = formatAddress(a);
-  return s.substr(0, s.rfind(':'));
+  Fd probe(::socket(target.family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!probe || ::connect(probe.get(), target.get(), target.length) < 0) return loopback;
+  return net::localOf(probe.get()).ip();
 }
 
 }  // namespace chorus::transport::tcp

@@ -1,18 +1,14 @@
-// IPv4 endpoints of the TCP links: addresses, the listening socket, connecting to a peer.
+// Endpoints of the TCP links, IPv4 and IPv6: the listening socket, connecting to a peer, and
+// the address a rank listens on. Addresses and their text: common/net_address.h.
 #pragma once
 
 #include "common/deadline.h"
 #include "common/fd.h"
-
-#include <netinet/in.h>
+#include "common/net_address.h"
 
 #include <string>
 
 namespace chorus::transport::tcp {
-
-std::string formatAddress(const sockaddr_in& a);
-// "host:port" -> address; throws Error(kInvalidArgument).
-sockaddr_in parseAddress(const std::string& hostPort);
 
 // TCP_NODELAY, and send/receive buffers of at least bufferBytes (before connect/listen, so that
 // the window scale is negotiated for them): the receive buffer is left to the kernel's own
@@ -24,14 +20,15 @@ void tuneSocket(int fd, int bufferBytes, bool zeroCopy);
 // leaves the machine's own stack.
 bool isLoopbackPeer(int fd);
 
-// Listening socket on ip:0; *boundPort receives the port.
+// Listening socket on ip:0 (an IPv4 or IPv6 literal); *boundPort receives the port.
 Fd listenOn(const std::string& ip, int bufferBytes, bool zeroCopy, int* boundPort);
 
 // Connects (blocking, retried while the peer is not listening yet) until the deadline.
-Fd connectTo(const sockaddr_in& addr, int bufferBytes, bool zeroCopy, Deadline deadline);
+Fd connectTo(const net::SocketAddress& addr, int bufferBytes, bool zeroCopy, Deadline deadline);
 
-// IPv4 address this rank should listen on: the address of `ifname` when given; otherwise the
-// local address that routes to routeHost (so loopback when the store is on this host).
+// Address this rank should listen on: the address of `ifname` when given (its IPv4 one, else
+// its IPv6 one); otherwise the local address that routes to routeHost, of routeHost's family
+// (so 127.0.0.1 or ::1 when the store is on this host's loopback).
 std::string chooseListenAddress(const std::string& ifname, const std::string& routeHost);
 
 }  // namespace chorus::transport::tcp
