@@ -2,6 +2,8 @@
 
 #include <chorus/error.hpp>
 
+#include <torch/version.h>
+
 #include <algorithm>
 #include <chrono>
 #include <mutex>
@@ -65,6 +67,26 @@ class C10dStore final : public Store {
 
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
     waitFor(keys, timeout, "wait");
+  }
+
+  // The rendezvous reads every peer's record: one request where torch's store has multiGet
+  // (torch 2.x; its TCPStore answers it in one round trip), one get per key on 1.13.
+  std::vector<Bytes> getMany(const std::vector<std::string>& keys,
+                             std::chrono::milliseconds timeout) override {
+    const std::string what = "get " + std::to_string(keys.size()) + " keys";
+    waitFor(keys, timeout, what);
+    std::lock_guard<std::mutex> lock(mu_);
+    try {
+#if TORCH_VERSION_MAJOR >= 2
+      return inner_->multiGet(keys);
+#else
+      std::vector<Bytes> values;
+      for (const auto& k : keys) values.push_back(inner_->get(k));
+      return values;
+#endif
+    } catch (const std::exception& e) {
+      rethrowAsChorus(e, what);
+    }
   }
 
  private:
