@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite bench-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
+.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite bench-torch bench-recovery-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
 
 all: build
 
@@ -107,6 +107,18 @@ bench-torch: deps
 	    $(CMAKE_FLAGS); \
 	  cmake --build $(BUILD) -j $(JOBS) --target chorus-run chorus-bench chorus_py_core chorus_py_torch; \
 	  $$py bench/torch/run.py --build $(BUILD) $(BENCH_TORCH_ARGS)
+
+# A rank lost during PyTorch training: Chorus's elastic Trainer against torchft (PyPI, installed
+# into the newest torch venv by scripts/install-torch2 --torchft) in the same run, alternating;
+# the time from the kill to the next committed step (bench/elastic/torch_recovery.py).
+# BENCH_RECOVERY_ARGS: e.g. --runs 10 --timeout 10 --json FILE.
+BENCH_RECOVERY_ARGS ?=
+bench-recovery-torch: deps
+	set -e; py=$$(scripts/install-torch2 --torchft newest | tail -n 1)/bin/python; \
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DPython3_EXECUTABLE=$$py \
+	    $(CMAKE_FLAGS); \
+	  cmake --build $(BUILD) -j $(JOBS) --target chorus-run chorus_py_core chorus_py_torch; \
+	  $$py bench/elastic/torch_recovery.py --build $(BUILD) --python $$py $(BENCH_RECOVERY_ARGS)
 
 # `pip install .` as a user of PyPI's torch does it (tests/install/pip_install_test.sh): a temporary
 # venv that sees the newest torch venv, pip install . (scikit-build-core from PyPI), 2 ranks
