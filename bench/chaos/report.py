@@ -1,0 +1,100 @@
+"""The campaign's report: step times around each event from chorus-train's metrics file, and the
+JSON and markdown outputs."""
+
+import csv
+import json
+import statistics
+
+
+def read_steps(path, started_at):
+    """(step, unix time at its end, duration) per optimizer step of chorus-train's metrics file
+    (docs/dp.md; wall_s counts from the start of training, which began at started_at)."""
+    rows = []
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            rows.append((int(row["step"]), float(row["wall_s"]), float(row["train_s"])))
+    steps, prev_train = [], 0.0
+    for step, wall, train in rows:
+        # train_s leaves the evaluations out: a step's own duration.
+        steps.append((step, started_at + wall, train - prev_train))
+        prev_train = train
+    return steps
+
+
+def step_effects(steps, event, window=60.0):
+    """The step times around an event: the steady median (steps ending in the 30 s before it),
+    the longest step ending within `window` s after it, and when the steps were back to normal
+    (the end of the first of 3 steps in a row no longer than twice the median, after the fault
+    was removed), in seconds from the injection."""
+    t0 = event["injected"]
+    t1 = event.get("removed") or t0
+    before = [d for _, end, d in steps if t0 - 30 <= end < t0]
+    if len(before) < 3:
+        before = [d for _, end, d in steps if end < t0] or [d for _, _, d in steps]
+    median = statistics.median(before) if before else None
+    after = [(s, end, d) for s, end, d in steps if t0 <= end <= t1 + window]
+    out = dict(steady_median_s=median, max_step_s=None, max_step_ratio=None, normal_again=None)
+    if not after or not median:
+        return out
+    longest = max(d for _, _, d in after)
+    out["max_step_s"] = longest
+    out["max_step_ratio"] = longest / median
+    run = 0
+    for _, end, d in after:
+        if end < t1:
+            continue
+        run = run + 1 if d <= 2 * median else 0
+        if run == 3:
+            out["normal_again"] = end - t0
+            break
+    return out
+
+
+def fmt(x, digits=2):
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def markdown(result):
+    lines = []
+    c = result["config"]
+    lines.append(f"# Chaos campaign: seed {c['seed']}, {c['seconds']} s requested, "
+                 f"{result['elapsed_s']:.0f} s run — {'PASS' if result['passed'] else 'FAIL'}")
+    lines.append("")
+    lines.append(f"Command: `{result['command']}`")
+    lines.append("")
+    lines.append("| # | round | time (s) | fault | target | detected (s) | first step after change (s) "
+                 "| all hosts again (s) | steps normal again (s) | longest step / median | pass |")
+    lines.append("|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|")
+    for i, e in enumerate(result["events"]):
+        st = e.get("steps", {})
+        ok = all(e["checks"].values()) if e["checks"] else True
+        lines.append(
+            f"| {i + 1} | {e['round']} | {e['injected'] - result['started']:.1f} | {e['kind']} | "
+            f"{e['target']} | {fmt(e['detected'])} | {fmt(e['degraded'])} | {fmt(e['recovered'])} "
+            f"| {fmt(st.get('normal_again'))} | {fmt(st.get('max_step_ratio'), 1)} | "
+            f"{'ok' if ok else 'FAIL: ' + ', '.join(k for k, v in e['checks'].items() if not v)} |")
+    lines.append("")
+    lines.append("| round | faults | exit codes | final test accuracy | clean run | parameters |")
+    lines.append("|---:|---:|---|---:|---:|---|")
+    clean = result.get("clean") or {}
+    for r in result["rounds"]:
+        lines.append(f"| {r['round']} | {r['events']} | {r['exit_codes']} | {fmt(r['accuracy'])} | "
+                     f"{fmt(clean.get('accuracy'))} | {r['parameters'] or 'no check line'} |")
+    lines.append("")
+    b = result["bench"]
+    lines.append(f"Checked collectives: {b['rounds']} rounds of chorus-bench on every host, "
+                 f"{b['ok']} without error, {b['errors']} ended by an error (a fault of the network "
+                 f"or of etcd during the round), {b['wrong']} wrong results, {b['hangs']} hangs.")
+    lines.append("")
+    lines.append("Checks:")
+    for name, ok in result["checks"].items():
+        lines.append(f"- {'ok  ' if ok else 'FAIL'} {name}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write(result, json_path, md_path):
+    with open(json_path, "w") as f:
+        json.dump(result, f, indent=1, default=str)
+    with open(md_path, "w") as f:
+        f.write(markdown(result))
