@@ -77,6 +77,7 @@ class Campaign:
         self.bench = None
         self.failures = []
         self.injected = 0
+        self.netem_ok = None  # probed at the first netem fault
 
     def say(self, text):
         self.log.add("chaos", text)
@@ -145,8 +146,9 @@ class Campaign:
         rec["metrics"] = written[0] if written else None
         if rec["metrics"] and started:
             steps = report.read_steps(rec["metrics"], started)
-            for e in events:
-                e["steps"] = report.step_effects(steps, e)
+            for i, e in enumerate(events):
+                until = events[i + 1]["injected"] if i + 1 < len(events) else None
+                e["steps"] = report.step_effects(steps, e, until)
             rec["steps"] = len(steps)
         return rec, events
 

@@ -24,6 +24,7 @@ class Cluster:
         self.prefix, self.hosts = prefix, hosts
         self.env = dict(os.environ, CHORUS_CLUSTER_PREFIX=prefix)
         self.saved_leaf = {}  # (ns, dev) -> the leaf qdisc's parameters before a fault
+        self.saved_rate = {}  # (ns, dev) -> the class's rate before a fault
 
     def ns(self, h):
         return f"{self.prefix}-h{h}"
@@ -55,6 +56,42 @@ class Cluster:
         subprocess.run(["ip", "-n", self.ns(h), "link", "set", self.dev(h), "up" if up else "down"],
                        check=True)
 
+    def detach(self, h, detached):
+        """Partition: host h's switch port leaves the bridge (and comes back). Both ends of the
+        link stay up, so nothing tells the host: its packets to the others are lost silently."""
+        master = ["nomaster"] if detached else ["master", f"{self.prefix}-br"]
+        subprocess.run(["ip", "-n", self.switch_ns(), "link", "set", self.switch_dev(h)] + master,
+                       check=True)
+
+    def netem_available(self):
+        """Whether this kernel has the netem qdisc (tried on a scratch namespace's loopback)."""
+        ns = f"{self.prefix}-nprobe"
+        subprocess.run(["ip", "netns", "add", ns], capture_output=True)
+        ok = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root",
+                             "netem", "delay", "1ms"], capture_output=True).returncode == 0
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        return ok
+
+    def rate(self, h, rate):
+        """Host h's link shaped to rate (tc units) both ways; None: back to the cluster's rate."""
+        for ns, dev in self._ends(h):
+            if rate is None:
+                rate_now = self.saved_rate.pop((ns, dev), None)
+                if rate_now is None:
+                    continue
+            else:
+                self.saved_rate.setdefault((ns, dev), self._class_rate(ns, dev))
+                rate_now = rate
+            subprocess.run(["tc", "-n", ns, "class", "change", "dev", dev, "parent", "1:",
+                            "classid", "1:10", "htb", "rate", rate_now, "ceil", rate_now,
+                            "burst", "125000b", "cburst", "125000b", "quantum", "18028"],
+                           check=True)
+
+    def _class_rate(self, ns, dev):
+        out = subprocess.run(["tc", "-n", ns, "class", "show", "dev", dev], capture_output=True,
+                             text=True, check=True).stdout.split()
+        return out[out.index("rate") + 1]
+
     def _ends(self, h):
         """Both directions of host h's link: its own egress and the switch port's."""
         return [(self.ns(h), self.dev(h)), (self.switch_ns(), self.switch_dev(h))]
@@ -71,15 +108,20 @@ class Cluster:
         """Replaces the fifo under host h's shaping (both directions) by netem PARAMS."""
         for ns, dev in self._ends(h):
             self.saved_leaf.setdefault((ns, dev), self._leaf(ns, dev))
-            subprocess.run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "parent", "1:10",
-                            "handle", "10:", "netem"] + params + ["limit", "10000"], check=True)
+            self._set_leaf(ns, dev, ["netem"] + params + ["limit", "10000"])
 
     def heal(self, h):
         for ns, dev in self._ends(h):
             leaf = self.saved_leaf.pop((ns, dev), None)
             if leaf:
-                subprocess.run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "parent", "1:10",
-                                "handle", "10:"] + leaf, check=True)
+                self._set_leaf(ns, dev, leaf)
+
+    def _set_leaf(self, ns, dev, leaf):
+        # "replace" cannot change a qdisc's kind: delete it (the class has a default leaf in
+        # between), then add the new one.
+        subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "parent", "1:10"], check=True)
+        subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:10", "handle",
+                        "10:"] + leaf, check=True)
 
 
 class Etcd:

@@ -21,18 +21,20 @@ def read_steps(path, started_at):
     return steps
 
 
-def step_effects(steps, event, window=60.0):
+def step_effects(steps, event, until=None, window=60.0):
     """The step times around an event: the steady median (steps ending in the 30 s before it),
     the longest step ending within `window` s after it, and when the steps were back to normal
     (the end of the first of 3 steps in a row no longer than twice the median, after the fault
-    was removed), in seconds from the injection."""
+    was removed), in seconds from the injection. Steps ending at `until` (the next fault) or later
+    are not this fault's."""
     t0 = event["injected"]
     t1 = event.get("removed") or t0
     before = [d for _, end, d in steps if t0 - 30 <= end < t0]
     if len(before) < 3:
         before = [d for _, end, d in steps if end < t0] or [d for _, _, d in steps]
     median = statistics.median(before) if before else None
-    after = [(s, end, d) for s, end, d in steps if t0 <= end <= t1 + window]
+    last = t1 + window if until is None else min(t1 + window, until)
+    after = [(s, end, d) for s, end, d in steps if t0 <= end < last]
     out = dict(steady_median_s=median, max_step_s=None, max_step_ratio=None, normal_again=None)
     if not after or not median:
         return out
