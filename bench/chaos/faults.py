@@ -28,6 +28,55 @@ class Fault:
         r.update(more)
         return r
 
+    def ask_doctor(self, pid, t0):
+        """chorus-doctor --live on the training's store: its verdict must name the stopped rank
+        (the rank whose record carries that pid) when it reports a stall."""
+        c = self.camp
+        argv = [c.doctor, "--live", "--store", c.train_url, "--key-file", c.key_file, "--json",
+                "--stale-seconds", str(c.doctor_stale)]
+        t = time.time()
+        p = subprocess.run(c.cluster.cmd(0, argv), capture_output=True, text=True,
+                           env=c.chorus_env(0), timeout=60)
+        out = dict(asked_after=t - t0, exit=p.returncode, ok=True, stall=False, verdict=None)
+        try:
+            v = json.loads(p.stdout)
+        except ValueError:
+            out.update(ok=False, verdict=(p.stdout + p.stderr).strip()[-300:])
+            return out
+        out["verdict"] = v.get("verdict")
+        out["kind"] = v.get("kind")
+        if v.get("kind") in (None, "healthy"):
+            return out
+        out["stall"] = True
+        comm = next((x for x in v.get("communicators", [])
+                     if x.get("communicator") == v.get("communicator")), None)
+        culprits = []
+        if comm:
+            d = comm.get("details", {})
+            culprits = d.get("culprits") or [x.get("rank") for x in d.get("lost", [])]
+            pids = {}
+            for line in comm.get("evidence", []):
+                m = PID_OF_RANK.search(line)
+                if m:
+                    pids[int(m.group(1))] = int(m.group(2))
+            out["culprit_pids"] = [pids.get(r) for r in culprits]
+            out["ok"] = bool(culprits) and all(pids.get(r) == pid for r in culprits)
+        else:
+            out["ok"] = False
+        out["culprits"] = culprits
+        return out
+
+    def doctor_during(self, r, pid, t0, seconds):
+        """Asks the doctor doctor_after s into a fault that lasts longer than that, when the
+        host's rank is known: it must name that rank if it reports a stall."""
+        c = self.camp
+        if pid is None or seconds < c.doctor_after + 1:
+            return
+        time.sleep(max(0.0, t0 + c.doctor_after - time.time()))
+        r["doctor"] = self.ask_doctor(pid, t0)
+        r["checks"]["doctor names the rank of the faulty host (if it reports a stall)"] = \
+            r["doctor"]["ok"]
+
     def wait_full(self, t0, bound):
         """Waits (at most bound seconds from t0) for the first step on all hosts' ranks after a
         membership change seen after t0; returns that step's unix time, or None."""
@@ -90,10 +139,7 @@ class StopRank(Fault):
         r = self.record("stop_rank", f"h{h} (pid {pid}) for {seconds:.1f} s", t0, None,
                         stopped_seconds=seconds)
         if long_stop:
-            time.sleep(max(0.0, t0 + c.doctor_after - time.time()))
-            r["doctor"] = self.ask_doctor(pid, t0)
-            r["checks"]["doctor names the stopped rank (if it reports a stall)"] = \
-                r["doctor"]["ok"]
+            self.doctor_during(r, pid, t0, seconds)
         time.sleep(max(0.0, t0 + seconds - time.time()))
         c.signal(pid, signal.SIGCONT)
         r["removed"] = time.time()
@@ -106,45 +152,6 @@ class StopRank(Fault):
             self.fill_from_logs(r, t0)
             r["notes"].append("stopped for less than the timeout: the job only waits")
         return r
-
-    def ask_doctor(self, pid, t0):
-        """chorus-doctor --live on the training's store: its verdict must name the stopped rank
-        (the rank whose record carries that pid) when it reports a stall."""
-        c = self.camp
-        argv = [c.doctor, "--live", "--store", c.train_url, "--key-file", c.key_file, "--json",
-                "--stale-seconds", str(c.doctor_stale)]
-        t = time.time()
-        p = subprocess.run(c.cluster.cmd(0, argv), capture_output=True, text=True,
-                           env=c.chorus_env(0), timeout=60)
-        out = dict(asked_after=t - t0, exit=p.returncode, ok=True, stall=False, verdict=None)
-        try:
-            v = json.loads(p.stdout)
-        except ValueError:
-            out.update(ok=False, verdict=(p.stdout + p.stderr).strip()[-300:])
-            return out
-        out["verdict"] = v.get("verdict")
-        out["kind"] = v.get("kind")
-        if v.get("kind") in (None, "healthy"):
-            return out
-        out["stall"] = True
-        comm = next((x for x in v.get("communicators", [])
-                     if x.get("communicator") == v.get("communicator")), None)
-        culprits = []
-        if comm:
-            d = comm.get("details", {})
-            culprits = d.get("culprits") or [x.get("rank") for x in d.get("lost", [])]
-            pids = {}
-            for line in comm.get("evidence", []):
-                m = PID_OF_RANK.search(line)
-                if m:
-                    pids[int(m.group(1))] = int(m.group(2))
-            out["culprit_pids"] = [pids.get(r) for r in culprits]
-            out["ok"] = bool(culprits) and all(pids.get(r) == pid for r in culprits)
-        else:
-            out["ok"] = False
-        out["culprits"] = culprits
-        return out
-
 
 class KillEtcdLeader(Fault):
     def run(self, _h):
@@ -171,8 +178,8 @@ class KillEtcdLeader(Fault):
         r["recovered"] = time.time() - t0 if healthy else None
         r["notes"].append(f"member restarted after {down:.1f} s" + ("" if healthy else
                                                                        "; cluster NOT healthy"))
-        r["checks"]["a new leader among " + ",".join(f"h{m}" for m in others)] = \
-            r["detected"] is not None
+        r["notes"].append("the others: " + ",".join(f"h{m}" for m in others))
+        r["checks"]["a new leader among the other members"] = r["detected"] is not None
         r["checks"]["etcd healthy again"] = healthy
         time.sleep(2)
         r["membership_changes"] = [x[2].strip() for x in c.log.since(t0, MEMBERSHIP)]
@@ -183,10 +190,12 @@ class LinkDown(Fault):
     def run(self, h):
         c = self.camp
         seconds = c.rng.uniform(2, 10)
+        pid = c.training.trainer_pid(h)
         t0 = time.time()
         c.cluster.link(h, up=False)
         r = self.record("link_down", f"h{h} for {seconds:.1f} s", t0, None, down_seconds=seconds)
-        time.sleep(seconds)
+        self.doctor_during(r, pid, t0, seconds)
+        time.sleep(max(0.0, t0 + seconds - time.time()))
         c.cluster.link(h, up=True)
         r["removed"] = time.time()
         self.after_network_fault(r, t0, seconds)
@@ -258,11 +267,13 @@ class Partition(LinkDown):
         # timeout): the others go on without the host, which rejoins after.
         seconds = (c.rng.uniform(c.timeout + 3, c.timeout + 8) if c.rng.random() < 0.5
                    else c.rng.uniform(2 * c.timeout + 5, 2 * c.timeout + 15))
+        pid = c.training.trainer_pid(h)
         t0 = time.time()
         c.cluster.detach(h, True)
         r = self.record("partition", f"h{h} from the others for {seconds:.1f} s", t0, None,
                         partition_seconds=seconds)
-        time.sleep(seconds)
+        self.doctor_during(r, pid, t0, seconds)
+        time.sleep(max(0.0, t0 + seconds - time.time()))
         c.cluster.detach(h, False)
         r["removed"] = time.time()
         self.after_network_fault(r, t0, seconds)
