@@ -86,7 +86,8 @@ def markdown(result):
     b = result["bench"]
     lines.append(f"Checked collectives: {b['rounds']} rounds of chorus-bench on every host, "
                  f"{b['ok']} without error, {b['errors']} ended by an error (a fault of the network "
-                 f"or of etcd during the round), {b['wrong']} wrong results, {b['hangs']} hangs.")
+                 f"or of etcd during the round), {b['wrong']} wrong results, {b['hangs']} hangs; "
+                 f"{len(b.get('unexplained', []))} failed with no such fault around them.")
     lines.append("")
     lines.append("Checks:")
     for name, ok in result["checks"].items():
