@@ -139,6 +139,24 @@ TEST(DoctorLive, AStaleWaiterOfAPeerThatCompletedIsTheCulprit) {
   EXPECT_EQ(findings[0].details["culprits"], nlohmann::json::array({3}));
 }
 
+TEST(DoctorLive, AStaleRankAmongRanksThatWaitForNoOneIsTheCulprit) {
+  auto store = makeHashStore();
+  const int64_t now = nowUs();
+  // Everyone is in #9 and none waits (ranks 0 and 2 are blocked sending to rank 1, whose link is
+  // down); rank 1 stopped publishing.
+  publish(*store, "00000000000000af", 3,
+          {{0, 10, 9, "started", -1, 6 * kSecond},
+           {1, 10, 9, "started", -1, 7 * kSecond, 7 * kSecond},
+           {2, 10, 9, "started", -1, 6 * kSecond}},
+          now);
+  auto findings = diagnose(*store, now);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].details["culprits"], nlohmann::json::array({1}));
+  EXPECT_EQ(findings[0].verdict,
+            "all ranks are in allreduce #9 and none waits for a peer; rank 1 stopped publishing "
+            "7.0 s ago (no progress for 6.0 s)");
+}
+
 TEST(DoctorLive, ACommunicatorReplacedByAShrinkHasEnded) {
   auto store = makeHashStore();
   const int64_t now = nowUs();

@@ -177,6 +177,13 @@ HangVerdict describeHang(const HangPicture& p) {
     v.verdict = verdict;
   } else if (waiting.empty()) {
     v.verdict = "all ranks are in " + p.call + " and none waits for a peer";
+    // Live: a rank that stopped publishing in there, while others did not, is the suspect (a
+    // rank blocked sending to a peer that is cut off is running, not waiting).
+    std::vector<int> stale;
+    for (const auto& r : p.ranks) {
+      if (r.stale) stale.push_back(r.rank);
+    }
+    if (stale.size() < p.ranks.size()) v.culprits = stale;
   } else if (auto staleWaits = staleWaiters(p); !staleWaits.empty()) {
     v.verdict = staleVerdict(p, staleWaits);
     v.culprits = staleWaits;
