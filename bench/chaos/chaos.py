@@ -297,7 +297,9 @@ class Campaign:
             checks.setdefault("no failure during the campaign: " + f, False)
         result = dict(config=dict(seed=a.seed, seconds=a.seconds, timeout=a.timeout,
                                   events=a.events, limit=a.limit, epochs=a.epochs,
-                                  accuracy_tolerance=a.accuracy_tolerance),
+                                  accuracy_tolerance=a.accuracy_tolerance,
+                                  etcd_election_ms=self.etcd.election_ms,
+                                  etcd_heartbeat_ms=self.etcd.heartbeat_ms),
                       command=" ".join(shlex.quote(x) for x in sys.argv),
                       started=t0, elapsed_s=time.time() - t0, clean=clean, rounds=rounds,
                       events=events, bench=bench, checks=checks, failures=self.failures,

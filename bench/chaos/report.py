@@ -56,6 +56,36 @@ def fmt(x, digits=2):
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+def spread(values):
+    """'median (min–max)' of the values that are there, '–' when none."""
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return "–"
+    if len(v) == 1:
+        return f"{v[0]:.2f}"
+    return f"{statistics.median(v):.2f} ({v[0]:.2f}–{v[-1]:.2f})"
+
+
+def per_kind(result):
+    """What each kind of fault cost: seconds from the injection, median (range) over the
+    campaign."""
+    lines = ["| fault | injected | detected (s) | first step after the change (s) | all hosts "
+             "again (s) | steps normal again (s) | longest step (s) | failed checks |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    kinds = []
+    for e in result["events"]:
+        if e["kind"] not in kinds:
+            kinds.append(e["kind"])
+    for k in kinds:
+        ev = [e for e in result["events"] if e["kind"] == k]
+        failed = sum(1 for e in ev if not all(e["checks"].values()))
+        lines.append(f"| {k} | {len(ev)} | {spread(e['detected'] for e in ev)} | "
+                     f"{spread(e['degraded'] for e in ev)} | {spread(e['recovered'] for e in ev)} | "
+                     f"{spread(e.get('steps', {}).get('normal_again') for e in ev)} | "
+                     f"{spread(e.get('steps', {}).get('max_step_s') for e in ev)} | {failed} |")
+    return lines
+
+
 def markdown(result):
     lines = []
     c = result["config"]
@@ -63,6 +93,8 @@ def markdown(result):
                  f"{result['elapsed_s']:.0f} s run — {'PASS' if result['passed'] else 'FAIL'}")
     lines.append("")
     lines.append(f"Command: `{result['command']}`")
+    lines.append("")
+    lines += per_kind(result)
     lines.append("")
     lines.append("| # | round | time (s) | fault | target | detected (s) | first step after change (s) "
                  "| all hosts again (s) | steps normal again (s) | longest step / median | pass |")
@@ -89,6 +121,17 @@ def markdown(result):
                  f"or of etcd during the round), {b['wrong']} wrong results, {b['hangs']} hangs; "
                  f"{len(b.get('unexplained', []))} failed with no such fault around them.")
     lines.append("")
+    election = c.get("etcd_election_ms", 1000) / 1000.0
+    for e in result["events"]:
+        st = e.get("steps", {})
+        if e["kind"] != "kill_etcd_leader" or not st.get("max_step_s"):
+            continue
+        target = 2 * st["steady_median_s"] + election
+        lines.append(f"- etcd leader killed at {e['injected'] - result['started']:.1f} s: longest "
+                     f"step {st['max_step_s']:.3f} s against the target 2 x steady median + "
+                     f"election timeout = {target:.3f} s: "
+                     f"{'met' if st['max_step_s'] <= target else 'MISSED'}")
+    lines.append("")
     lines.append("Checks:")
     for name, ok in result["checks"].items():
         lines.append(f"- {'ok  ' if ok else 'FAIL'} {name}")
@@ -101,3 +144,13 @@ def write(result, json_path, md_path):
         json.dump(result, f, indent=1, default=str)
     with open(md_path, "w") as f:
         f.write(markdown(result))
+
+
+if __name__ == "__main__":
+    import sys
+    # report.py OUT_DIR: report.md again from OUT_DIR/report.json.
+    with open(f"{sys.argv[1]}/report.json") as f:
+        r = json.load(f)
+    with open(f"{sys.argv[1]}/report.md", "w") as f:
+        f.write(markdown(r))
+    print(markdown(r))
