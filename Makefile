@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite bench-torch bench-recovery-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier install docs format clean
+.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite bench-torch bench-recovery-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier chaos install docs format clean
 
 all: build
 
@@ -192,6 +192,17 @@ compare-host: build
 compare-hier: build
 	scripts/install-deps --bench
 	SETTING=hier bench/compare/run.sh $(BUILD)
+
+# The chaos campaign (docs/fault-tolerance.md): elastic CNN training on 4 emulated hosts (root:
+# network namespaces), etcd store, authentication and encryption on, faults injected at random
+# (seeded) for CHAOS_SECONDS; report.json and report.md in CHAOS_OUT; fails on any failed check.
+CHAOS_SECONDS ?= 600
+CHAOS_SEED ?= 1
+CHAOS_OUT ?= $(BUILD)/chaos
+chaos: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS) --target chorus-run chorus-train chorus-bench chorus-doctor
+	nice -n 19 python3 bench/chaos/chaos.py --build $(BUILD) --seconds $(CHAOS_SECONDS) \
+	  --seed $(CHAOS_SEED) --out $(CHAOS_OUT)
 
 install: build
 	cmake --install $(BUILD)

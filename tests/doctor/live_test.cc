@@ -102,6 +102,88 @@ TEST(DoctorLive, AStaleRecordIsASuspect) {
   EXPECT_NE(findings[0].evidence[1].find("(stale: it stopped publishing)"), std::string::npos);
 }
 
+TEST(DoctorLive, AStaleRankInARingOfWaitersIsTheCulprit) {
+  auto store = makeHashStore();
+  const int64_t now = nowUs();
+  // Rank 2 was cut off (a network partition) while in the ring's #9: its last record says it
+  // waits for rank 1, as rank 3 waits for it; following that wait round the ring would blame
+  // whichever rank closes the cycle (rank 1).
+  publish(*store, "00000000000000ab", 4,
+          {{0, 10, 9, "waiting", 3, 8 * kSecond},
+           {1, 10, 9, "waiting", 0, 8 * kSecond},
+           {2, 10, 9, "waiting", 1, 8 * kSecond, 8 * kSecond},
+           {3, 10, 9, "waiting", 2, 8 * kSecond}},
+          now);
+  auto findings = diagnose(*store, now);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].details["culprits"], nlohmann::json::array({2}));
+  EXPECT_EQ(findings[0].verdict,
+            "all ranks are in allreduce #9; rank 2 waits for rank 1 by its last record, which is "
+            "out of date; rank 3 waits for rank 2 (some waits form a cycle); rank 2 stopped "
+            "publishing 8.0 s ago (no progress for 8.0 s)");
+}
+
+TEST(DoctorLive, AStaleWaiterOfAPeerThatCompletedIsTheCulprit) {
+  auto store = makeHashStore();
+  const int64_t now = nowUs();
+  // Ranks 0-2 completed #9 and wait in #10; rank 3 stopped publishing while it waited for rank 2
+  // in #9 (frozen, or cut off): not rank 2, which has completed the call.
+  publish(*store, "00000000000000ac", 4,
+          {{0, 11, 10, "waiting", 3, 6 * kSecond},
+           {1, 11, 10, "waiting", 0, 6 * kSecond},
+           {2, 11, 10, "waiting", 1, 6 * kSecond},
+           {3, 10, 9, "waiting", 2, 6 * kSecond, 6 * kSecond}},
+          now);
+  auto findings = diagnose(*store, now);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].details["culprits"], nlohmann::json::array({3}));
+}
+
+TEST(DoctorLive, AStaleRankAmongRanksThatWaitForNoOneIsTheCulprit) {
+  auto store = makeHashStore();
+  const int64_t now = nowUs();
+  // Everyone is in #9 and none waits (ranks 0 and 2 are blocked sending to rank 1, whose link is
+  // down); rank 1 stopped publishing.
+  publish(*store, "00000000000000af", 3,
+          {{0, 10, 9, "started", -1, 6 * kSecond},
+           {1, 10, 9, "started", -1, 7 * kSecond, 7 * kSecond},
+           {2, 10, 9, "started", -1, 6 * kSecond}},
+          now);
+  auto findings = diagnose(*store, now);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].details["culprits"], nlohmann::json::array({1}));
+  EXPECT_EQ(findings[0].verdict,
+            "all ranks are in allreduce #9 and none waits for a peer; rank 1 stopped publishing "
+            "7.0 s ago (no progress for 6.0 s)");
+}
+
+TEST(DoctorLive, ACommunicatorReplacedByAShrinkHasEnded) {
+  auto store = makeHashStore();
+  const int64_t now = nowUs();
+  // The job's first communicator: every record stale since the membership change that replaced
+  // it (its last picture looks like a hang); the new one, registered after it, trains.
+  publish(*store, "00000000000000ad", 3,
+          {{0, 10, 9, "waiting", 1, 40 * kSecond, 40 * kSecond},
+           {1, 10, 9, "waiting", 2, 40 * kSecond, 40 * kSecond},
+           {2, 9, 9, "idle", -1, 41 * kSecond, 41 * kSecond}},
+          now);
+  publish(*store, "00000000000000ae", 2, {{0, 7, 7, "idle"}, {1, 7, 7, "idle"}}, now);
+  auto findings = diagnose(*store, now);
+  ASSERT_EQ(findings.size(), 2u);
+  EXPECT_EQ(findings[0].kind, "healthy");
+  EXPECT_EQ(findings[0].verdict.rfind("ended: no rank has published for 40.0 s", 0), 0u)
+      << findings[0].verdict;
+  EXPECT_EQ(mostSevere(findings).kind, "healthy");  // the job's verdict: no problem
+  // Alone, the same records are a hang: nothing says the job went on.
+  auto alone = makeHashStore();
+  publish(*alone, "00000000000000ad", 3,
+          {{0, 10, 9, "waiting", 1, 40 * kSecond, 40 * kSecond},
+           {1, 10, 9, "waiting", 2, 40 * kSecond, 40 * kSecond},
+           {2, 9, 9, "idle", -1, 41 * kSecond, 41 * kSecond}},
+          now);
+  EXPECT_EQ(diagnose(*alone, now)[0].kind, "hang");
+}
+
 TEST(DoctorLive, HealthyAndProgressingJobs) {
   auto store = makeHashStore();
   const int64_t now = nowUs();

@@ -132,6 +132,28 @@ ELASTIC_FAKE="3:register" job registered -n 4 --elastic --max-restarts 1 --store
 check "replacement dead after registering: expected_joiners stays 1" \
   [ "$(store_value "$store" chorus/elastic/expected_joiners)" = 1 ]
 
+# One launcher per host (--first-rank, --world-size), two here on one file store: each gives its
+# ranks their job ranks, and kills only its own rank when the survivors declare one dead. Rank 0
+# hangs; the others' change leaves it out: launcher A kills it, launcher B (ranks 2 and 3, alive
+# for 3 s) leaves its ranks alone.
+store=$scratch/store-hosts
+ELASTIC_FAKE="0:hang 2:declare" ELASTIC_FAKE_SLEEP=3 \
+  ELASTIC_FAKE_CHANGE="generation=1 size=3 former=1,2,3 lost=0 joined=0" \
+  job hostB -n 2 --first-rank 2 --world-size 4 --elastic --max-restarts 0 --store "file://$store" -- "$rank" &
+ELASTIC_FAKE="0:hang 2:declare" ELASTIC_FAKE_SLEEP=3 \
+  job hostA -n 2 --world-size 4 --elastic --max-restarts 0 --store "file://$store" -- "$rank"
+wait
+check "one launcher per host: job ranks 2 and 3 of 4 on the second" \
+  bash -c "grep -q '^rank=2 ' '$scratch/hostB.out' && grep -q '^rank=3 ' '$scratch/hostB.out'"
+check "one launcher per host: the first kills its rank 0, declared dead" logged hostA \
+  '^chorus-run: rank 0 \(pid [0-9]+\) was declared dead by the survivors \(generation 1\) but is still running'
+check "one launcher per host: the second kills nothing" \
+  bash -c "! grep -q 'declared dead' '$scratch/hostB.log'"
+job usage3 -n 2 --world-size 4 -- "$rank"
+check "--world-size without --store: usage error" logged usage3 '^chorus-run: --world-size larger than -n needs --store$'
+job usage4 -n 2 --first-rank 3 --world-size 4 --store "file://$store" -- "$rank"
+check "--first-rank beyond --world-size: usage error" logged usage4 '^chorus-run: ranks 3..4 do not fit in --world-size 4$'
+
 # Options.
 job usage1 -n 4 --elastic --min-ranks 5 -- "$rank"
 check "--min-ranks larger than -n: usage error" [ "$code" -eq 2 ]

@@ -102,6 +102,7 @@ Finding diagnoseCommunicator(const Communicator& c, int64_t now, const LiveOptio
     r.rank = rank;
     if (const Progress* p = recordOf(c, rank)) {
       r.quietSeconds = secondsBetween(p->lastProgressUs, now);
+      r.stale = std::find(stale.begin(), stale.end(), rank) != stale.end();
       if (p->issued <= first) {
         r.state = RankState::kNotEntered;
       } else if (p->completed > first) {
@@ -181,8 +182,30 @@ LiveRecords readProgress(Store& store, std::chrono::milliseconds timeout) {
 std::vector<Finding> diagnoseLive(const LiveRecords& records, int64_t now,
                                   const LiveOptions& options) {
   std::vector<Finding> findings;
-  for (const auto& c : records.communicators)
-    findings.push_back(diagnoseCommunicator(c, now, options));
+  const auto& comms = records.communicators;
+  // The records of a communicator replaced at a membership change (shrink) or destroyed stay in
+  // the store and go stale: when every rank of one stopped publishing while a communicator
+  // registered after it is live, it has ended; it is no hang of the job.
+  auto allStale = [&](const LiveRecords::Communicator& c) {
+    return std::all_of(c.records.begin(), c.records.end(), [&](const Progress& p) {
+      return secondsBetween(p.publishedUs, now) > options.staleSeconds;
+    });
+  };
+  for (size_t i = 0; i < comms.size(); ++i) {
+    const auto& c = comms[i];
+    Finding f = diagnoseCommunicator(c, now, options);
+    const bool later = std::any_of(comms.begin() + static_cast<std::ptrdiff_t>(i) + 1, comms.end(),
+                                   [&](const auto& d) { return !allStale(d); });
+    if (f.kind != "healthy" && !c.records.empty() && allStale(c) && later) {
+      int64_t last = 0;
+      for (const auto& p : c.records) last = std::max(last, p.publishedUs);
+      f.kind = "healthy";
+      f.verdict = "ended: no rank has published for " + seconds(secondsBetween(last, now)) +
+                  ", and a communicator registered after it is live (replaced at a membership "
+                  "change, or destroyed)";
+    }
+    findings.push_back(std::move(f));
+  }
   return findings;
 }
 

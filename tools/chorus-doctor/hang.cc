@@ -65,6 +65,45 @@ std::string chainEnd(const HangPicture& p, int rank) {
   }
 }
 
+// Live: ranks that wait in the call by their last record, but stopped publishing while others
+// did not. Their wait is out of date: a rank cut off from its peers and the store (or frozen)
+// keeps saying it waits for its own peer, and following that wait round a ring of waiting ranks
+// would blame whichever rank closes the cycle, or a peer that has completed the call.
+std::vector<int> staleWaiters(const HangPicture& p) {
+  std::vector<int> out;
+  size_t stale = 0;
+  for (const auto& r : p.ranks) {
+    if (!r.stale) continue;
+    ++stale;
+    if (r.state == RankState::kWaiting && !r.waitsFor.empty()) out.push_back(r.rank);
+  }
+  if (stale == p.ranks.size()) out.clear();  // all out of date alike: nothing to tell them apart
+  return out;
+}
+
+std::string staleVerdict(const HangPicture& p, const std::vector<int>& stale) {
+  std::string verdict = "all ranks are in " + p.call;
+  for (const auto& r : p.ranks) {
+    if (std::find(stale.begin(), stale.end(), r.rank) == stale.end() || r.waitsFor.empty()) {
+      continue;
+    }
+    verdict += "; rank " + std::to_string(r.rank) + " waits for rank " +
+               std::to_string(r.waitsFor.front()) + " by its last record, which is out of date";
+  }
+  std::vector<int> waiters;
+  for (const auto& r : p.ranks) {
+    if (r.state == RankState::kWaiting && !r.stale && !r.waitsFor.empty() &&
+        std::find(stale.begin(), stale.end(), r.waitsFor.front()) != stale.end()) {
+      waiters.push_back(r.rank);
+    }
+  }
+  if (!waiters.empty()) {
+    verdict += "; " + rankList(waiters) + (waiters.size() == 1 ? " waits" : " wait") + " for " +
+               rankList(stale);
+  }
+  return verdict;
+}
+
 }  // namespace
 
 HangVerdict describeHang(const HangPicture& p) {
@@ -138,6 +177,16 @@ HangVerdict describeHang(const HangPicture& p) {
     v.verdict = verdict;
   } else if (waiting.empty()) {
     v.verdict = "all ranks are in " + p.call + " and none waits for a peer";
+    // Live: a rank that stopped publishing in there, while others did not, is the suspect (a
+    // rank blocked sending to a peer that is cut off is running, not waiting).
+    std::vector<int> stale;
+    for (const auto& r : p.ranks) {
+      if (r.stale) stale.push_back(r.rank);
+    }
+    if (stale.size() < p.ranks.size()) v.culprits = stale;
+  } else if (auto staleWaits = staleWaiters(p); !staleWaits.empty()) {
+    v.verdict = staleVerdict(p, staleWaits);
+    v.culprits = staleWaits;
   } else {
     // Everyone is in the call: name the rank most others wait for, and follow its own wait.
     std::map<int, std::vector<int>> waitersOf;

@@ -24,6 +24,9 @@ struct RankAtCall {
   RankState state = RankState::kUnknown;
   std::vector<int> waitsFor;  // kWaiting: the peers it waits for, best guess first
   double quietSeconds = -1;   // live: how long since it last made progress; -1 when unknown
+  // live: its record stopped updating (published longer ago than --stale-seconds), so its
+  // state may be out of date.
+  bool stale = false;
   // kUnknown: whether a peer saw anything of this call from it (dumps only), and whether that
   // is known (false: some peer did not follow the call's traffic and none reports any).
   bool peersHeardFromIt = false;

@@ -40,8 +40,9 @@ ElasticJob::ElasticJob(ElasticSettings settings, Supervisor& supervisor, Starter
       supervisor_(supervisor),
       start_(std::move(start)),
       restartsOfRank_(static_cast<size_t>(settings_.ranks), 0) {
-  // create() ranks the job's communicator as the launcher does (CHORUS_RANK).
-  for (int rank = 0; rank < settings_.ranks; ++rank) memberSlots_.push_back(rank);
+  if (settings_.worldSize < settings_.ranks) settings_.worldSize = settings_.ranks;
+  // create() ranks the job's communicator as the launchers do (CHORUS_RANK).
+  for (int rank = 0; rank < settings_.worldSize; ++rank) memberSlots_.push_back(rank);
   publishRestartsLeft();
 }
 
@@ -96,7 +97,7 @@ void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
 }
 
 void ElasticJob::restart(int rank) {
-  const int restartOfRank = ++restartsOfRank_.at(static_cast<size_t>(rank));
+  const int restartOfRank = ++restartsOfRank_.at(static_cast<size_t>(rank - settings_.firstRank));
   RankProcess replacement =
       start_(rank, {"CHORUS_JOIN=1", "CHORUS_RESTART=" + std::to_string(restartOfRank)});
   supervisor_.add(replacement);
@@ -266,7 +267,7 @@ void ElasticJob::followChange(const std::string& change) {
   const auto newcomers = static_cast<size_t>(std::count(former.begin(), former.end(), -1));
   // One newcomer is the oldest replacement started; several at once come in an order this
   // launcher cannot tell (the order in which they registered).
-  const bool newcomerKnown = newcomers == 1 && !pending_.empty();
+  const bool newcomerKnown = newcomers == 1 && !pending_.empty() && oldestPendingAdmitted();
   for (int old : former) {
     if (old >= 0 && old < static_cast<int>(memberSlots_.size())) {
       slots.push_back(memberSlots_[static_cast<size_t>(old)]);
@@ -290,9 +291,23 @@ void ElasticJob::followChange(const std::string& change) {
       signalRank(*p, SIGKILL);
     }
   }
-  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(
-                                                          std::min(newcomers, pending_.size())));
+  // With one launcher per host, a newcomer that is not known to be ours is another host's.
+  const size_t admittedHere = settings_.worldSize == settings_.ranks || newcomerKnown
+                                  ? std::min(newcomers, pending_.size())
+                                  : 0;
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(admittedHere));
   memberSlots_ = std::move(slots);
+}
+
+bool ElasticJob::oldestPendingAdmitted() {
+  if (settings_.worldSize == settings_.ranks) return true;
+  try {
+    const int64_t ticket = joinerTicket(pending_.front().pid);
+    return ticket >= 0 && store()->check({elastic_keys::admittedKey(ticket)});
+  } catch (const std::exception&) {
+    store_.reset();
+    return false;  // cannot tell: treat the newcomer as unknown (nobody killed for it)
+  }
 }
 
 Store* ElasticJob::store() {
@@ -313,7 +328,8 @@ std::unique_ptr<ElasticJob> makeElasticJob(const Options& options, const std::st
                                            const chorus::AuthOptions& auth,
                                            const LaunchEnvironment& launchEnv,
                                            Supervisor& supervisor) {
-  ElasticSettings settings{options.ranks, options.maxRestarts, options.minRanks, storeUrl, auth};
+  ElasticSettings settings{options.ranks, options.maxRestarts, options.minRanks, storeUrl,
+                           auth,          options.firstRank,   options.worldSize};
   auto start = [&options, &launchEnv](int rank, const std::vector<std::string>& extraEnv) {
     auto overrides = rankEnvironment(launchEnv, rank);
     overrides.insert(overrides.end(), extraEnv.begin(), extraEnv.end());

@@ -28,11 +28,13 @@ using elastic_keys::kLastChangeKey;
 using elastic_keys::kRestartsLeftKey;
 
 struct ElasticSettings {
-  int ranks = 0;
+  int ranks = 0;        // of this launcher: job ranks firstRank .. firstRank + ranks - 1
   int maxRestarts = 3;  // over all ranks
   int minRanks = 1;
   std::string storeUrl;
   chorus::AuthOptions auth;  // the key the launcher's store client proves
+  int firstRank = 0;
+  int worldSize = 0;  // of the whole job; larger than ranks with one launcher per host
 };
 
 class ElasticJob {
@@ -76,6 +78,10 @@ class ElasticJob {
   // former=... lost=..."), and kills a lost member still running: the survivors declared it dead
   // (it hung, or was too slow), so it could hold the job open forever (a stopped process).
   void followChange(const std::string& change);
+  // Whether the oldest pending replacement is the one newcomer of a change. With one launcher,
+  // it is; with one per host, the newcomer may be another launcher's: true only when its joiner
+  // record is marked admitted.
+  bool oldestPendingAdmitted();
 
   // The launcher rank (slot) of each rank of the job's communicator; -1 where unknown (several
   // newcomers at once). Empty once a change was missed: then nobody is killed.

@@ -43,8 +43,9 @@ int launch(const Options& options) {
     storeUrl = "tcp://127.0.0.1:" + std::to_string(server->port());
   }
 
-  LaunchEnvironment launchEnv{options.ranks,          storeUrl, options.timeoutSeconds,
-                              pickFreeLoopbackPort(), {},       {}};
+  LaunchEnvironment launchEnv{
+      options.ranks,     storeUrl,         options.timeoutSeconds, pickFreeLoopbackPort(), {}, {},
+      options.firstRank, options.worldSize};
   if (jobKey) launchEnv.keyFile = jobKey->path();
   Supervisor supervisor(options.tagOutput, options.graceSeconds);
   std::unique_ptr<HangWatch> hangWatch;
@@ -71,7 +72,7 @@ int launch(const Options& options) {
                                  .count();
   supervisor.setFailureExplainer(
       [storeUrl, auth, launchedUs] { return verdictFromProgress(storeUrl, auth, launchedUs); });
-  for (int rank = 0; rank < options.ranks; ++rank) {
+  for (int rank = options.firstRank; rank < options.firstRank + options.ranks; ++rank) {
     auto overrides = rankEnvironment(launchEnv, rank);
     int execErrno = 0;
     try {

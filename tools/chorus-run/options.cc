@@ -73,6 +73,14 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
   app.add_option("-n,--ranks", options.ranks, "Number of ranks to start")
       ->required()
       ->check(CLI::Range(1, 65536));
+  app.add_option("--first-rank", options.firstRank,
+                 "With one launcher per host: the job rank of this launcher's first rank "
+                 "(default 0; needs --world-size)")
+      ->check(CLI::Range(0, 65535));
+  auto* worldSize = app.add_option("--world-size", options.worldSize,
+                                   "With one launcher per host: ranks in the whole job (default "
+                                   "-n); needs --store, a store every host reaches")
+                        ->check(CLI::Range(1, 65536));
   app.add_option("--store", options.store,
                  "Store URL for the ranks (tcp://host:port or file:///dir); default: a TCP "
                  "store hosted by chorus-run");
@@ -130,6 +138,20 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
     return usageError("--min-ranks " + std::to_string(options.minRanks) + " is larger than -n " +
                           std::to_string(options.ranks),
                       exitCode);
+  }
+  if (worldSize->count() == 0) {
+    if (options.firstRank != 0) return usageError("--first-rank needs --world-size", exitCode);
+    options.worldSize = options.ranks;
+  }
+  if (options.firstRank + options.ranks > options.worldSize) {
+    return usageError("ranks " + std::to_string(options.firstRank) + ".." +
+                          std::to_string(options.firstRank + options.ranks - 1) +
+                          " do not fit in --world-size " + std::to_string(options.worldSize),
+                      exitCode);
+  }
+  if (options.worldSize != options.ranks && options.store.empty()) {
+    // A store hosted here listens on loopback: the other hosts' ranks could not reach it.
+    return usageError("--world-size larger than -n needs --store", exitCode);
   }
   std::vector<std::string> afterDashes(argv + std::min(split + 1, argc), argv + argc);
   if (!positional.empty() && !afterDashes.empty()) {

@@ -9,6 +9,10 @@ namespace chorus::launcher {
 
 struct Options {
   int ranks = 0;
+  // One launcher per host (--first-rank, --world-size): this launcher's ranks are firstRank ..
+  // firstRank + ranks - 1 of a job of worldSize ranks (worldSize 0: ranks, all of them here).
+  int firstRank = 0;
+  int worldSize = 0;
   // Store URL passed to the ranks; empty: chorus-run hosts a TCP store on 127.0.0.1.
   std::string store;
   // Prefix every line a rank prints with "[rank] ".

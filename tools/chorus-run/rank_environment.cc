@@ -24,12 +24,15 @@ std::string shortest(double v) {
 
 std::vector<std::string> rankEnvironment(const LaunchEnvironment& launch, int rank) {
   const std::string r = std::to_string(rank);
-  const std::string size = std::to_string(launch.ranks);
+  const std::string local = std::to_string(rank - launch.firstRank);
+  const std::string size = std::to_string(launch.worldSize > 0 ? launch.worldSize : launch.ranks);
+  const std::string localSize = std::to_string(launch.ranks);
   std::vector<std::string> env = {
-      "CHORUS_RANK=" + r, "CHORUS_WORLD_SIZE=" + size, "CHORUS_LOCAL_RANK=" + r,
-      "CHORUS_LOCAL_SIZE=" + size, "CHORUS_STORE=" + launch.storeUrl,
-      // torch.distributed's env:// (all ranks are on this host, as with torchrun --nnodes 1).
-      "RANK=" + r, "WORLD_SIZE=" + size, "LOCAL_RANK=" + r, "LOCAL_WORLD_SIZE=" + size,
+      "CHORUS_RANK=" + r, "CHORUS_WORLD_SIZE=" + size, "CHORUS_LOCAL_RANK=" + local,
+      "CHORUS_LOCAL_SIZE=" + localSize, "CHORUS_STORE=" + launch.storeUrl,
+      // torch.distributed's env:// (its rendezvous on this host: right for one launcher; with
+      // one per host, a torch program needs MASTER_ADDR of its own).
+      "RANK=" + r, "WORLD_SIZE=" + size, "LOCAL_RANK=" + local, "LOCAL_WORLD_SIZE=" + localSize,
       "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(launch.masterPort)};
   if (launch.timeoutSeconds) {
     env.push_back("CHORUS_TIMEOUT=" + shortest(*launch.timeoutSeconds));
