@@ -8,8 +8,10 @@ train_ddp.py's training, each step run by chorus.torch.elastic.Trainer: when ran
 S (--fail-rank/--fail-step, first life only), the survivors discard that step, shrink the group
 and go on; with restarts left, chorus-run starts a replacement, which joins at the next admission
 check (--admit-every steps) and takes model, optimizer, step and data position from a peer.
---fail-signal stop: the stopped rank is left out once the group's timeout (--timeout) expires,
-then killed by rank 0 (no heartbeat yet). The policy for the new size (the on_change hook):
+--fail-signal stop: the stopped rank is left out once its heartbeat has been silent for the
+heartbeat timeout (CHORUS_HEARTBEAT_SECONDS, 5 s by default), well before the group's timeout
+(--timeout); rank 0 then wakes it (SIGCONT), and it learns that it was removed and exits with
+status 4. The policy for the new size (the on_change hook):
 batch per rank unchanged, learning rate scaled by the number of ranks, the rest of the epoch
 dealt among the ranks there are. Rank 0 prints
 "recovered in X s" per membership change (from the failure to the next committed step), the test
@@ -157,8 +159,11 @@ def report(args, store, changes, say):
         say(f"membership: generation {change.generation}, {change.previous_size} -> "
             f"{change.size} ranks ({what}) at step {change.step}; {how}")
         if change.lost_ranks and args.fail_signal == "stop" and dist.get_rank() == 0:
-            # The stopped rank was left out; nothing else ends it on this launcher.
-            os.kill(int(store.get(FAIL_PID_KEY).decode()), signal.SIGKILL)
+            # The stopped rank was left out: woken, it learns so (elastic.Removed) and exits.
+            try:
+                os.kill(int(store.get(FAIL_PID_KEY).decode()), signal.SIGCONT)
+            except ProcessLookupError:
+                pass  # chorus-run killed it already (it reads the membership change too)
     changes.clear()
 
 
@@ -219,7 +224,11 @@ def main():
         if trainer.steps == args.await_at:
             await_replacements(args, trainer)
         failing(trainer.steps)
-        loss = trainer.step(lambda: F.cross_entropy(model(x_all[batch]), y_all[batch]))
+        try:
+            loss = trainer.step(lambda: F.cross_entropy(model(x_all[batch]), y_all[batch]))
+        except elastic.Removed as e:
+            print(f"train_elastic: {e}", flush=True)
+            os._exit(4)  # the group is unusable here: no orderly shutdown to wait for
         if loss is None:
             continue  # discarded: the group shrank; the batch is dealt again
         plan.commit(dist.get_world_size())

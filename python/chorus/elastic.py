@@ -44,6 +44,13 @@ Change = collections.namedtuple(
     "step generation rank size previous_size former_ranks lost_ranks cause noticed seconds")
 
 
+class Removed(RuntimeError):
+    """Raised by Trainer.step on a rank that the others left out of the group: it was stopped
+    (SIGSTOP), frozen or too slow past the heartbeat timeout (CHORUS_HEARTBEAT_SECONDS) or the
+    group's timeout, and they went on without it. It cannot take part any more: exit (under
+    chorus-run --elastic a replacement then joins in its place)."""
+
+
 def joining():
     """Whether this process is a replacement (chorus-run --elastic restarts a lost rank with
     CHORUS_JOIN=1) that has yet to join the running job (the Trainer's constructor does)."""
@@ -179,6 +186,12 @@ class Trainer:
         try:
             m = _chorus_torch.shrink()
         except Exception as e:
+            if "was declared dead by the survivors" in str(e):
+                raise Removed(
+                    f"chorus.torch.elastic: rank {dist.get_rank()} was removed from the job at "
+                    f"step {self.steps}: the other ranks declared it dead and went on without "
+                    f"it (it was stopped, frozen or too slow: {e}); it cannot take part any "
+                    "more") from error
             why = f"a failure ({cause})" if cause else "admitting replacements"
             raise RuntimeError(f"chorus.torch.elastic: the membership change at step "
                                f"{self.steps} after {why} failed: {e}") from error
