@@ -170,11 +170,23 @@ def report(args, store, changes, say):
 def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
-    rank, world, say = join_group(args, "train_elastic")
+    rank, world, _ = join_group(args, "train_elastic")
+    import chorus.torch
     from chorus.torch import elastic
 
-    if args.fail_rank == 0:
-        sys.exit("train_elastic: --fail-rank 0 would take torch's store (env://, in rank 0) down")
+    # The failure's time and pid go to a store that outlives the failing rank: chorus-run's
+    # (torch's env:// store lives in rank 0).
+    store = chorus.torch.job_store()
+    if store is None:
+        if args.fail_rank == 0:
+            sys.exit("train_elastic: --fail-rank 0 needs chorus-run (CHORUS_STORE): torch's "
+                     "env:// store lives in rank 0 and would go with it")
+        store = dist.distributed_c10d._get_default_store()
+
+    def say(text):  # rank 0 of the group now: after a change it may be another process
+        if dist.get_rank() == 0:
+            print(text, flush=True)
+
     torch.manual_seed(args.seed)
     train_set, test_set = load_data(args)
     x_all, y_all = train_set
@@ -183,7 +195,6 @@ def main():
     model = elastic.ddp(models.MODELS[args.model]())
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     plan = Plan(len(x_all), args)
-    store = dist.distributed_c10d._get_default_store()
     recovering = []
 
     def on_change(change):

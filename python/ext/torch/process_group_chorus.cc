@@ -67,12 +67,17 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
       options.trace.heartbeatSeconds = kDefaultHeartbeatSeconds;
     }
     signalAbort_ = std::make_shared<SignalAbort>(this);
+    meetStore_ = store_;
+    if (auto job = jobStoreFor(globalRanks_, size, options.progressStore)) {
+      meetStore_ = job;
+      launcher_ = options.progressStore;
+    }
     if (joinsRunningJob(globalRanks_, size)) {
       // A replacement joins when it is ready to take its state (joinNow), not here: the
       // running ranks would wait for it from its admission on.
       joinOptions_ = options;
     } else {
-      comm_ = Communicator::create(store_, rank, size, options);
+      comm_ = Communicator::create(meetStore_, rank, size, options);
     }
   } catch (const c10::Error&) {
     throw;
