@@ -183,8 +183,35 @@ class Trainer:
         noticed, started = time.time(), time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
         previous = dist.get_world_size()
+        # Another rank may be lost while the members change (in the agreement, which Chorus
+        # retries itself, or in the catch-up after it): then they change again, from where
+        # they are, until a membership gets through. Each round leaves a rank out, so this
+        # ends; former_ranks and lost_ranks are composed to refer to the group before the first.
+        former, lost = list(range(previous)), []
+        while True:
+            m = self._shrink(cause, error)
+            lost += [former[r] for r in m.lost_ranks]
+            former = [former[f] if f >= 0 else -1 for f in m.former_ranks]
+            try:
+                # DDP's reducer kept the failed step's state (its divisor among them): torch's
+                # own reset for a group whose size changed, on the same (shrunk) group.
+                self.model._update_process_group(self.model.process_group)
+                self._catch_up()
+                if -1 in m.former_ranks:
+                    _same_buckets(self.model)
+                break
+            except Exception as e:  # noqa: BLE001  only a failure of the group is handled
+                again = _chorus_torch.failure()
+                if again is None:
+                    raise
+                cause = f"{cause or 'admitting replacements'}; then, during the recovery: {again}"
+                error = e
+        self._changed(Change(self.steps, m.generation, m.rank, m.size, previous, former,
+                             sorted(lost), cause, noticed, time.perf_counter() - started))
+
+    def _shrink(self, cause, error):
         try:
-            m = _chorus_torch.shrink()
+            return _chorus_torch.shrink()
         except Exception as e:
             if "was declared dead by the survivors" in str(e):
                 raise Removed(
@@ -195,14 +222,6 @@ class Trainer:
             why = f"a failure ({cause})" if cause else "admitting replacements"
             raise RuntimeError(f"chorus.torch.elastic: the membership change at step "
                                f"{self.steps} after {why} failed: {e}") from error
-        # DDP's reducer kept the failed step's state (its divisor among them): torch's own
-        # reset for a group whose size changed, on the same (shrunk) group.
-        self.model._update_process_group(self.model.process_group)
-        self._catch_up()
-        if -1 in m.former_ranks:
-            _same_buckets(self.model)
-        self._changed(Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
-                             m.lost_ranks, cause, noticed, time.perf_counter() - started))
 
     def _welcome(self, m):
         """A replacement, just admitted by the running ranks' _change: takes the state (their
