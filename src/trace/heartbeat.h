@@ -8,6 +8,7 @@
 #include "trace/subject.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace chorus::trace {
 
@@ -20,5 +21,10 @@ double publishPeriodSeconds(const Settings& s);
 // (each with a short deadline, one second in all) and calls subject.onSilentPeer once for each
 // peer whose record is older than the timeout. A peer with no record yet is not judged.
 void checkHeartbeats(Subject& subject, uint64_t nowUs);
+
+// The peers whose latest record is older than the heartbeat timeout at `nowUs`, whatever this
+// rank is doing (for the membership agreement, which need not wait for them). Empty when the
+// heartbeat is off; a peer with no record is not listed. Reads for one second at most.
+std::vector<int> silentPeers(const Subject& subject, uint64_t nowUs);
 
 }  // namespace chorus::trace
