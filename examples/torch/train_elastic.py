@@ -8,8 +8,10 @@ train_ddp.py's training, each step run by chorus.torch.elastic.Trainer: when ran
 S (--fail-rank/--fail-step, first life only), the survivors discard that step, shrink the group
 and go on; with restarts left, chorus-run starts a replacement, which joins at the next admission
 check (--admit-every steps) and takes model, optimizer, step and data position from a peer.
---fail-signal stop: the stopped rank is left out once the group's timeout (--timeout) expires,
-then killed by rank 0 (no heartbeat yet). The policy for the new size (the on_change hook):
+--fail-signal stop: the stopped rank is left out once its heartbeat has been silent for the
+heartbeat timeout (CHORUS_HEARTBEAT_SECONDS, 5 s by default), well before the group's timeout
+(--timeout); rank 0 then wakes it (SIGCONT), and it learns that it was removed and exits with
+status 4. The policy for the new size (the on_change hook):
 batch per rank unchanged, learning rate scaled by the number of ranks, the rest of the epoch
 dealt among the ranks there are. Rank 0 prints
 "recovered in X s" per membership change (from the failure to the next committed step), the test
@@ -20,6 +22,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -49,9 +52,20 @@ def parse_args():
     p.add_argument("--synthetic", action="store_true", help="random learnable data, no files")
     p.add_argument("--timeout", type=float, default=60, help="seconds, for every collective")
     p.add_argument("--log-every", type=int, default=100)
-    p.add_argument("--fail-rank", type=int, default=-1, help="this rank fails (first life)")
+    p.add_argument("--fail-rank", type=lambda t: [int(r) for r in t.split(",")], default=[],
+                   metavar="R[,R...]", help="these ranks fail at once (first life)")
     p.add_argument("--fail-step", type=int, default=-1, help="... during this step's backward")
     p.add_argument("--fail-signal", choices=["kill", "stop"], default="kill")
+    # For the tests of failures in awkward places (first life only).
+    p.add_argument("--fail-in-recovery", type=int, default=-1, metavar="R",
+                   help="rank R is killed during the recovery from the first failure, once its "
+                        "shrink returned (while the others catch up)")
+    p.add_argument("--replacement-dies-after", type=float, default=-1, metavar="SECONDS",
+                   help="a replacement is killed this long after it began to join (waiting "
+                        "to be admitted)")
+    p.add_argument("--admit-delay", type=float, default=0, metavar="SECONDS",
+                   help="at --await-at, admit only this long after a replacement is seen "
+                        "waiting")
     p.add_argument("--admit-every", type=int, default=10,
                    help="look for replacements waiting to join every this many steps")
     p.add_argument("--await-at", type=int, default=-1, metavar="STEP",
@@ -114,7 +128,7 @@ def arm_failure(args, model, store):
     backward, once the first layer's gradient is computed: other gradient buckets are already
     being all-reduced. The time goes to the store first, for the survivors' recovery time."""
     first_life = os.environ.get("CHORUS_RESTART", "0") == "0"
-    if not first_life or dist.get_rank() != args.fail_rank or args.fail_step < 0:
+    if not first_life or dist.get_rank() not in args.fail_rank or args.fail_step < 0:
         return lambda step: None
     sig = signal.SIGKILL if args.fail_signal == "kill" else signal.SIGSTOP
     armed = []
@@ -130,14 +144,50 @@ def arm_failure(args, model, store):
     return lambda step: armed.append(True) if step == args.fail_step else None
 
 
-def await_replacements(args, trainer):
-    """Admits replacements until --await-replacements have joined (up to --timeout)."""
+def arm_awkward_failures(args, chorus_torch):
+    """--fail-in-recovery and --replacement-dies-after: SIGKILL at those moments."""
+    restart = os.environ.get("CHORUS_RESTART", "0")
+    if restart == "0" and dist.get_rank() == args.fail_in_recovery:
+        shrink = chorus_torch.shrink
+
+        def shrink_then_die(*a, **kw):
+            m = shrink(*a, **kw)
+            print(f"train_elastic: rank {args.fail_in_recovery} dies in the recovery", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+            return m
+
+        chorus_torch.shrink = shrink_then_die  # elastic.Trainer calls it through the module
+    if restart != "0" and args.replacement_dies_after >= 0:
+        def die():
+            print("train_elastic: this replacement dies before it is admitted", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        threading.Timer(args.replacement_dies_after, die).start()
+
+
+def await_replacements(args, trainer, say):
+    """Admits replacements until --await-replacements have joined (up to --timeout), or until
+    an admission found the replacements that were waiting gone (died before they were in)."""
     deadline = time.monotonic() + args.timeout
+    if args.admit_delay > 0 and args.await_replacements > 0:
+        # Each rank looks for itself (a store read, not collective), so no collective waits
+        # through a replacement's start-up.
+        import chorus.torch
+
+        while chorus.torch.joiners_waiting() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(args.admit_delay)
     while sum(c.former_ranks.count(-1) for c in trainer.changes) < args.await_replacements:
         if time.monotonic() > deadline:
             sys.exit(f"train_elastic: no {args.await_replacements} replacement(s) joined within "
                      f"{args.timeout} s")
+        changes = len(trainer.changes)
         if trainer.admit() == 0:
+            if len(trainer.changes) > changes:
+                say(f"admission at step {trainer.steps}: the replacement(s) waiting were gone; "
+                    f"going on with {dist.get_world_size()} ranks")
+                args.await_replacements = 0  # none to wait for at the end either
+                return
             time.sleep(0.05)
 
 
@@ -157,19 +207,34 @@ def report(args, store, changes, say):
         say(f"membership: generation {change.generation}, {change.previous_size} -> "
             f"{change.size} ranks ({what}) at step {change.step}; {how}")
         if change.lost_ranks and args.fail_signal == "stop" and dist.get_rank() == 0:
-            # The stopped rank was left out; nothing else ends it on this launcher.
-            os.kill(int(store.get(FAIL_PID_KEY).decode()), signal.SIGKILL)
+            # The stopped rank was left out: woken, it learns so (elastic.Removed) and exits.
+            try:
+                os.kill(int(store.get(FAIL_PID_KEY).decode()), signal.SIGCONT)
+            except ProcessLookupError:
+                pass  # chorus-run killed it already (it reads the membership change too)
     changes.clear()
 
 
 def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
-    rank, world, say = join_group(args, "train_elastic")
+    rank, world, _ = join_group(args, "train_elastic")
+    import chorus.torch
     from chorus.torch import elastic
 
-    if args.fail_rank == 0:
-        sys.exit("train_elastic: --fail-rank 0 would take torch's store (env://, in rank 0) down")
+    # The failure's time and pid go to a store that outlives the failing rank: chorus-run's
+    # (torch's env:// store lives in rank 0).
+    store = chorus.torch.job_store()
+    if store is None:
+        if 0 in args.fail_rank:
+            sys.exit("train_elastic: --fail-rank 0 needs chorus-run (CHORUS_STORE): torch's "
+                     "env:// store lives in rank 0 and would go with it")
+        store = dist.distributed_c10d._get_default_store()
+
+    def say(text):  # rank 0 of the group now: after a change it may be another process
+        if dist.get_rank() == 0:
+            print(text, flush=True)
+
     torch.manual_seed(args.seed)
     train_set, test_set = load_data(args)
     x_all, y_all = train_set
@@ -178,7 +243,6 @@ def main():
     model = elastic.ddp(models.MODELS[args.model]())
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     plan = Plan(len(x_all), args)
-    store = dist.distributed_c10d._get_default_store()
     recovering = []
 
     def on_change(change):
@@ -186,6 +250,7 @@ def main():
         set_lr(opt, opt.param_groups[0]["lr"] * change.size / change.previous_size)
         recovering.append(change)
 
+    arm_awkward_failures(args, chorus.torch)
     trainer = elastic.Trainer(model, opt, on_change=on_change, state=plan,
                               admit_every=args.admit_every)
     if args.resume and not trainer.changes:
@@ -217,16 +282,20 @@ def main():
                             "world": dist.get_world_size()}, args.save_before_failure)
             dist.barrier()
         if trainer.steps == args.await_at:
-            await_replacements(args, trainer)
+            await_replacements(args, trainer, say)
         failing(trainer.steps)
-        loss = trainer.step(lambda: F.cross_entropy(model(x_all[batch]), y_all[batch]))
+        try:
+            loss = trainer.step(lambda: F.cross_entropy(model(x_all[batch]), y_all[batch]))
+        except elastic.Removed as e:
+            print(f"train_elastic: {e}", flush=True)
+            os._exit(4)  # the group is unusable here: no orderly shutdown to wait for
         if loss is None:
             continue  # discarded: the group shrank; the batch is dealt again
         plan.commit(dist.get_world_size())
         report(args, store, recovering, say)
         if trainer.steps % args.log_every == 0:
             say(f"epoch {plan.epoch} step {trainer.steps} loss {loss.item():.4f}")
-    await_replacements(args, trainer)
+    await_replacements(args, trainer, say)
     report(args, store, recovering, say)
     elapsed = time.perf_counter() - start
 

@@ -170,6 +170,8 @@ typedef struct chorus_options {
   size_t store_max_value;           /* largest value, up to 67108848; CHORUS_STORE_MAX_VALUE_ZERO */
   size_t store_max_connections;     /* open client connections, 1 .. 1048576 */
   long long store_frame_timeout_ms; /* a begun request's time to arrive, 1000 .. 86400000 */
+  double heartbeat_seconds; /* a peer silent this long while a call waits is declared dead, up to
+                               86400; CHORUS_HEARTBEAT_OFF */
 } chorus_options;
 /* chorus_options.socket_buffer_bytes: keep the kernel's socket buffer sizes (as
  * CHORUS_SOCKET_BUFFER=0; a zero field means "not set"). */
@@ -189,6 +191,7 @@ typedef struct chorus_options {
 #define CHORUS_TRACE_DETAIL_EVERY (-1LL)           /* as CHORUS_TRACE_DETAIL_US=0 */
 #define CHORUS_TCP_ZEROCOPY_KEEP_OFF (-1)          /* as CHORUS_TCP_ZEROCOPY_KEEP=0 */
 #define CHORUS_STORE_MAX_VALUE_ZERO ((size_t)-1)   /* as CHORUS_STORE_MAX_VALUE=0 */
+#define CHORUS_HEARTBEAT_OFF (-1.0)                /* as CHORUS_HEARTBEAT_SECONDS=0 */
 
 /* chorus_comm_init with settings (options may be NULL: the environment and defaults). A bad
  * value (negative timeout, unknown enum or algorithm, struct_size too small) is

@@ -134,6 +134,12 @@ struct CHORUS_API TraceOptions {
   int signal = 0;
   // CHORUS_PROGRESS_SECONDS: how often a rank publishes its progress record; 0: never.
   double progressSeconds = 1;
+  // CHORUS_HEARTBEAT_SECONDS: a rank waiting in a call declares a peer dead (kPeerFailure, and
+  // shrink() counts it as dead) when that peer's progress record is older than this: a process
+  // that is stopped (SIGSTOP), frozen or unreachable, as opposed to one that is slow. Records
+  // are then published at least four times per period. 0 (default): off. Needs the records
+  // (entries and progressSeconds above 0); hosts' clocks must agree well within it.
+  double heartbeatSeconds = 0;
   // CHORUS_REPORT=1: rank 0 prints the straggler summary when a communicator is destroyed.
   bool report = false;
   // CHORUS_TRACE_DETAIL_US: a small blocking call is followed in detail (per-peer traffic and

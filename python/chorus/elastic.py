@@ -44,6 +44,13 @@ Change = collections.namedtuple(
     "step generation rank size previous_size former_ranks lost_ranks cause noticed seconds")
 
 
+class Removed(RuntimeError):
+    """Raised by Trainer.step on a rank that the others left out of the group: it was stopped
+    (SIGSTOP), frozen or too slow past the heartbeat timeout (CHORUS_HEARTBEAT_SECONDS) or the
+    group's timeout, and they went on without it. It cannot take part any more: exit (under
+    chorus-run --elastic a replacement then joins in its place)."""
+
+
 def joining():
     """Whether this process is a replacement (chorus-run --elastic restarts a lost rank with
     CHORUS_JOIN=1) that has yet to join the running job (the Trainer's constructor does)."""
@@ -176,20 +183,45 @@ class Trainer:
         noticed, started = time.time(), time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
         previous = dist.get_world_size()
+        # Another rank may be lost while the members change (in the agreement, which Chorus
+        # retries itself, or in the catch-up after it): then they change again, from where
+        # they are, until a membership gets through. Each round leaves a rank out, so this
+        # ends; former_ranks and lost_ranks are composed to refer to the group before the first.
+        former, lost = list(range(previous)), []
+        while True:
+            m = self._shrink(cause, error)
+            lost += [former[r] for r in m.lost_ranks]
+            former = [former[f] if f >= 0 else -1 for f in m.former_ranks]
+            try:
+                # DDP's reducer kept the failed step's state (its divisor among them): torch's
+                # own reset for a group whose size changed, on the same (shrunk) group.
+                self.model._update_process_group(self.model.process_group)
+                self._catch_up()
+                if -1 in m.former_ranks:
+                    _same_buckets(self.model)
+                break
+            except Exception as e:  # noqa: BLE001  only a failure of the group is handled
+                again = _chorus_torch.failure()
+                if again is None:
+                    raise
+                cause = f"{cause or 'admitting replacements'}; then, during the recovery: {again}"
+                error = e
+        self._changed(Change(self.steps, m.generation, m.rank, m.size, previous, former,
+                             sorted(lost), cause, noticed, time.perf_counter() - started))
+
+    def _shrink(self, cause, error):
         try:
-            m = _chorus_torch.shrink()
+            return _chorus_torch.shrink()
         except Exception as e:
+            if "was declared dead by the survivors" in str(e):
+                raise Removed(
+                    f"chorus.torch.elastic: rank {dist.get_rank()} was removed from the job at "
+                    f"step {self.steps}: the other ranks declared it dead and went on without "
+                    f"it (it was stopped, frozen or too slow: {e}); it cannot take part any "
+                    "more") from error
             why = f"a failure ({cause})" if cause else "admitting replacements"
             raise RuntimeError(f"chorus.torch.elastic: the membership change at step "
                                f"{self.steps} after {why} failed: {e}") from error
-        # DDP's reducer kept the failed step's state (its divisor among them): torch's own
-        # reset for a group whose size changed, on the same (shrunk) group.
-        self.model._update_process_group(self.model.process_group)
-        self._catch_up()
-        if -1 in m.former_ranks:
-            _same_buckets(self.model)
-        self._changed(Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
-                             m.lost_ranks, cause, noticed, time.perf_counter() - started))
 
     def _welcome(self, m):
         """A replacement, just admitted by the running ranks' _change: takes the state (their

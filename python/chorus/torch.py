@@ -197,6 +197,28 @@ def joiners_waiting(group=None):
     return _ext.joiners_waiting(_group(group))
 
 
+class JobStore:
+    """Keys of the application's in the launcher's store (chorus-run's, CHORUS_STORE), which
+    outlives every rank: torch's env:// store lives in rank 0 and goes with it. Values are
+    bytes (a str is encoded); get() waits up to `timeout` seconds for the key."""
+
+    def set(self, key, value):
+        _ext.job_store_set(key, value.encode() if isinstance(value, str) else bytes(value))
+
+    def get(self, key, timeout=30.0):
+        import datetime
+
+        return _ext.job_store_get(key, datetime.timedelta(seconds=timeout))
+
+    def check(self, keys):
+        return all(_ext.job_store_check(k) for k in keys)
+
+
+def job_store():
+    """A JobStore on the launcher's store, or None where there is none (no CHORUS_STORE)."""
+    return JobStore() if _ext.job_store_available() else None
+
+
 def failure(group=None):
     """Why the group's communicator failed (a lost rank, a timeout, an abort), or None while it
     works: a failed group takes no more operations until it shrinks."""

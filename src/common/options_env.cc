@@ -80,6 +80,15 @@ TraceOptions TraceOptions::fromEnv() {
     }
     s.progressSeconds = d;
   }
+  if (auto v = env("CHORUS_HEARTBEAT_SECONDS")) {
+    char* end = nullptr;
+    double d = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0' || !(d >= 0) || d > 86400) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "CHORUS_HEARTBEAT_SECONDS='" + *v + "' is not a number of seconds in [0, 86400]");
+    }
+    s.heartbeatSeconds = d;
+  }
   if (auto v = env("CHORUS_REPORT")) s.report = *v == "1";
   if (auto v = env("CHORUS_TRACE_DETAIL_US")) {
     s.detailMicros = static_cast<double>(number("CHORUS_TRACE_DETAIL_US", *v, 0, 60000000));

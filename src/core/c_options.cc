@@ -170,6 +170,14 @@ void readRestFields(const chorus_options& v, Options& o) {
   if (inRange(v.store_frame_timeout_ms, 1000LL, 86'400'000LL, "store_frame_timeout_ms")) {
     o.storeLimits.frameTimeout = std::chrono::milliseconds(v.store_frame_timeout_ms);
   }
+  if (v.heartbeat_seconds == CHORUS_HEARTBEAT_OFF) {
+    o.trace.heartbeatSeconds = 0;
+  } else if (!(v.heartbeat_seconds >= 0) || v.heartbeat_seconds > 86400) {
+    bad("heartbeat_seconds " + std::to_string(v.heartbeat_seconds) +
+        " is not in (0, 86400] (CHORUS_HEARTBEAT_OFF: no heartbeat)");
+  } else if (v.heartbeat_seconds > 0) {
+    o.trace.heartbeatSeconds = v.heartbeat_seconds;
+  }
 }
 
 }  // namespace

@@ -82,6 +82,11 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   // saw are added by failedRanks().
   std::vector<int> declaredFailed() const;
   void declareFailed(std::vector<int> ranks);
+  // Heartbeat (trace/heartbeat.h, heartbeat_failure.cc): `peer` published no progress record
+  // for `silentSeconds`, past options.trace.heartbeatSeconds, while this rank waited in a call.
+  // It counts as failed from now on (failedRanks(), so shrink() does not wait for it) and the
+  // call in progress fails with kPeerFailure naming it (its peers learn why). Never blocks long.
+  void declareSilent(int peer, double silentSeconds);
   // Ends this communicator's use before a shrink: waits (until `deadline`) for the calls in
   // flight, then closes its connections cleanly (peers finishing a call still get what this
   // rank owes them); later calls fail with kAborted naming `why`. A communicator already
@@ -152,6 +157,14 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   std::thread worker_;
   mutable std::mutex membershipMu_;
   std::vector<int> declaredFailed_;
+  // The heartbeat's way back from the trace service (cleared first at destruction), and why it
+  // interrupted the call in progress (guarded by mu_; empty: it did not).
+  struct SilentSink;
+  std::shared_ptr<SilentSink> silentSink_;
+  std::string silentReason_;
+  void watchHeartbeat();
+  void unwatchHeartbeat();
+  std::string silentReason() const;
 };
 
 }  // namespace chorus

@@ -170,14 +170,23 @@ void awaitReplacements(Store& root, const std::string& at, int slots, const Dead
   }
 }
 
+constexpr std::chrono::milliseconds kSilentCheckPeriod{250};
+
 // Waits until every slot has registered or is known dead (by this participant or by one that
 // registered) and the joiners a launcher announced have come; or until someone decided, or
 // `until`.
 void awaitRegistrations(Store& root, const std::string& at, int slots, std::vector<bool> dead,
-                        const Deadline& until) {
+                        const Deadline& until,
+                        const std::function<void(std::vector<bool>&)>& silent) {
   std::vector<bool> seen(static_cast<size_t>(slots));
   int pauseMs = 1;
+  // The heartbeat's verdicts (records age by the publish period at most): every quarter second.
+  auto nextSilentCheck = Clock::now() + kSilentCheckPeriod;
   for (;;) {
+    if (silent && Clock::now() >= nextSilentCheck) {
+      silent(dead);
+      nextSilentCheck = Clock::now() + kSilentCheckPeriod;
+    }
     for (int i = 0; i < slots; ++i) {
       const std::string key = at + "reg/" + std::to_string(i);
       if (seen[static_cast<size_t>(i)] || !has(root, key)) continue;
@@ -270,7 +279,8 @@ void decide(Store& root, const std::string& at, const std::vector<Member>& base,
 // `slot` of it, or (slot -1, first attempt only) the newcomer with `ticket`.
 Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int attempt,
                     std::vector<Member> base, int slot, int64_t ticket, std::vector<int> knownDead,
-                    const Options& options, const std::string& route, const Deadline& deadline) {
+                    const Options& options, const std::string& route, const Deadline& deadline,
+                    const std::function<std::vector<int>()>& silent = {}) {
   const int oldRank = slot >= 0 ? base[static_cast<size_t>(slot)].former : -1;
   // With compare-and-set (etcd, the in-process store) every participant proposes and the first
   // proposal stands: no elected decider can die between winning and writing. Without it (TCP,
@@ -286,7 +296,18 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
       for (int d : knownDead) {
         if (d >= 0 && d < static_cast<int>(base.size())) deadSlots[static_cast<size_t>(d)] = true;
       }
-      awaitRegistrations(*root, at, static_cast<int>(base.size()), deadSlots, halfway(deadline));
+      std::function<void(std::vector<bool>&)> markSilent;
+      if (silent) {
+        markSilent = [&](std::vector<bool>& dead) {
+          for (int r : silent()) {
+            for (size_t i = 0; i < base.size(); ++i) {
+              if (base[i].former == r && base[i].former >= 0) dead[i] = true;
+            }
+          }
+        };
+      }
+      awaitRegistrations(*root, at, static_cast<int>(base.size()), deadSlots, halfway(deadline),
+                         markSilent);
       if (cas != nullptr && !has(*root, at + "decision")) {
         awaitReplacements(*root, at, static_cast<int>(base.size()), halfway(deadline));
         if (!has(*root, at + "decision")) {
@@ -379,11 +400,12 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
 
 Outcome agree(const std::shared_ptr<Store>& root, uint64_t generation, int oldSize,
               const Participant& self, const std::vector<int>& knownDead, const Options& options,
-              const std::string& route, const Deadline& deadline) {
+              const std::string& route, const Deadline& deadline,
+              const std::function<std::vector<int>()>& silent) {
   std::vector<Member> base(static_cast<size_t>(oldSize));
   for (int r = 0; r < oldSize; ++r) base[static_cast<size_t>(r)].former = r;
   return runAttempts(root, generation, 0, std::move(base), self.rank, 0, knownDead, options, route,
-                     deadline);
+                     deadline, silent);
 }
 
 int64_t enqueueJoiner(Store& root) {

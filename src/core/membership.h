@@ -46,9 +46,13 @@ struct Outcome {
 // while connecting, until connected or `deadline`. knownDead: ranks of the old communicator
 // this participant knows to be dead. Throws Error(kPeerFailure, "... declared dead ...") when
 // the agreement left this participant out.
+// silent (may be empty): ranks of the old communicator its heartbeat finds silent now
+// (trace/heartbeat.h); asked now and then while waiting for registrations, which need not wait
+// for those.
 Outcome agree(const std::shared_ptr<Store>& root, uint64_t generation, int oldSize,
               const Participant& self, const std::vector<int>& knownDead, const Options& options,
-              const std::string& route, const Deadline& deadline);
+              const std::string& route, const Deadline& deadline,
+              const std::function<std::vector<int>()>& silent = {});
 
 // A newcomer takes a ticket and waits for the agreement that admits it: returns its generation
 // and the attempt (as "generation attempt"); throws Error(kTimeout) at the deadline, and then

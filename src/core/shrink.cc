@@ -3,6 +3,8 @@
 #include "core/connect.h"
 #include "core/library_version.h"
 #include "core/membership.h"
+#include "trace/clock.h"
+#include "trace/heartbeat.h"
 #include "transport/init_line.h"
 
 #include <chorus/error.hpp>
@@ -30,6 +32,14 @@ std::vector<int> formersOf(const std::vector<membership::Member>& members) {
   std::vector<int> out;
   for (const auto& m : members) out.push_back(m.former);
   return out;
+}
+
+// The heartbeat's verdicts on the old communicator's ranks during the agreement: a rank that
+// died unseen (no data was due from it) or stopped is not waited for past the heartbeat timeout.
+std::function<std::vector<int>()> silentPeersOf(const CommunicatorImpl& im) {
+  auto subject = im.traceSubject();
+  if (!subject || subject->settings.heartbeatSeconds <= 0 || !subject->rootStore) return {};
+  return [subject] { return trace::silentPeers(*subject, trace::wallMicros()); };
 }
 
 }  // namespace
@@ -111,7 +121,7 @@ std::unique_ptr<Communicator> Communicator::shrink() {
   membership::Outcome out;
   try {
     out = membership::agree(im.rootStore, generation, im.size, {im.rank, 0}, knownDead, im.options,
-                            im.routeHost, deadline);
+                            im.routeHost, deadline, silentPeersOf(im));
   } catch (const Error& e) {
     throw Error(e.code(), where + ": " + e.what());
   }

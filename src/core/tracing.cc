@@ -53,6 +53,12 @@ void Communicator::Impl::startTracing(std::shared_ptr<Store> root) {
   if (options.progressStore) root = options.progressStore;
   const trace::Settings& s = trace_->settings;
   const bool publishes = root && size > 1 && s.progressSeconds > 0;
+  if (s.heartbeatSeconds > 0 && !publishes && rank == 0 && size > 1) {
+    std::fprintf(stderr,
+                 "chorus[0]: no heartbeat (CHORUS_HEARTBEAT_SECONDS=%g): it needs the progress "
+                 "records, which are off here (CHORUS_PROGRESS_SECONDS=0 or no store)\n",
+                 s.heartbeatSeconds);
+  }
   if (publishes) {
     trace_->rootStore = root;
     if (rank == 0) {
@@ -67,6 +73,7 @@ void Communicator::Impl::startTracing(std::shared_ptr<Store> root) {
       }
     }
   }
+  if (publishes && s.heartbeatSeconds > 0) watchHeartbeat();
   if (publishes || s.signal != 0) {
     trace::watch(trace_);
     watched_ = true;

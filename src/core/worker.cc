@@ -59,6 +59,7 @@ Communicator::Impl::Impl(Options opts, int r, int n, std::unique_ptr<transport::
 }
 
 Communicator::Impl::~Impl() {
+  unwatchHeartbeat();  // the trace service may still report a silent peer until this returns
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -330,6 +331,13 @@ void Communicator::Impl::execute(Task& task) {
     return;
   } catch (const Error& e) {
     Error err(e.code(), d.name() + " (rank " + std::to_string(rank) + "): " + e.what());
+    if (e.code() == ErrorCode::kAborted) {
+      // Interrupted by the heartbeat: say which peer went silent, not "aborted".
+      if (const std::string why = silentReason(); !why.empty()) {
+        err = Error(ErrorCode::kPeerFailure,
+                    d.name() + " (rank " + std::to_string(rank) + "): " + why);
+      }
+    }
     // The dump first: it shows the call as it was when it failed (waiting on whom).
     traceFailure(err);
     traceEnd(task, false);

@@ -2,6 +2,7 @@
 #include "trace/service.h"
 
 #include "trace/clock.h"
+#include "trace/heartbeat.h"
 #include "trace/json_out.h"
 
 #include <fcntl.h>
@@ -94,7 +95,8 @@ class Service {
         if (!publishes(*s)) continue;
         if (now >= s->nextPublishUs) {
           publish(*s);
-          s->nextPublishUs = now + static_cast<uint64_t>(s->settings.progressSeconds * 1e6);
+          checkHeartbeats(*s, now);
+          s->nextPublishUs = now + static_cast<uint64_t>(publishPeriodSeconds(s->settings) * 1e6);
         }
         next = std::min(next, s->nextPublishUs);
       }

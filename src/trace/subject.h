@@ -10,8 +10,10 @@
 #include <chorus/store.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace chorus::trace {
 
@@ -33,6 +35,11 @@ struct Subject {
   // The store the ranks met at (not the communicator's scoped one); null: no progress records.
   std::shared_ptr<Store> rootStore;
   uint64_t nextPublishUs = 0;  // service thread only
+  // Heartbeat (settings.heartbeatSeconds, heartbeat.h): what the communicator does with a peer
+  // whose record went stale while this rank waited in a call (set before watch(); run on the
+  // service thread, so it must not block), and the peers already reported (service thread only).
+  std::function<void(int rank, double silentSeconds)> onSilentPeer;
+  std::vector<bool> reportedSilent;
 };
 
 }  // namespace chorus::trace

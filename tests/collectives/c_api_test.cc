@@ -482,6 +482,7 @@ TEST(CApiOptions, TraceAuthAndTcpFieldsReachTheCommunicator) {
   o.trace_entries = 64;
   o.trace_dir = "/nonexistent/trace";
   o.progress_seconds = 2.5;
+  o.heartbeat_seconds = 7.5;
   o.auth = CHORUS_AUTH_OFF;
   o.handshake_timeout_ms = 4000;
   o.tcp_zerocopy_bytes = 1 << 20;
@@ -500,6 +501,7 @@ TEST(CApiOptions, TraceAuthAndTcpFieldsReachTheCommunicator) {
   EXPECT_EQ(got.trace.entries, 64u);
   EXPECT_EQ(got.trace.dir, "/nonexistent/trace");
   EXPECT_EQ(got.trace.progressSeconds, 2.5);
+  EXPECT_EQ(got.trace.heartbeatSeconds, 7.5);
   EXPECT_EQ(got.auth.mode, chorus::AuthMode::kOff);
   EXPECT_EQ(got.auth.handshakeTimeout, std::chrono::milliseconds(4000));
   EXPECT_EQ(got.tcp.zeroCopyBytes, size_t{1} << 20);
@@ -516,10 +518,12 @@ TEST(CApiOptions, TraceAuthAndTcpFieldsReachTheCommunicator) {
   o = testOptions(3000);
   o.trace_entries = CHORUS_TRACE_OFF;
   o.progress_seconds = CHORUS_PROGRESS_NEVER;
+  o.heartbeat_seconds = CHORUS_HEARTBEAT_OFF;
   ASSERT_EQ(chorus_comm_init_with_options(url.c_str(), 0, 1, &o, &comm), CHORUS_OK)
       << chorus_last_error(nullptr);
   EXPECT_EQ(chorus::communicatorOf(comm).options().trace.entries, 0u);
   EXPECT_EQ(chorus::communicatorOf(comm).options().trace.progressSeconds, 0.0);
+  EXPECT_EQ(chorus::communicatorOf(comm).options().trace.heartbeatSeconds, 0.0);
   // The recorder is off: a dump is refused.
   EXPECT_EQ(chorus_comm_dump_trace(comm, "/tmp"), CHORUS_ERR_INVALID_ARGUMENT);
   chorus_comm_destroy(comm);
@@ -550,6 +554,9 @@ TEST(CApiOptions, TraceAuthAndTcpFieldsReachTheCommunicator) {
   bad = testOptions(3000);
   bad.progress_seconds = -3;
   refused(bad, "progress_seconds");
+  bad = testOptions(3000);
+  bad.heartbeat_seconds = -2;
+  refused(bad, "heartbeat_seconds");
   bad = testOptions(3000);
   bad.trace_signal = 7;
   refused(bad, "trace_signal 7");

@@ -20,6 +20,7 @@ const char* const kSubStructVariables[] = {"CHORUS_TRACE_ENTRIES",
                                            "CHORUS_TRACE_DIR",
                                            "CHORUS_TRACE_SIGNAL",
                                            "CHORUS_PROGRESS_SECONDS",
+                                           "CHORUS_HEARTBEAT_SECONDS",
                                            "CHORUS_REPORT",
                                            "CHORUS_TRACE_DETAIL_US",
                                            "CHORUS_AUTH",
@@ -45,6 +46,7 @@ TEST(OptionsEnv, UnsetVariablesKeepTheDefaults) {
   EXPECT_EQ(o.trace.dir, "");
   EXPECT_EQ(o.trace.signal, 0);
   EXPECT_EQ(o.trace.progressSeconds, 1.0);
+  EXPECT_EQ(o.trace.heartbeatSeconds, 0.0);
   EXPECT_FALSE(o.trace.report);
   EXPECT_EQ(o.trace.detailMicros, 20.0);
   EXPECT_EQ(o.auth.mode, AuthMode::kAuto);
@@ -65,6 +67,7 @@ TEST(OptionsEnv, EveryVariableReachesItsField) {
   env.set("CHORUS_TRACE_DIR", "/some/dir");
   env.set("CHORUS_TRACE_SIGNAL", "USR2");
   env.set("CHORUS_PROGRESS_SECONDS", "0.25");
+  env.set("CHORUS_HEARTBEAT_SECONDS", "2.5");
   env.set("CHORUS_REPORT", "1");
   env.set("CHORUS_TRACE_DETAIL_US", "0");
   env.set("CHORUS_AUTH", "off");
@@ -82,6 +85,7 @@ TEST(OptionsEnv, EveryVariableReachesItsField) {
   EXPECT_EQ(o.trace.dir, "/some/dir");
   EXPECT_EQ(o.trace.signal, SIGUSR2);
   EXPECT_EQ(o.trace.progressSeconds, 0.25);
+  EXPECT_EQ(o.trace.heartbeatSeconds, 2.5);
   EXPECT_TRUE(o.trace.report);
   EXPECT_EQ(o.trace.detailMicros, 0.0);
   EXPECT_EQ(o.auth.mode, AuthMode::kOff);

@@ -132,6 +132,12 @@ const std::vector<Field>& fields() {
          o.trace.progressSeconds = secondsArg(v, "progress_seconds", 0, 86400).count() / 1000.0;
        },
        "period of the progress records; 0: none (CHORUS_PROGRESS_SECONDS)"},
+      {"heartbeat_seconds", [](const Options& o) { return obj(o.trace.heartbeatSeconds); },
+       [](Options& o, py::handle v) {
+         o.trace.heartbeatSeconds = secondsArg(v, "heartbeat_seconds", 0, 86400).count() / 1000.0;
+       },
+       "a peer silent this long while a call waits is declared dead; 0: off "
+       "(CHORUS_HEARTBEAT_SECONDS)"},
       {"report", [](const Options& o) { return obj(o.trace.report); },
        [](Options& o, py::handle v) { o.trace.report = v.cast<bool>(); }, "CHORUS_REPORT"},
       {"trace_detail_us", [](const Options& o) { return obj(o.trace.detailMicros); },

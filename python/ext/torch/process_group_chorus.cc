@@ -16,6 +16,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -40,6 +41,9 @@ std::shared_ptr<Store> storeFor(const c10::intrusive_ptr<c10d::Store>& store, in
   TORCH_CHECK(false, "chorus backend: ", e.what());
 }
 
+// The backend's heartbeat timeout where CHORUS_HEARTBEAT_SECONDS is not set.
+constexpr double kDefaultHeartbeatSeconds = 5;
+
 }  // namespace
 
 ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank,
@@ -57,13 +61,23 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
     timeout_ = chooseTimeout(timeout, describeGroup(), rank);
     options.timeout = timeout_;
     options.progressStore = launcherStore(rank, options.auth);
+    // A stopped or frozen rank is declared dead after a few seconds here, not after the group's
+    // timeout: an elastic job goes on without it (CHORUS_HEARTBEAT_SECONDS=0 turns it off).
+    if (!std::getenv("CHORUS_HEARTBEAT_SECONDS")) {
+      options.trace.heartbeatSeconds = kDefaultHeartbeatSeconds;
+    }
     signalAbort_ = std::make_shared<SignalAbort>(this);
+    meetStore_ = store_;
+    if (auto job = jobStoreFor(globalRanks_, size, options.progressStore)) {
+      meetStore_ = job;
+      launcher_ = options.progressStore;
+    }
     if (joinsRunningJob(globalRanks_, size)) {
       // A replacement joins when it is ready to take its state (joinNow), not here: the
       // running ranks would wait for it from its admission on.
       joinOptions_ = options;
     } else {
-      comm_ = Communicator::create(store_, rank, size, options);
+      comm_ = Communicator::create(meetStore_, rank, size, options);
     }
   } catch (const c10::Error&) {
     throw;

@@ -226,12 +226,23 @@ class ProcessGroupChorus : public BackendBase {
   // A replacement's default group (CHORUS_JOIN=1, process_group_shrink.cc) is made without a
   // communicator; joinNow() gets one.
   static bool joinsRunningJob(const std::vector<int64_t>& globalRanks, int size);
+  // Under a launcher that serves its own store (chorus-run: CHORUS_STORE), the default group
+  // meets there, under a prefix, and not in torch's store, which env:// hosts in rank 0: so
+  // losing rank 0 does not take the membership agreement down. Null for other groups.
+  static std::shared_ptr<Store> jobStoreFor(const std::vector<int64_t>& globalRanks, int size,
+                                            const std::shared_ptr<Store>& launcher);
+  // After a membership change, rank 0 copies it where the launcher reads it.
+  void announceChange(int rank) const;
   // The communicator, or a clear error once shutdown() closed it.
   Communicator& communicator(const char* op) const;
   std::string describeGroup() const;
 
   // torch's store, through the bridge that never lets a c10d wait time out (store_bridge.h).
   std::shared_ptr<Store> store_;
+  // The store the communicator meets at (store_, or the launcher's: jobStoreFor), and the
+  // launcher's store when it is that one.
+  std::shared_ptr<Store> meetStore_;
+  std::shared_ptr<Store> launcher_;
   std::chrono::milliseconds timeout_;
   std::vector<int64_t> globalRanks_;
   std::string groupName_;

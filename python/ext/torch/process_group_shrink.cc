@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -22,6 +23,11 @@ namespace {
 
 // Bytes per handle in the exchange that checks reconfigure()'s handles.
 constexpr size_t kHandleWidth = 128;
+
+// Where the default group meets in the launcher's store (its keys apart from the launcher's
+// own), and the key the launcher reads membership changes from (docs/elastic-launch.md).
+constexpr const char* kJobStorePrefix = "torch";
+constexpr const char* kLastChangeKey = "chorus/elastic/last_change";
 
 // "a, b, c", for the error of a reconfigure() whose handles are not the members'.
 [[maybe_unused]] std::string listed(const std::vector<std::string>& v) {
@@ -52,6 +58,31 @@ std::string ProcessGroupChorus::failure() const {
     return e.what();
   } catch (...) {
     return "unknown failure";
+  }
+}
+
+std::shared_ptr<Store> ProcessGroupChorus::jobStoreFor(const std::vector<int64_t>& globalRanks,
+                                                       int size,
+                                                       const std::shared_ptr<Store>& launcher) {
+  // Only the first default group of the process: one elastic communicator per store, and a
+  // replacement's first default group must meet the running job's.
+  static std::atomic<bool> usedOnce{false};
+  if (!launcher || !globalRanks.empty() || size == 1 || usedOnce.exchange(true)) return nullptr;
+  return makePrefixStore(kJobStorePrefix, launcher);
+}
+
+void ProcessGroupChorus::announceChange(int rank) const {
+  // Rank 0 of the new membership copies the change to where the launcher reads it (chorus-run
+  // logs it and kills a rank declared dead that still runs).
+  if (rank != 0 || !launcher_) return;
+  try {
+    const Store::Bytes change = meetStore_->get(kLastChangeKey, std::chrono::seconds(2));
+    launcher_->set(kLastChangeKey, change);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "chorus backend (rank 0): cannot tell the launcher of the membership "
+                 "change: %s\n",
+                 e.what());
   }
 }
 
@@ -87,7 +118,7 @@ MembershipChange ProcessGroupChorus::joinNow() {
   const NoGil noGil;
   std::unique_ptr<Communicator> comm;
   try {
-    comm = Communicator::join(store_, *options);
+    comm = Communicator::join(meetStore_, *options);
   } catch (const Error& e) {
     TORCH_CHECK(false, "chorus backend: joining the running job as a replacement (CHORUS_JOIN=1) ",
                 "failed: ", e.what(), " (the running ranks admit newcomers at a membership ",
@@ -172,6 +203,7 @@ MembershipChange ProcessGroupChorus::shrinkInPlace() {
   }
   sequence_ = 0;
   old.reset();  // its connections are closed already; this joins its worker
+  announceChange(change.rank);
   return change;
 #endif
 }

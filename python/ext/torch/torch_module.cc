@@ -3,6 +3,7 @@
 // torch 2.x: the creator returns a c10d.Backend (torch wraps it in a ProcessGroup) and the
 // queries take that Backend (ProcessGroup._get_backend(torch.device("cpu"))); torch 1.13: both
 // are the ProcessGroup itself.
+#include "launcher_store.h"
 #include "process_group_chorus.h"
 
 #include "../common/signal_wait.h"
@@ -23,6 +24,15 @@ ProcessGroupChorus& chorusGroup(const c10::intrusive_ptr<BackendBase>& pg) {
   TORCH_CHECK_TYPE(p != nullptr, "not a process group of the chorus backend (it is ",
                    pg->getBackendName(), ")");
   return *p;
+}
+
+const std::string kAppPrefix = "torch/app/";
+
+std::shared_ptr<chorus::Store> jobStore() {
+  auto store = chorus::torch_backend::launcherStore(0, chorus::AuthOptions::fromEnv());
+  TORCH_CHECK(store, "chorus.torch.job_store: no launcher store (CHORUS_STORE is not set, or ",
+              "it could not be opened)");
+  return store;
 }
 
 }  // namespace
@@ -102,6 +112,32 @@ PYBIND11_MODULE(_torch, m) {
       "failure",
       [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).failure(); },
       "Why the group's communicator failed (its first error), or '' while it works.");
+  // The launcher's store (CHORUS_STORE), for an application's own keys that must outlive any
+  // rank (torch's env:// store lives in rank 0): under "torch/app/".
+  m.def(
+      "job_store_available",
+      [] {
+        return chorus::torch_backend::launcherStore(0, chorus::AuthOptions::fromEnv()) != nullptr;
+      },
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "job_store_set",
+      [](const std::string& key, const std::string& value) {
+        jobStore()->set(kAppPrefix + key, chorus::Store::Bytes(value.begin(), value.end()));
+      },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("job_store_get", [](const std::string& key, std::chrono::milliseconds timeout) {
+    chorus::Store::Bytes value;
+    {
+      const py::gil_scoped_release noGil;
+      value = jobStore()->get(kAppPrefix + key, timeout);
+    }
+    return py::bytes(reinterpret_cast<const char*>(value.data()), value.size());
+  });
+  m.def(
+      "job_store_check",
+      [](const std::string& key) { return jobStore()->check({kAppPrefix + key}); },
+      py::call_guard<py::gil_scoped_release>());
   m.def(
       "abort", [](const c10::intrusive_ptr<BackendBase>& pg) { chorusGroup(pg).abortGroup(); },
       "Fails every pending and later operation of the group, here and on its peers.");

@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""A rank stopped (SIGSTOP) in the middle of a DDP step, caught by the heartbeat:
+
+  examples/torch/train_elastic.py on 4 ranks (env://, no launcher to kill anything); rank
+  --fail-rank stops itself in step --fail-step's backward. With CHORUS_HEARTBEAT_SECONDS=H the
+  survivors must declare it dead and commit the redone step within --bound seconds (H plus
+  slack for a loaded machine, far below the group's --timeout, which is what they would wait
+  without the heartbeat), and end bit-identical on 3 ranks. Rank 0 then wakes the stopped rank
+  (SIGCONT): it must say that it was removed from the job and exit 4, not hang or go on.
+
+    check_stop_heartbeat.py --example PATH [--heartbeat H] [--bound S] [--timeout T]
+Exits 77 (skipped) where this torch cannot shrink a group in place.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ddp"))
+from run_ranks import free_port, start, stop  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--example", required=True)
+    p.add_argument("--fail-rank", type=int, default=2)
+    p.add_argument("--fail-step", type=int, default=3)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--heartbeat", type=float, default=2)
+    p.add_argument("--bound", type=float, default=15)
+    p.add_argument("--timeout", type=float, default=60, help="the group's (collective) timeout")
+    args = p.parse_args()
+    import chorus.torch
+    import torch
+
+    if not chorus.torch.can_shrink():
+        print(f"skipped: torch {torch.__version__} cannot shrink a group in place")
+        return 77
+    os.environ["CHORUS_HEARTBEAT_SECONDS"] = str(args.heartbeat)  # for the ranks started here
+    command = [sys.executable, args.example, "--synthetic", "--batch", "16", "--steps",
+               str(args.steps), "--timeout", str(args.timeout), "--log-every", "1000",
+               "--fail-rank", str(args.fail_rank), "--fail-step", str(args.fail_step),
+               "--fail-signal", "stop"]
+    print("+", " ".join(command), f"(4 ranks, CHORUS_HEARTBEAT_SECONDS={args.heartbeat})",
+          flush=True)
+    logs = [tempfile.TemporaryFile(mode="w+") for _ in range(4)]
+    procs = start(4, command, free_port(), logs)
+    deadline = time.monotonic() + args.timeout + 30
+    try:
+        while any(proc.poll() is None for proc in procs) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop(procs)
+    outputs = []
+    for rank, log in enumerate(logs):
+        log.seek(0)
+        outputs.append(log.read())
+        print(f"----- rank {rank} (exit {procs[rank].returncode}) -----\n{outputs[-1]}")
+    failures = []
+    codes = [proc.returncode for proc in procs]
+    want = [4 if r == args.fail_rank else 0 for r in range(4)]
+    if codes != want:
+        failures.append(f"exit statuses {codes}, expected {want}")
+    out = outputs[0]
+    for text in ["4 -> 3 ranks (lost 2)", "parameters: bit-identical on all 3 ranks",
+                 f"{args.steps} steps committed"]:
+        if text not in out:
+            failures.append(f"rank 0's output lacks {text!r}")
+    found = re.search(r"recovered in ([0-9.]+) s", out)
+    if not found:
+        failures.append("rank 0 printed no recovery time")
+    elif float(found.group(1)) > args.bound:
+        failures.append(f"recovered in {found.group(1)} s, more than {args.bound} s (heartbeat "
+                        f"{args.heartbeat} s, group timeout {args.timeout} s)")
+    removed = outputs[args.fail_rank]
+    for text in [f"rank {args.fail_rank} was removed from the job",
+                 "was declared dead by the survivors"]:
+        if text not in removed:
+            failures.append(f"the woken rank's output lacks {text!r}")
+    if failures:
+        print("check_stop_heartbeat: FAILED: " + "; ".join(failures), file=sys.stderr)
+        return 1
+    print(f"stopped rank declared dead and left out: recovered in {found.group(1)} s "
+          f"(heartbeat {args.heartbeat} s, bound {args.bound} s); the woken rank was told")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
