@@ -66,7 +66,8 @@ def parse_args():
     p.add_argument("--timeout", type=float, default=120, help="seconds, for every collective")
     p.add_argument("--metrics", metavar="CSV",
                    help="rank 0 writes one row per step: loss, bytes sent in the step, "
-                        "divergence (max, rms) where measured, forced_sync")
+                        "divergence (max, rms) where measured, forced_sync, test accuracy "
+                        "(--eval-every), training seconds so far (evaluations left out)")
     p.add_argument("--eval-every", type=int, default=0, help="test accuracy every K steps")
     p.add_argument("--target-accuracy", type=float, default=None,
                    help="with --eval-every: say when an evaluation first reaches this (0.85)")
