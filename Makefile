@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite bench-torch bench-recovery-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier chaos install docs format clean
+.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite bench-torch bench-async bench-recovery-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier chaos install docs format clean
 
 all: build
 
@@ -119,6 +119,15 @@ bench-recovery-torch: deps
 	    $(CMAKE_FLAGS); \
 	  cmake --build $(BUILD) -j $(JOBS) --target chorus-run chorus_py_core chorus_py_torch; \
 	  $$py bench/elastic/torch_recovery.py --build $(BUILD) --python $$py $(BENCH_RECOVERY_ARGS)
+
+# chorus.async_training against DDP on the emulated cluster (root): time to 85%, bytes per step.
+BENCH_ASYNC_ARGS ?= --hosts 2 --rates 100mbit
+bench-async: deps
+	set -e; py=$$(scripts/torch-python $(TORCH)); \
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DPython3_EXECUTABLE=$$py \
+	    $(CMAKE_FLAGS); \
+	  cmake --build $(BUILD) -j $(JOBS) --target chorus-run chorus_py_core chorus_py_torch; \
+	  $$py bench/torch/async_bench.py --build $(BUILD) $(BENCH_ASYNC_ARGS)
 
 # `pip install .` as a user of PyPI's torch does it (tests/install/pip_install_test.sh): a temporary
 # venv that sees the newest torch venv, pip install . (scikit-build-core from PyPI), 2 ranks

@@ -10,10 +10,20 @@ localsgd and diloco wrap the model and optimizer (--compress: diloco only). Rank
 bytes this rank sent per step (mean, as a ring algorithm sends them), the divergence of the
 replicas (--check-every), the final test accuracy and whether every rank ends with bit-identical
 parameters (exit status 3 if not).
+
+--eval-every K evaluates the test set every K steps (each rank its own replica, on its share of
+the test set: with localsgd and diloco choose K a multiple of H to see the synchronised model) and
+prints "step S: test accuracy A % after T s of training"; T leaves the evaluations out.
+--target-accuracy A prints when the first evaluation reaches A ("target accuracy 85.00 % reached
+at step S after T s of training"; --stop-at-target ends the run there). --results FILE.json
+(rank 0) holds the run's settings, the evaluations, the summary and the wrappers' divergence
+history (bench/torch/async_bench.py and async_plot.py read it).
 """
 
 import argparse
 import csv
+import dataclasses
+import json
 import sys
 import time
 
@@ -56,11 +66,25 @@ def parse_args():
     p.add_argument("--timeout", type=float, default=120, help="seconds, for every collective")
     p.add_argument("--metrics", metavar="CSV",
                    help="rank 0 writes one row per step: loss, bytes sent in the step, "
-                        "divergence (max, rms) where measured, forced_sync")
+                        "divergence (max, rms) where measured, forced_sync, test accuracy "
+                        "(--eval-every), training seconds so far (evaluations left out)")
+    p.add_argument("--eval-every", type=int, default=0, help="test accuracy every K steps")
+    p.add_argument("--target-accuracy", type=float, default=None,
+                   help="with --eval-every: say when an evaluation first reaches this (0.85)")
+    p.add_argument("--stop-at-target", action="store_true",
+                   help="end the training at the first evaluation that reaches the target")
+    p.add_argument("--results", metavar="JSON",
+                   help="rank 0 writes the settings, evaluations, summary and divergence history")
     p.add_argument("--log-every", type=int, default=100)
     args = p.parse_args()
     if args.compress != "none" and args.mode in ("delayed", "localsgd"):
         p.error(f"--compress {args.compress}: for --mode sync or diloco only")
+    if args.eval_every < 0:
+        p.error(f"--eval-every must be >= 0, got {args.eval_every}")
+    if (args.target_accuracy is not None or args.stop_at_target) and not args.eval_every:
+        p.error("--target-accuracy and --stop-at-target need --eval-every K")
+    if args.stop_at_target and args.target_accuracy is None:
+        p.error("--stop-at-target needs --target-accuracy")
     args.optimizer = args.optimizer or ("adam" if args.mode == "diloco" else "sgd")
     args.lr = args.lr or (1e-3 if args.optimizer == "adam" else 0.05)
     return args
@@ -116,6 +140,7 @@ def main():
         f"rank, {'synthetic data' if args.synthetic else args.data}")
 
     rows, steps, start, sent_before = [], 0, time.perf_counter(), 0
+    evals, eval_s, reached = [], 0.0, None  # (step, train_s, accuracy); seconds evaluating
     x_all, y_all = train_set
     done = False
     for epoch in range(args.epochs):
@@ -132,17 +157,41 @@ def main():
             steps += 1
             d = wrapper.divergence if wrapper else None
             sent_now = sent(steps)
-            rows.append(dict(step=steps, loss=loss.item(), bytes_sent=sent_now - sent_before,
-                             divergence_max=d.max if d and d.step == steps else "",
-                             divergence_rms=d.rms if d and d.step == steps else "",
-                             forced_sync=int(d.forced_sync) if d and d.step == steps else ""))
+            row = dict(step=steps, loss=loss.item(), bytes_sent=sent_now - sent_before,
+                       divergence_max=d.max if d and d.step == steps else "",
+                       divergence_rms=d.rms if d and d.step == steps else "",
+                       forced_sync=int(d.forced_sync) if d and d.step == steps else "",
+                       test_accuracy="", train_s=time.perf_counter() - start - eval_s)
+            rows.append(row)
             sent_before = sent_now
             if steps % args.log_every == 0:
                 say(f"epoch {epoch} step {steps} loss {loss.item():.4f}")
+            if args.eval_every and steps % args.eval_every == 0:
+                t0 = time.perf_counter()
+                train_s = t0 - start - eval_s
+                accuracy = train_ddp.test_accuracy(model, test_set, rank, world)
+                eval_s += time.perf_counter() - t0
+                evals.append((steps, train_s, accuracy))
+                row["test_accuracy"] = accuracy
+                say(f"step {steps}: test accuracy {accuracy * 100:.2f} % after {train_s:.1f} s "
+                    "of training")
+                if reached is None and args.target_accuracy is not None \
+                        and accuracy >= args.target_accuracy:
+                    reached = (steps, train_s)
+                    say(f"target accuracy {args.target_accuracy * 100:.2f} % reached at step "
+                        f"{steps} after {train_s:.1f} s of training "
+                        f"({time.perf_counter() - start:.1f} s with evaluations)")
+                    if args.stop_at_target:
+                        done = True
+                        break
         if done:
             break
     elapsed = time.perf_counter() - start
+    train_s = elapsed - eval_s
+    if args.target_accuracy is not None and reached is None:
+        say(f"target accuracy {args.target_accuracy * 100:.2f} % not reached in {steps} steps")
     train_bytes = sent(steps)
+    before = None
     if wrapper:
         before = train_ddp.test_accuracy(model, test_set, rank, world)
         wrapper.synchronize()
@@ -155,8 +204,8 @@ def main():
     accuracy = train_ddp.test_accuracy(model, test_set, rank, world)
     last_tensors = []
     differing = train_ddp.ranks_with_other_parameters(model, last_tensors)
-    say(f"{steps} steps in {elapsed:.1f} s; bytes sent per step (mean, rank 0): "
-        f"{train_bytes / max(steps, 1):.0f}")
+    say(f"{steps} steps in {elapsed:.1f} s ({train_s:.1f} s of training, evaluations left out); "
+        f"bytes sent per step (mean, rank 0): {train_bytes / max(steps, 1):.0f}")
     say(f"final test accuracy: {accuracy * 100:.2f} %")
     if differing == 0:
         say(f"parameters: bit-identical on all {world} ranks")
@@ -167,6 +216,21 @@ def main():
             out = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["step"])
             out.writeheader()
             out.writerows(rows)
+    if args.results and rank == 0:
+        settings = {k: v for k, v in vars(args).items()
+                    if k not in ("results", "metrics", "data", "log_every")}
+        with open(args.results, "w") as f:
+            json.dump({"settings": settings, "world": world, "torch": torch.__version__,
+                       "steps": steps, "train_s": train_s, "wall_s": elapsed,
+                       "bytes_sent": train_bytes, "bytes_per_step": train_bytes / max(steps, 1),
+                       "evaluations": [dict(step=s_, train_s=t_, accuracy=a_)
+                                       for s_, t_, a_ in evals],
+                       "target": None if reached is None else dict(step=reached[0],
+                                                                  train_s=reached[1]),
+                       "accuracy_before_sync": before, "final_accuracy": accuracy,
+                       "bit_identical": differing == 0,
+                       "divergence": [dataclasses.asdict(d) for d in
+                                      (wrapper.history if wrapper else [])]}, f, indent=1)
     del module, wrapper
     dist.destroy_process_group()
     sys.exit(0 if differing == 0 else 3)

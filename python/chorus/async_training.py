@@ -48,6 +48,11 @@ The last one is in ``trainer.divergence`` and every one in ``trainer.history``; 
 synchronises at once (LocalSGD: averages; DiLoCo: an outer step of every fragment; DelayedUpdates:
 averages the parameters) and says so; a step that synchronises anyway just says so.
 
+Checkpoints: ``state_dict()`` / ``load_state_dict()`` with ``torch.save`` per rank, or
+``save_checkpoint(path, state)`` / ``load_checkpoint(path)`` with torch.distributed.checkpoint
+(one directory, every rank's state under keys of its own: the replicas differ between
+synchronisations); either resumes bit for bit.
+
 ``bytes_sent`` counts what this rank sent since construction (the start's broadcast left out), as
 a ring algorithm sends it: an all-reduce of n bytes 2 n (N-1) / N, an all-gather of n bytes per
 rank n (N-1), a broadcast n from the root. Divergence checks count too.
@@ -60,6 +65,7 @@ import sys
 import torch
 import torch.distributed as dist
 
+from chorus._async_checkpoint import load_checkpoint, save_checkpoint  # noqa: F401  public API
 from chorus._tensor_packing import (  # noqa: F401  state_hash is public API here
     COMPRESSIONS,
     _buckets,

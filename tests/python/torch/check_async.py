@@ -1,6 +1,6 @@
 """chorus.async_training's wrappers against a one-process reference of the same arithmetic.
 
-    launch.py -n N -- check_async.py modes|compress|misuse [--backend chorus|gloo]
+    launch.py -n N -- check_async.py modes|compress|misuse|checkpoint [--backend chorus|gloo]
 
 Every rank trains a small MLP on its own data (drawn from a seed of (step, rank)) through a
 wrapper, and also computes, in this one process, what every rank would do: N replicas (one when
@@ -25,12 +25,19 @@ float32 parameters whose mean may differ in the last bit: rtol 1e-4.
   ValueError on every rank; state_dict round trips (torch.save) of DiLoCo (int8; also with a
   fragment in flight) and DelayedUpdates against an uninterrupted run; on 4 ranks, a group
   without global rank 0.
+* checkpoint: the same round trips through torch.distributed.checkpoint
+  (at.save_checkpoint / at.load_checkpoint: one directory, every rank's own state), for DiLoCo
+  (int8, 2 fragments, overlapped, H = 3: saved at step 4, after an outer step, with error
+  feedback and fragment 1's delta in flight), LocalSGD between averages (the replicas differ) and DelayedUpdates: the parameters,
+  the anchor and the outer momentum bit for bit those of the uninterrupted run.
 """
 
 import argparse
 import datetime
 import io
+import shutil
 import sys
+import tempfile
 
 import torch
 import torch.distributed as dist
@@ -369,8 +376,16 @@ def subgroup():
     h.expect(w.ranks_differing() == [], "subgroup: replicas differ after synchronize()")
 
 
-def round_trip(make_wrapper, what):
-    """Train 10 steps at once, and 5 + save + load in fresh objects + 5: the same bits."""
+def torch_save_load(state):
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=False)
+
+
+def round_trip(make_wrapper, what, save_load=torch_save_load, saved_check=None, split=5):
+    """Train 10 steps at once, and `split` + save + load in fresh objects + the rest: the same
+    bits. saved_check(state) checks what the wrapper's state held when saved."""
     model = make_model()
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     w = make_wrapper(model, opt)
@@ -378,27 +393,37 @@ def round_trip(make_wrapper, what):
     m2 = make_model()
     o2 = torch.optim.Adam(m2.parameters(), lr=0.01)
     w2 = make_wrapper(m2, o2)
-    train(w2, m2, o2, 5)
-    buf = io.BytesIO()
-    torch.save({"model": m2.state_dict(), "opt": o2.state_dict(), "wrapper": w2.state_dict()}, buf)
-    buf.seek(0)
-    saved = torch.load(buf, weights_only=False)
+    train(w2, m2, o2, split)
+    state = {"model": m2.state_dict(), "opt": o2.state_dict(), "wrapper": w2.state_dict()}
+    if saved_check:
+        saved_check(state["wrapper"])
+    saved = save_load(state)
+    del m2, o2, w2, state
     m3 = make_model()
     o3 = torch.optim.Adam(m3.parameters(), lr=0.01)
     w3 = make_wrapper(m3, o3)
     m3.load_state_dict(saved["model"])
     o3.load_state_dict(saved["opt"])
     w3.load_state_dict(saved["wrapper"])
-    train(w3, m3, o3, 5, first=6)
+    train(w3, m3, o3, 10 - split, first=split + 1)
     h.expect_equal(flat(m3), flat(model), f"{what}: resumed from a state_dict")
     h.expect(w3.step_count == 10, f"{what}: step count {w3.step_count}")
+    if isinstance(w, at.DiLoCo):
+        h.expect_equal(torch.cat([a.reshape(-1) for a in w3.anchor]),
+                       torch.cat([a.reshape(-1) for a in w.anchor]), f"{what}: the anchor")
+        momentum = [w.outer_optimizer.state[a]["momentum_buffer"].reshape(-1) for a in w.anchor]
+        h.expect_equal(torch.cat([w3.outer_optimizer.state[a]["momentum_buffer"].reshape(-1)
+                                  for a in w3.anchor]), torch.cat(momentum),
+                       f"{what}: the outer momentum")
 
 
 def state():
     round_trip(lambda m, o: at.DiLoCo(m, o, sync_every=3, compress="int8", fragments=2), "diloco")
-    # Saved at step 5 with fragment 1's delta of step 4 in flight.
+    # Saved at step 4 with fragment 1's delta of that step in flight.
     round_trip(lambda m, o: at.DiLoCo(m, o, sync_every=3, compress="int8", fragments=2,
-                                      overlap=True), "diloco overlapped")
+                                      overlap=True), "diloco overlapped",
+               saved_check=lambda s: h.expect(len(s["in_flight"]) == 1, "no delta in flight"),
+               split=4)
     round_trip(lambda m, o: at.DelayedUpdates(m, o), "delayed")
 
 
@@ -406,14 +431,45 @@ def misuse():
     h.run(misuse_config, state, subgroup)
 
 
+def checkpoint():
+    """The round trips through torch.distributed.checkpoint, in a directory of rank 0's."""
+    where = [tempfile.mkdtemp(prefix="chorus-dcp-") if rank == 0 else None]
+    dist.broadcast_object_list(where, src=0)
+    count = [0]
+
+    def dcp_save_load(state):
+        count[0] += 1
+        path = f"{where[0]}/{count[0]}"
+        at.save_checkpoint(path, state)
+        return at.load_checkpoint(path)
+
+    def in_flight(state):
+        h.expect(len(state["in_flight"]) == 1 and state["outer_optimizer"]["state"]
+                 and any(e is not None for e in state["errors"]),
+                 "diloco: saved without a delta in flight, outer momentum or error feedback")
+
+    try:
+        round_trip(lambda m, o: at.DiLoCo(m, o, sync_every=3, compress="int8", fragments=2,
+                                          overlap=True), "dcp diloco overlapped",
+                   dcp_save_load, in_flight, split=4)
+        round_trip(lambda m, o: at.LocalSGD(m, o, sync_every=3), "dcp localsgd", dcp_save_load,
+                   lambda s: h.expect(s["step"] % 3 != 0, "localsgd: saved on an average"))
+        round_trip(lambda m, o: at.DelayedUpdates(m, o), "dcp delayed", dcp_save_load,
+                   lambda s: h.expect(s["pending"] is not None, "delayed: nothing pending"))
+    finally:
+        dist.barrier()
+        if rank == 0:
+            shutil.rmtree(where[0], ignore_errors=True)
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("case", choices=["modes", "compress", "misuse"])
+    p.add_argument("case", choices=["modes", "compress", "misuse", "checkpoint"])
     p.add_argument("--backend", default="chorus")
     args = p.parse_args()
     torch.set_num_threads(1)
     dist.init_process_group(args.backend, timeout=datetime.timedelta(seconds=30))
-    {"modes": modes, "compress": compress, "misuse": misuse}[args.case]()
+    {"modes": modes, "compress": compress, "misuse": misuse, "checkpoint": checkpoint}[args.case]()
     h.finish()
 
 
