@@ -336,22 +336,28 @@ def compress():
 
 # --- misuse, checkpoints ---------------------------------------------------------------------
 def misuse_config():
+    # Each check agrees on the configuration with the other ranks (a collective): the bound is
+    # "an error, not a hang", with room for ranks that reach it seconds apart on a busy machine.
+    bound = 20.0
+
     def make(h_value):
         model = make_model()
         return at.LocalSGD(model, torch.optim.SGD(model.parameters(), lr=LR),
                            sync_every=h_value)
 
-    h.expect_raises(ValueError, lambda: make(0), "H = 0", must_name="sync_every (H) must be")
+    h.expect_raises(ValueError, lambda: make(0), "H = 0", must_name="sync_every (H) must be",
+                    within_s=bound)
     h.expect_raises(ValueError, lambda: make(0 if rank == size - 1 else 4),
                     "H = 0 on the last rank",
-                    must_name=f"invalid configuration on rank(s) {size - 1}")
+                    must_name=f"invalid configuration on rank(s) {size - 1}", within_s=bound)
     h.expect_raises(ValueError, lambda: make(8 if rank == 1 else 4), "H differs on rank 1",
                     must_name="rank(s) [1] differs from rank 0's: sync_every 4 on rank 0, 8 on "
-                              "rank 1")
+                              "rank 1", within_s=bound)
     model = make_model()
     h.expect_raises(ValueError, lambda: at.DiLoCo(model, torch.optim.SGD(model.parameters(), lr=1),
                                                   sync_every=2, fragments=9),
-                    "fragments above the tensors", must_name="fragments (9) above")
+                    "fragments above the tensors", must_name="fragments (9) above",
+                    within_s=bound)
 
 
 def subgroup():
