@@ -17,22 +17,12 @@ for exe in "$timer" "$run"; do
 done
 command -v etcd >/dev/null || { echo "rendezvous.sh: no etcd (scripts/install-deps)" >&2; exit 2; }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # In memory, so that etcd's fsyncs cost nothing (not while tests run: some count /dev/shm).
 dir=$(mktemp -d -p /dev/shm etcd-bench-XXXXXX)
-client=$(free_port)
-peer=$(free_port)
-etcd --name bench --data-dir "$dir/data" --log-level warn \
-  --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
-  --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-  --initial-cluster "bench=http://127.0.0.1:$peer" >"$dir/log" 2>&1 &
-etcd_pid=$!
-trap 'kill $etcd_pid 2>/dev/null || true; wait $etcd_pid 2>/dev/null || true; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do
-  curl -sf -m 1 "http://127.0.0.1:$client/health" >/dev/null && break
-  sleep 0.1
-done
-curl -sf -m 1 "http://127.0.0.1:$client/health" >/dev/null || { echo "etcd did not start: $(tail -5 "$dir/log")" >&2; exit 1; }
+. "$(dirname "$0")/../../scripts/etcd-one-member.sh"
+trap 'kill $ETCD_PID 2>/dev/null || true; wait $ETCD_PID 2>/dev/null || true; rm -rf "$dir"' EXIT
+etcd_one_member "$dir"
+client=$ETCD_CLIENT_PORT
 etcd_url=etcd://127.0.0.1:$client/bench
 # Every job authenticated with the same key, as chorus-run's own store always is.
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/key"

@@ -10,22 +10,11 @@ command -v etcd >/dev/null || { echo "skip: no etcd (scripts/install-deps)"; exi
 "$py" -c 'import chorus.torch, sys; sys.exit(0 if chorus.torch.can_shrink() else 77)' \
   || { echo "skip: this torch cannot shrink a group in place"; exit 77; }
 
-free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$(dirname "$0")/../../../scripts/etcd-one-member.sh"
 dir=$(mktemp -d)
-client=$(free_port)
-peer=$(free_port)
-etcd --name t --data-dir "$dir/data" --log-level warn --unsafe-no-fsync \
-  --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
-  --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-  --initial-cluster "t=http://127.0.0.1:$peer" >"$dir/log" 2>&1 &
-etcd_pid=$!
-trap 'kill $etcd_pid 2>/dev/null || true; wait $etcd_pid 2>/dev/null || true; rm -rf "$dir"' EXIT
-for _ in $(seq 100); do
-  curl -sf -m 1 "http://127.0.0.1:$client/health" >/dev/null && break
-  sleep 0.1
-done
-curl -sf -m 1 "http://127.0.0.1:$client/health" >/dev/null \
-  || { echo "etcd did not start: $(tail -5 "$dir/log")"; exit 1; }
+trap 'kill $ETCD_PID 2>/dev/null || true; wait $ETCD_PID 2>/dev/null || true; rm -rf "$dir"' EXIT
+etcd_one_member "$dir" "$py"
+client=$ETCD_CLIENT_PORT
 
 out=$dir/out
 timeout -k 5 100 "$run" -n 3 --elastic --max-restarts 0 --min-ranks 2 \
