@@ -116,7 +116,8 @@ class TcpLink : public Link {
   bool halfClosed_ = false;
   bool sawBye_ = false;
   // The peer is on a loopback address: data arrives at memory speed and a window update costs
-  // little, so reads go on after a short one and take no read-ahead (TcpLink::readSome).
+  // little, so reads go on after a short one and take no read-ahead (TcpLink::readSome), and
+  // writes go on after a short one, a frame at a time (TcpLink::writeGathered).
   bool loopback_ = false;
   // Outbound: FIFO of sends; the head's header is encoded in sendHeader_.
   Request* sendHead_ = nullptr;

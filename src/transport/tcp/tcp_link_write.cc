@@ -87,7 +87,12 @@ bool TcpLink::writeGathered() {
   add(sendHeader_ + headerSent_, kFrameHeaderBytes - headerSent_);
   add(sendHead_->data + sendHead_->moved, sendHead_->bytes - sendHead_->moved);
   int frames = 1;
-  for (Request* q = sendHead_->next; q && frames < kGatherFrames && !zeroCopy_.wants(q->bytes);
+  // Over loopback the peer drains the socket at memory speed: gathering frames saves no packet
+  // work there, and a short write is mostly followed by room at once, so the link writes one
+  // frame at a time and writes on after a short write (as it reads on after a short read;
+  // measured: loopback busbw at 64 MiB 0.93x -> 0.96x the build before these write changes).
+  const int gatherFrames = loopback_ ? 1 : kGatherFrames;
+  for (Request* q = sendHead_->next; q && frames < gatherFrames && !zeroCopy_.wants(q->bytes);
        q = q->next, ++frames) {
     // finishSend encodes the same header again when q becomes the head.
     uint8_t* header = gatherHeaders_[frames];
@@ -122,8 +127,8 @@ bool TcpLink::writeGathered() {
     if (sent == 0 || !sendHead_) break;
   }
   // A short write means the socket buffer is full: epoll says when it has room again (trying
-  // now would cost a call for EAGAIN).
-  if (static_cast<size_t>(k) < total) {
+  // now would cost a call for EAGAIN). Not over loopback (above).
+  if (static_cast<size_t>(k) < total && !loopback_) {
     writeBlocked_ = true;
     return false;
   }
