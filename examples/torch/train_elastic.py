@@ -11,7 +11,9 @@ check (--admit-every steps) and takes model, optimizer, step and data position f
 --fail-signal stop: the stopped rank is left out once its heartbeat has been silent for the
 heartbeat timeout (CHORUS_HEARTBEAT_SECONDS, 5 s by default), well before the group's timeout
 (--timeout); rank 0 then wakes it (SIGCONT), and it learns that it was removed and exits with
-status 4. The policy for the new size (the on_change hook):
+status 4. --fail-signal stall: the rank stays alive but stuck before the step (--stall-for
+seconds, a hung data loader): the others, waiting in the step, leave it out after the Trainer's
+stall timeout (the heartbeat's by default); when it comes back it learns so and exits 4. The policy for the new size (the on_change hook):
 batch per rank unchanged, learning rate scaled by the number of ranks, the rest of the epoch
 dealt among the ranks there are. Rank 0 prints
 "recovered in X s" per membership change (from the failure to the next committed step), the test
@@ -55,7 +57,12 @@ def parse_args():
     p.add_argument("--fail-rank", type=lambda t: [int(r) for r in t.split(",")], default=[],
                    metavar="R[,R...]", help="these ranks fail at once (first life)")
     p.add_argument("--fail-step", type=int, default=-1, help="... during this step's backward")
-    p.add_argument("--fail-signal", choices=["kill", "stop"], default="kill")
+    p.add_argument("--fail-signal", choices=["kill", "stop", "stall"], default="kill",
+                   help="stall: the rank stays alive but stuck before the step (a data loader "
+                        "that hangs) for --stall-for seconds")
+    p.add_argument("--stall-for", type=float, default=30, metavar="SECONDS")
+    p.add_argument("--stall-seconds", type=float, default=None, metavar="SECONDS",
+                   help="the Trainer's stall timeout (default: the heartbeat's; 0: off)")
     # For the tests of failures in awkward places (first life only).
     p.add_argument("--fail-in-recovery", type=int, default=-1, metavar="R",
                    help="rank R is killed during the recovery from the first failure, once its "
@@ -130,6 +137,16 @@ def arm_failure(args, model, store):
     first_life = os.environ.get("CHORUS_RESTART", "0") == "0"
     if not first_life or dist.get_rank() not in args.fail_rank or args.fail_step < 0:
         return lambda step: None
+    if args.fail_signal == "stall":
+        def stall(step):
+            if step == args.fail_step and not armed:
+                armed.append(True)
+                store.set(FAIL_PID_KEY, str(os.getpid()))
+                store.set(FAIL_TIME_KEY, repr(time.time()))
+                time.sleep(args.stall_for)  # alive (heartbeats go on), in no collective
+
+        armed = []
+        return stall
     sig = signal.SIGKILL if args.fail_signal == "kill" else signal.SIGSTOP
     armed = []
 
@@ -252,7 +269,7 @@ def main():
 
     arm_awkward_failures(args, chorus.torch)
     trainer = elastic.Trainer(model, opt, on_change=on_change, state=plan,
-                              admit_every=args.admit_every)
+                              admit_every=args.admit_every, stall_seconds=args.stall_seconds)
     if args.resume and not trainer.changes:
         # One discarded backward first: DDP's first iteration averages the gradients with other
         # roundings than the later ones, and the run being matched was past it.

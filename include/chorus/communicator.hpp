@@ -299,6 +299,17 @@ class CHORUS_API Communicator {
   // Newcomers waiting to join at the next membership change (reads the store; not collective,
   // so ranks may see different values: agree on it with a collective before acting on it).
   int joinersWaiting() const;
+  // Stall check (docs/fault-tolerance.md, "Heartbeat"): while this rank has waited in a call for
+  // `seconds`, a peer that is alive (its heartbeat fresh) but has been in no call of this
+  // communicator for as long (its loop stuck outside the collectives: a data loader, a deadlock
+  // of its own) is declared dead as a silent one is (the call fails with kPeerFailure naming
+  // it; shrink() does not wait for it). 0 (default): off. May change at any time, e.g. on only
+  // inside a training step. Needs the heartbeat (CHORUS_HEARTBEAT_SECONDS): kInvalidArgument
+  // without it.
+  void setStallTimeout(double seconds);
+  // This rank says it is away from the collectives on purpose (saving a checkpoint, evaluating
+  // alone): its progress record says so and its peers' stall checks pass it over until false.
+  void setPaused(bool paused);
 
   // Flight recorder (docs/trace-format.md): writes this rank's record of its recent calls as
   // <dir>/chorus-trace-<communicator>-rank<R>.json (dir empty: CHORUS_TRACE_DIR) and returns that

@@ -27,7 +27,9 @@ store lives in rank 0, so losing rank 0 ends the job (docs/python.md, "Surviving
 
 import collections
 import io
+import os
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -79,10 +81,17 @@ class Trainer:
     rank behind or a replacement takes from a peer with the model, optimizer, step and RNG.
     admit_every: every this many committed steps, rank 0 looks for replacements waiting to join
     and, when there are, all ranks admit them after the step (0: never).
+    stall_seconds: inside step(), a rank that has waited this long in a collective declares dead
+    a peer that is alive but has been in no collective for as long: its loop is stuck outside
+    the Trainer (a data loader, say), and the others go on without it (it gets Removed if it
+    comes back). None: the heartbeat timeout (CHORUS_HEARTBEAT_SECONDS, 5 s by default); 0:
+    off. Work that one rank does alone between steps while the others may already wait (saving
+    a checkpoint) goes inside ``with trainer.paused():``.
     In a replacement, the constructor takes the state from a peer.
     """
 
-    def __init__(self, model, optimizer, on_change=None, state=None, admit_every=10):
+    def __init__(self, model, optimizer, on_change=None, state=None, admit_every=10,
+                 stall_seconds=None):
         if not isinstance(model, DistributedDataParallel):
             raise TypeError(
                 "chorus.torch.elastic.Trainer takes a DistributedDataParallel model, got "
@@ -111,6 +120,8 @@ class Trainer:
             raise RuntimeError(
                 "chorus.torch.elastic.Trainer needs a torch whose c10d lets a backend's size "
                 f"change (C10D_BACKEND_HAS_RECONFIGURE); torch {torch.__version__} has none")
+        self.stall_seconds = _stall_seconds(stall_seconds)
+        self._stall_by_default = stall_seconds is None
         self.model = model
         self.optimizer = optimizer
         self.on_change = on_change
@@ -136,6 +147,32 @@ class Trainer:
             self._admit_next = False
             self._change(None, None)
             return None
+        if not self.stall_seconds:
+            return self._step(loss_fn)
+        try:
+            _chorus_torch.set_stall_timeout(self.stall_seconds)
+        except RuntimeError as e:
+            if not self._stall_by_default:
+                raise
+            # The progress records are off (CHORUS_PROGRESS_SECONDS=0): no stall check, said once.
+            warnings.warn(f"chorus.torch.elastic.Trainer: no stall check: {e}", stacklevel=2)
+            self.stall_seconds = 0
+            return self._step(loss_fn)
+        try:
+            return self._step(loss_fn)
+        finally:
+            # Off between steps: the caller's own work there (evaluation on one rank, say) is
+            # not a stall. A change replaced the communicator (the check is off on the new one).
+            if _chorus_torch.failure() is None:
+                _chorus_torch.set_stall_timeout(0)
+
+    def paused(self):
+        """``with trainer.paused():`` around work this rank does alone between steps while the
+        others may be waiting in the next step (saving a checkpoint): they do not take it for a
+        stalled rank (chorus.torch.paused)."""
+        return _chorus_torch.paused()
+
+    def _step(self, loss_fn):
         self.optimizer.zero_grad(set_to_none=True)
         try:
             loss = loss_fn()
@@ -210,18 +247,24 @@ class Trainer:
                              sorted(lost), cause, noticed, time.perf_counter() - started))
 
     def _shrink(self, cause, error):
+        # The failure names this rank as declared dead (its heartbeat was silent, or it stalled):
+        # the others leave it out of any agreement, which it need not wait for (nor the store,
+        # which may be gone by the time a long-stuck rank comes back).
+        if cause and f"rank {dist.get_rank()} was declared dead" in cause:
+            raise Removed(self._removed_text(cause)) from error
         try:
             return _chorus_torch.shrink()
         except Exception as e:
             if "was declared dead by the survivors" in str(e):
-                raise Removed(
-                    f"chorus.torch.elastic: rank {dist.get_rank()} was removed from the job at "
-                    f"step {self.steps}: the other ranks declared it dead and went on without "
-                    f"it (it was stopped, frozen or too slow: {e}); it cannot take part any "
-                    "more") from error
+                raise Removed(self._removed_text(e)) from error
             why = f"a failure ({cause})" if cause else "admitting replacements"
             raise RuntimeError(f"chorus.torch.elastic: the membership change at step "
                                f"{self.steps} after {why} failed: {e}") from error
+
+    def _removed_text(self, why):
+        return (f"chorus.torch.elastic: rank {dist.get_rank()} was removed from the job at step "
+                f"{self.steps}: the other ranks declared it dead and went on without it (it was "
+                f"stopped, frozen, stuck or too slow: {why}); it cannot take part any more")
 
     def _welcome(self, m):
         """A replacement, just admitted by the running ranks' _change: takes the state (their
@@ -265,6 +308,19 @@ class Trainer:
                 "optimizer": self.optimizer.state_dict(), "steps": self.steps,
                 "rng": torch.get_rng_state(),
                 "state": None if self.state is None else self.state.state_dict()}
+
+
+def _stall_seconds(value):
+    heartbeat = float(os.environ.get("CHORUS_HEARTBEAT_SECONDS") or 5)  # the backend's default
+    if value is None:
+        return heartbeat
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError("chorus.torch.elastic.Trainer: stall_seconds must be a number >= 0 "
+                         f"(0: off), got {value!r}")
+    if value > 0 and heartbeat <= 0:
+        raise ValueError("chorus.torch.elastic.Trainer: stall_seconds needs the heartbeat, which "
+                         "CHORUS_HEARTBEAT_SECONDS=0 turned off")
+    return float(value)
 
 
 def _same_buckets(model):

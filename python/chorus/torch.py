@@ -26,6 +26,7 @@ CUDA tensors. On torch 1.13 it is a process group of its own, for CPU tensors on
 """
 
 import collections
+import contextlib
 
 import torch
 import torch.distributed as _dist
@@ -195,6 +196,29 @@ def joiners_waiting(group=None):
     """Replacements (CHORUS_JOIN=1) waiting to join at the group's next shrink(). Reads the
     store, not collective: ranks may see different values, agree before acting on it."""
     return _ext.joiners_waiting(_group(group))
+
+
+def set_stall_timeout(seconds, group=None):
+    """The stall check of the group's communicator: while this rank has waited in a collective
+    for `seconds`, a peer that is alive (its heartbeat fresh) but has been in no collective of
+    the group for as long (its loop stuck outside them: a data loader, say) is declared dead, as
+    a stopped one is after the heartbeat timeout. 0: off (the default). Needs the heartbeat
+    (CHORUS_HEARTBEAT_SECONDS, 5 s by default here). A shrink or join turns it off again.
+    chorus.torch.elastic.Trainer turns it on inside its steps."""
+    _ext.set_stall_timeout(_group(group), float(seconds))
+
+
+@contextlib.contextmanager
+def paused(group=None):
+    """Marks this rank as away from the group's collectives on purpose while the block runs
+    (saving a checkpoint or evaluating alone while the others wait): its peers' stall checks
+    pass it over. The heartbeat still applies (a stopped process is still declared dead)."""
+    backend = _group(group)
+    _ext.set_paused(backend, True)
+    try:
+        yield
+    finally:
+        _ext.set_paused(backend, False)
 
 
 class JobStore:

@@ -87,6 +87,10 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   // It counts as failed from now on (failedRanks(), so shrink() does not wait for it) and the
   // call in progress fails with kPeerFailure naming it (its peers learn why). Never blocks long.
   void declareSilent(int peer, double silentSeconds);
+  // The stall check (trace/heartbeat.h): `peer` is alive but was in no call for `idleSeconds`,
+  // past the stall timeout (Communicator::setStallTimeout), while this rank waited in one. Dealt
+  // with as declareSilent.
+  void declareStalled(int peer, double idleSeconds);
   // Ends this communicator's use before a shrink: waits (until `deadline`) for the calls in
   // flight, then closes its connections cleanly (peers finishing a call still get what this
   // rank owes them); later calls fail with kAborted naming `why`. A communicator already
@@ -163,6 +167,7 @@ struct Communicator::Impl : std::enable_shared_from_this<Communicator::Impl> {
   std::shared_ptr<SilentSink> silentSink_;
   std::string silentReason_;
   void watchHeartbeat();
+  void declareDead(int peer, const std::string& why);
   void unwatchHeartbeat();
   std::string silentReason() const;
 };

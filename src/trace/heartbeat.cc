@@ -15,24 +15,40 @@ namespace {
 // Records read per check at most: beyond this the reads would delay the publishing itself.
 constexpr int kMaxPeersRead = 1024;
 
-// The number after "\"published_us\": " in a one-line record; -1 when absent.
-long long publishedUs(const std::string& text) {
-  static const std::string key = "\"published_us\": ";
+// The number after "\"<key>\": " in a one-line record; -1 when absent.
+long long numberAfter(const std::string& text, const char* name) {
+  const std::string key = std::string("\"") + name + "\": ";
   const size_t at = text.find(key);
   if (at == std::string::npos) return -1;
   return std::strtoll(text.c_str() + at + key.size(), nullptr, 10);
 }
 
-// The time stamp of `peer`'s latest record, or -1 when there is none or the store did not answer.
-long long recordTime(const Subject& subject, int peer) {
+// `peer`'s latest record, or "" when there is none or the store did not answer.
+std::string recordOf(const Subject& subject, int peer) {
   const std::string key = "chorus/progress/" + subject.id + "/" + std::to_string(peer);
   try {
-    if (!subject.rootStore->check({key})) return -1;
+    if (!subject.rootStore->check({key})) return "";
     const Store::Bytes bytes = subject.rootStore->get(key, std::chrono::milliseconds(200));
-    return publishedUs(std::string(bytes.begin(), bytes.end()));
+    return std::string(bytes.begin(), bytes.end());
   } catch (const Error&) {
-    return -1;  // the store is slow or gone: no verdict on the peer from that
+    return "";  // the store is slow or gone: no verdict on the peer from that
   }
+}
+
+long long recordTime(const Subject& subject, int peer) {
+  const std::string text = recordOf(subject, peer);
+  return text.empty() ? -1 : numberAfter(text, "published_us");
+}
+
+// How long a live peer had been in no call when it published `text` (idle, not paused, its last
+// call over that long before): -1 when it was in a call, paused, or the record says too little.
+double idleSecondsOf(const std::string& text) {
+  if (text.find("\"state\": \"idle\"") == std::string::npos) return -1;
+  if (text.find("\"paused\": true") != std::string::npos) return -1;
+  const long long published = numberAfter(text, "published_us");
+  const long long last = numberAfter(text, "last_progress_us");
+  if (published <= 0 || last <= 0 || published < last) return -1;
+  return static_cast<double>(published - last) / 1e6;
 }
 
 }  // namespace
@@ -68,19 +84,36 @@ void checkHeartbeats(Subject& subject, uint64_t nowUs) {
     return;
   }
   const auto limitUs = static_cast<uint64_t>(s.heartbeatSeconds * 1e6);
+  const double stall = subject.stallSeconds.load(std::memory_order_relaxed);
+  const auto stallUs = static_cast<uint64_t>(stall > 0 ? stall * 1e6 : 0);
   EntryCopy pending;
   if (!r.oldestPending(&pending, WallClock::now())) return;
   const uint64_t sinceUs = pending.startedUs != 0 ? pending.startedUs : pending.issuedUs;
-  if (sinceUs == 0 || nowUs < sinceUs + limitUs) return;  // not waiting long enough to judge
+  const bool judgeSilence = sinceUs != 0 && nowUs >= sinceUs + limitUs;
+  // A stall is judged only on a peer that was itself idle that long when it last published, so
+  // a record a period old never makes a peer that just entered the call look stalled.
+  const bool judgeStall =
+      stallUs > 0 && subject.onStalledPeer && sinceUs != 0 && nowUs >= sinceUs + stallUs;
+  if (!judgeSilence && !judgeStall) return;  // not waiting long enough to judge
   subject.reportedSilent.resize(static_cast<size_t>(r.size()));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   for (int peer = 0; peer < r.size(); ++peer) {
     if (peer == r.rank() || subject.reportedSilent[static_cast<size_t>(peer)]) continue;
     if (std::chrono::steady_clock::now() >= deadline) return;  // the rest at the next period
-    const long long published = recordTime(subject, peer);
-    if (published < 0 || nowUs < static_cast<uint64_t>(published) + limitUs) continue;
-    subject.reportedSilent[static_cast<size_t>(peer)] = true;
-    subject.onSilentPeer(peer, static_cast<double>(nowUs - static_cast<uint64_t>(published)) / 1e6);
+    const std::string text = recordOf(subject, peer);
+    const long long published = text.empty() ? -1 : numberAfter(text, "published_us");
+    if (published < 0) continue;
+    if (judgeSilence && nowUs >= static_cast<uint64_t>(published) + limitUs) {
+      subject.reportedSilent[static_cast<size_t>(peer)] = true;
+      subject.onSilentPeer(peer,
+                           static_cast<double>(nowUs - static_cast<uint64_t>(published)) / 1e6);
+      continue;
+    }
+    const double idle = judgeStall ? idleSecondsOf(text) : -1;
+    if (idle >= stall) {
+      subject.reportedSilent[static_cast<size_t>(peer)] = true;
+      subject.onStalledPeer(peer, idle);
+    }
   }
 }
 

@@ -219,7 +219,8 @@ std::string progressJson(const Subject& s) {
   }
   out += ", ";
   json::number(out, "last_progress_us", r.lastProgressUs(clock));
-  out += ", ";
+  out +=
+      s.paused.load(std::memory_order_relaxed) ? ", \"paused\": true, " : ", \"paused\": false, ";
   json::number(out, "published_us", wallMicros());
   out += "}";
   return out;

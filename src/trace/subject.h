@@ -9,6 +9,7 @@
 
 #include <chorus/store.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -40,6 +41,14 @@ struct Subject {
   // service thread, so it must not block), and the peers already reported (service thread only).
   std::function<void(int rank, double silentSeconds)> onSilentPeer;
   std::vector<bool> reportedSilent;
+  // Stall check (heartbeat.h), set at run time (Communicator::setStallTimeout): while this rank
+  // has waited in a call for this many seconds, a live peer that has been in no call for as long
+  // is declared stalled through onStalledPeer (run like onSilentPeer). 0: off. Needs the heartbeat.
+  std::atomic<double> stallSeconds{0};
+  std::function<void(int rank, double idleSeconds)> onStalledPeer;
+  // This rank is away from collectives on purpose (Communicator::setPaused): its record says so,
+  // and its peers' stall checks pass it over.
+  std::atomic<bool> paused{false};
 };
 
 }  // namespace chorus::trace

@@ -187,6 +187,12 @@ class ProcessGroupChorus : public BackendBase {
   // waiting to join it (a store read, not collective).
   MembershipChange membership() const;
   int joinersWaiting() const;
+  // The communicator's stall check and pause flag (chorus::Communicator::setStallTimeout,
+  // setPaused); a shrink or join makes a new communicator, with both off.
+  void setStallTimeout(double seconds) {
+    communicator("set_stall_timeout").setStallTimeout(seconds);
+  }
+  void setPaused(bool paused) { communicator("set_paused").setPaused(paused); }
   // A replacement (CHORUS_JOIN=1): whether its default group still has to join, and the join:
   // waits (within the group's timeout) until the running ranks admit it at a membership
   // change, then takes the rank and size it gets there.

@@ -109,6 +109,19 @@ PYBIND11_MODULE(_torch, m) {
       "Newcomers waiting to join the group at its next membership change (not collective).",
       py::call_guard<py::gil_scoped_release>());
   m.def(
+      "set_stall_timeout",
+      [](const c10::intrusive_ptr<BackendBase>& pg, double seconds) {
+        chorusGroup(pg).setStallTimeout(seconds);
+      },
+      "While this rank waits in a call that long, a live peer in no call for as long is "
+      "declared dead (0: off; needs the heartbeat).");
+  m.def(
+      "set_paused",
+      [](const c10::intrusive_ptr<BackendBase>& pg, bool paused) {
+        chorusGroup(pg).setPaused(paused);
+      },
+      "This rank is away from the collectives on purpose: peers' stall checks pass it over.");
+  m.def(
       "failure",
       [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).failure(); },
       "Why the group's communicator failed (its first error), or '' while it works.");

@@ -1,14 +1,17 @@
 #!/usr/bin/python3
-"""A rank stopped (SIGSTOP) in the middle of a DDP step, caught by the heartbeat:
+"""A rank stopped (SIGSTOP) in the middle of a DDP step, caught by the heartbeat; or (--signal
+stall) a rank alive but stuck before a step (a hung data loader), caught by the stall check:
 
   examples/torch/train_elastic.py on 4 ranks (env://, no launcher to kill anything); rank
   --fail-rank stops itself in step --fail-step's backward. With CHORUS_HEARTBEAT_SECONDS=H the
   survivors must declare it dead and commit the redone step within --bound seconds (H plus
   slack for a loaded machine, far below the group's --timeout, which is what they would wait
   without the heartbeat), and end bit-identical on 3 ranks. Rank 0 then wakes the stopped rank
-  (SIGCONT): it must say that it was removed from the job and exit 4, not hang or go on.
+  (SIGCONT; a stalled one comes back by itself): it must say that it was removed from the job
+  and exit 4, not hang or go on.
 
-    check_stop_heartbeat.py --example PATH [--heartbeat H] [--bound S] [--timeout T]
+    check_stop_heartbeat.py --example PATH [--signal stop|stall] [--heartbeat H] [--bound S]
+                            [--timeout T]
 Exits 77 (skipped) where this torch cannot shrink a group in place.
 """
 
@@ -30,6 +33,7 @@ def main():
     p.add_argument("--fail-rank", type=int, default=2)
     p.add_argument("--fail-step", type=int, default=3)
     p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--signal", choices=["stop", "stall"], default="stop")
     p.add_argument("--heartbeat", type=float, default=2)
     p.add_argument("--bound", type=float, default=15)
     p.add_argument("--timeout", type=float, default=60, help="the group's (collective) timeout")
@@ -44,7 +48,10 @@ def main():
     command = [sys.executable, args.example, "--synthetic", "--batch", "16", "--steps",
                str(args.steps), "--timeout", str(args.timeout), "--log-every", "1000",
                "--fail-rank", str(args.fail_rank), "--fail-step", str(args.fail_step),
-               "--fail-signal", "stop"]
+               "--fail-signal", args.signal]
+    if args.signal == "stall":
+        # Stuck well past the bound, so that only the stall check can let the others go on.
+        command += ["--stall-for", str(args.bound + 3)]
     print("+", " ".join(command), f"(4 ranks, CHORUS_HEARTBEAT_SECONDS={args.heartbeat})",
           flush=True)
     logs = [tempfile.TemporaryFile(mode="w+") for _ in range(4)]
@@ -78,13 +85,14 @@ def main():
                         f"{args.heartbeat} s, group timeout {args.timeout} s)")
     removed = outputs[args.fail_rank]
     for text in [f"rank {args.fail_rank} was removed from the job",
-                 "was declared dead by the survivors"]:
+                 "was declared dead"]:
         if text not in removed:
             failures.append(f"the woken rank's output lacks {text!r}")
     if failures:
         print("check_stop_heartbeat: FAILED: " + "; ".join(failures), file=sys.stderr)
         return 1
-    print(f"stopped rank declared dead and left out: recovered in {found.group(1)} s "
+    print(f"{'stopped' if args.signal == 'stop' else 'stalled'} rank declared dead and left out: "
+          f"recovered in {found.group(1)} s "
           f"(heartbeat {args.heartbeat} s, bound {args.bound} s); the woken rank was told")
     return 0
 
