@@ -199,10 +199,12 @@ def await_replacements(args, trainer, say):
             sys.exit(f"train_elastic: no {args.await_replacements} replacement(s) joined within "
                      f"{args.timeout} s")
         changes = len(trainer.changes)
+        started = time.monotonic()
         if trainer.admit() == 0:
             if len(trainer.changes) > changes:
-                say(f"admission at step {trainer.steps}: the replacement(s) waiting were gone; "
-                    f"going on with {dist.get_world_size()} ranks")
+                say(f"admission at step {trainer.steps}: the replacement(s) waiting were gone "
+                    f"(found so in {time.monotonic() - started:.3f} s); going on with "
+                    f"{dist.get_world_size()} ranks")
                 args.await_replacements = 0  # none to wait for at the end either
                 return
             time.sleep(0.05)

@@ -20,6 +20,7 @@
 #include "core/membership.h"
 
 #include "core/connect.h"
+#include "core/joiner_liveness.h"
 #include "store/compare_set.h"
 #include "store/store_util.h"
 
@@ -223,7 +224,8 @@ bool everyoneConnected(Store& root, const std::string& at, int size, const Deadl
 
 // The decision this participant would take now: the slots registered, then the newcomers
 // waiting, in ticket order. Reads only.
-Decision propose(Store& root, const std::string& at, const std::vector<Member>& base) {
+Decision propose(Store& root, const std::string& at, const std::vector<Member>& base,
+                 double heartbeatSeconds) {
   Decision d;
   for (size_t i = 0; i < base.size(); ++i) {
     if (has(root, at + "reg/" + std::to_string(i))) {
@@ -237,6 +239,8 @@ Decision propose(Store& root, const std::string& at, const std::vector<Member>& 
   for (int64_t t = consumed + 1; t <= issued && has(root, joinerKey(t)); ++t) {
     d.consumedTo = t;
     if (has(root, withdrawnKey(t))) continue;
+    // Died while it waited (its sign of life went stale): passed over, and consumed.
+    if (!joinerAlive(root, t, heartbeatSeconds)) continue;
     d.slots.push_back(-1);
     d.members.push_back({-1, t});
   }
@@ -269,10 +273,30 @@ void apply(Store& root, const Decision& d, uint64_t generation, int attempt,
 
 // Without compare-and-set: the one elected decider writes the decision, after its effects.
 void decide(Store& root, const std::string& at, const std::vector<Member>& base,
-            uint64_t generation, int attempt) {
-  const Decision d = propose(root, at, base);
+            uint64_t generation, int attempt, double heartbeatSeconds) {
+  const Decision d = propose(root, at, base, heartbeatSeconds);
   apply(root, d, generation, attempt, nullptr);
   root.set(at + "decision", bytes(encode(d)));
+}
+
+// Names a member of `members` that is gone by its heartbeat ("" while none is): a rank of the
+// communicator being replaced that `silent` reports, or a newcomer whose sign of life is stale.
+std::function<std::string()> deadMemberOf(Store& root, const std::vector<Member>& members,
+                                          double heartbeat,
+                                          const std::function<std::vector<int>()>& silent) {
+  return [&root, members, heartbeat, silent]() -> std::string {
+    for (int r : silent ? silent() : std::vector<int>{}) {
+      for (const auto& m : members) {
+        if (m.former == r) return "rank " + std::to_string(r) + " of the communicator replaced";
+      }
+    }
+    for (const auto& m : members) {
+      if (m.former < 0 && !joinerAlive(root, m.ticket, heartbeat)) {
+        return "the newcomer with ticket " + std::to_string(m.ticket);
+      }
+    }
+    return "";
+  };
 }
 
 // Attempts from `attempt` on, with `base` the members of its slots; the participant is slot
@@ -286,6 +310,7 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
   // proposal stands: no elected decider can die between winning and writing. Without it (TCP,
   // file), one participant elected by a counter decides.
   store::ComparesAndSets* const cas = store::compareSetOf(*root);
+  const double heartbeat = options.trace.heartbeatSeconds;
   std::string lastFailure;
   for (;; ++attempt) {
     const std::string at = attemptKey(generation, attempt);
@@ -297,11 +322,17 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
         if (d >= 0 && d < static_cast<int>(base.size())) deadSlots[static_cast<size_t>(d)] = true;
       }
       std::function<void(std::vector<bool>&)> markSilent;
-      if (silent) {
+      if (silent || heartbeat > 0) {
         markSilent = [&](std::vector<bool>& dead) {
-          for (int r : silent()) {
+          for (int r : silent ? silent() : std::vector<int>{}) {
             for (size_t i = 0; i < base.size(); ++i) {
               if (base[i].former == r && base[i].former >= 0) dead[i] = true;
+            }
+          }
+          // A newcomer admitted by the attempt before, dead since.
+          for (size_t i = 0; i < base.size(); ++i) {
+            if (base[i].former < 0 && !joinerAlive(*root, base[i].ticket, heartbeat)) {
+              dead[i] = true;
             }
           }
         };
@@ -311,12 +342,13 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
       if (cas != nullptr && !has(*root, at + "decision")) {
         awaitReplacements(*root, at, static_cast<int>(base.size()), halfway(deadline));
         if (!has(*root, at + "decision")) {
-          cas->compareSet(at + "decision", std::nullopt, bytes(encode(propose(*root, at, base))));
+          cas->compareSet(at + "decision", std::nullopt,
+                          bytes(encode(propose(*root, at, base, heartbeat))));
         }
       } else if (cas == nullptr && !has(*root, at + "decision") &&
                  root->add(at + "decider", 1) == 1) {
         awaitReplacements(*root, at, static_cast<int>(base.size()), halfway(deadline));
-        decide(*root, at, base, generation, attempt);
+        decide(*root, at, base, generation, attempt, heartbeat);
       }
     }
     Decision d;
@@ -350,8 +382,25 @@ Outcome runAttempts(const std::shared_ptr<Store>& root, uint64_t generation, int
     if (!has(*root, attemptKey(generation, attempt + 1) + "decision")) {
       std::unique_ptr<CommunicatorImpl> impl;
       try {
-        impl = connectScopedBy(makePrefixStore(at + "comm", root), route, me, size, options,
-                               twoThirds(deadline));
+        // A member that died after the decision (a replacement that never connects, a rank
+        // whose heartbeat stopped) fails the connection at once, not at the deadline.
+        // A newcomer publishes its address first thing when it connects: a survivor waits for
+        // the newcomers' addresses through the watched store, which finds a dead one before
+        // the accept that would wait for it. (Survivors do not wait so for one another: each
+        // publishes its own address only once it connects.)
+        auto watched = watchingMembers(makePrefixStore(at + "comm", root),
+                                       deadMemberOf(*root, d.members, heartbeat, silent));
+        const Deadline connectBy = twoThirds(deadline);
+        if (heartbeat > 0 && d.members[static_cast<size_t>(me)].former >= 0) {
+          std::vector<std::string> newcomers;
+          for (int r = 0; r < size; ++r) {
+            if (d.members[static_cast<size_t>(r)].former < 0) {
+              newcomers.push_back("addr/" + std::to_string(r));
+            }
+          }
+          if (!newcomers.empty()) watched->wait(newcomers, left(connectBy));
+        }
+        impl = connectScopedBy(watched, route, me, size, options, connectBy);
         root->set(at + "connected/" + std::to_string(me), bytes("1"));
       } catch (const Error& e) {
         lastFailure = "attempt " + std::to_string(attempt) + " failed (" + e.what() + ")";
@@ -418,18 +467,32 @@ int64_t enqueueJoiner(Store& root) {
 
 std::pair<uint64_t, int> awaitAdmission(Store& root, int64_t ticket, const Deadline& deadline) {
   Store::Bytes v;
-  try {
-    v = root.get(admittedKey(ticket), left(deadline));
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::kTimeout) throw;
-    root.set(withdrawnKey(ticket), bytes("timed out"));
-    // Admitted meanwhile after all: go on.
-    if (!has(root, admittedKey(ticket))) {
-      throw Error(ErrorCode::kTimeout,
-                  "no membership change admitted newcomer ticket " + std::to_string(ticket) +
-                      " in time (do the ranks of the job call shrink()?): " + e.what());
+  for (;;) {
+    // Consumed without an admission: a decision passed this newcomer over (its sign of life was
+    // stale when the running ranks decided). Decisions write admissions before they consume.
+    if (root.add(kConsumedKey, 0) >= ticket && !has(root, admittedKey(ticket)) &&
+        !has(root, withdrawnKey(ticket))) {
+      throw Error(ErrorCode::kPeerFailure,
+                  "newcomer ticket " + std::to_string(ticket) +
+                      " was passed over by a membership change: the running ranks found its "
+                      "heartbeat (joiner_seen) older than the heartbeat timeout");
     }
-    v = root.get(admittedKey(ticket), std::chrono::seconds(5));
+    try {
+      v = root.get(admittedKey(ticket), std::chrono::milliseconds(deadline.remainingMs(1000)));
+      break;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kTimeout) throw;
+      if (!deadline.expired()) continue;
+      root.set(withdrawnKey(ticket), bytes("timed out"));
+      // Admitted meanwhile after all: go on.
+      if (!has(root, admittedKey(ticket))) {
+        throw Error(ErrorCode::kTimeout,
+                    "no membership change admitted newcomer ticket " + std::to_string(ticket) +
+                        " in time (do the ranks of the job call shrink()?): " + e.what());
+      }
+      v = root.get(admittedKey(ticket), std::chrono::seconds(5));
+      break;
+    }
   }
   std::istringstream in(text(v));
   uint64_t generation = 0;
@@ -444,11 +507,13 @@ Outcome agreeAsNewcomer(const std::shared_ptr<Store>& root, uint64_t generation,
   return runAttempts(root, generation, attempt, {}, -1, ticket, {}, options, route, deadline);
 }
 
-int joinersWaiting(Store& root) {
+int joinersWaiting(Store& root, double heartbeatSeconds) {
   const int64_t consumed = root.add(kConsumedKey, 0);
   const int64_t issued = root.add(kTicketsKey, 0);
   int waiting = 0;
-  for (int64_t t = consumed + 1; t <= issued; ++t) waiting += !has(root, withdrawnKey(t));
+  for (int64_t t = consumed + 1; t <= issued; ++t) {
+    waiting += !has(root, withdrawnKey(t)) && joinerAlive(root, t, heartbeatSeconds);
+  }
   return waiting;
 }
 

@@ -56,15 +56,18 @@ Outcome agree(const std::shared_ptr<Store>& root, uint64_t generation, int oldSi
 
 // A newcomer takes a ticket and waits for the agreement that admits it: returns its generation
 // and the attempt (as "generation attempt"); throws Error(kTimeout) at the deadline, and then
-// withdraws the ticket.
+// withdraws the ticket, or Error(kPeerFailure) when a decision passed it over (its sign of life,
+// joiner_liveness.h, was stale). Decisions (with the heartbeat on) leave out newcomers whose
+// sign of life is stale.
 int64_t enqueueJoiner(Store& root);
 std::pair<uint64_t, int> awaitAdmission(Store& root, int64_t ticket, const Deadline& deadline);
 Outcome agreeAsNewcomer(const std::shared_ptr<Store>& root, uint64_t generation, int attempt,
                         int64_t ticket, const Options& options, const std::string& route,
                         const Deadline& deadline);
 
-// Newcomers registered and not admitted yet.
-int joinersWaiting(Store& root);
+// Newcomers registered and not admitted yet, less those whose sign of life is older than
+// heartbeatSeconds (joiner_liveness.h; none left out when it is 0).
+int joinersWaiting(Store& root, double heartbeatSeconds = 0);
 
 // Test hook: called with the participant's rank (or -1 for a newcomer) right after it
 // registered for an attempt; a throw there makes that participant vanish mid-agreement.

@@ -1,6 +1,7 @@
 // Membership changes: Communicator::shrink, join and their queries (docs/fault-tolerance.md).
 // The agreement itself is in membership.cc.
 #include "core/connect.h"
+#include "core/joiner_liveness.h"
 #include "core/library_version.h"
 #include "core/membership.h"
 #include "trace/clock.h"
@@ -99,7 +100,7 @@ std::vector<int> Communicator::formerRanks() const {
 
 int Communicator::joinersWaiting() const {
   if (!impl_->elastic || !impl_->rootStore) return 0;
-  return membership::joinersWaiting(*impl_->rootStore);
+  return membership::joinersWaiting(*impl_->rootStore, impl_->options.trace.heartbeatSeconds);
 }
 
 std::unique_ptr<Communicator> Communicator::shrink() {
@@ -168,6 +169,8 @@ std::unique_ptr<Communicator> Communicator::joinVia(std::shared_ptr<Store> store
   transport::printInitLine(options, -1, 0, libraryVersion());
   const int64_t ticket = membership::enqueueJoiner(*store);
   const std::string where = "join (newcomer ticket " + std::to_string(ticket) + ")";
+  // Its sign of life until it is in: the running ranks neither admit nor wait for it once dead.
+  const membership::JoinerBeat beat(store, ticket, options.trace.heartbeatSeconds);
   membership::Outcome out;
   uint64_t generation = 0;
   try {
