@@ -14,6 +14,10 @@ parameters (exit status 3 if not).
 --eval-every K evaluates the test set every K steps (each rank its own replica, on its share of
 the test set: with localsgd and diloco choose K a multiple of H to see the synchronised model) and
 prints "step S: test accuracy A % after T s of training"; T leaves the evaluations out.
+--elastic (chorus-run --elastic, localsgd or diloco): lost ranks are survived and replacements
+admitted (chorus.torch.elastic.AsyncTrainer); --fail-rank R --fail-step S [--fail-signal
+kill|stop] makes rank R die inside a synchronisation at step S, first life only (async_elastic.py).
+
 --target-accuracy A prints when the first evaluation reaches A ("target accuracy 85.00 % reached
 at step S after T s of training"; --stop-at-target ends the run there). --results FILE.json
 (rank 0) holds the run's settings, the evaluations, the summary and the wrappers' divergence
@@ -32,6 +36,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import async_elastic
 import fashion_mnist
 import models
 import train_ddp
@@ -76,7 +81,9 @@ def parse_args():
     p.add_argument("--results", metavar="JSON",
                    help="rank 0 writes the settings, evaluations, summary and divergence history")
     p.add_argument("--log-every", type=int, default=100)
+    async_elastic.add_args(p)
     args = p.parse_args()
+    async_elastic.check_args(p, args)
     if args.compress != "none" and args.mode in ("delayed", "localsgd"):
         p.error(f"--compress {args.compress}: for --mode sync or diloco only")
     if args.eval_every < 0:
@@ -133,6 +140,19 @@ def main():
         opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    if args.elastic:  # rank 0 may change: say asks each time
+        def say(text):
+            if dist.get_rank() == 0:
+                print(text, flush=True)
+
+        say(f"train_async: {world} ranks, elastic, {args.model}, mode {args.mode} H="
+            f"{args.sync_every}, compress {args.compress}, fragments {args.fragments}"
+            f"{' overlapped' if args.overlap else ''}, {args.optimizer} lr {args.lr}, batch "
+            f"{args.batch} per rank, {'synthetic data' if args.synthetic else args.data}")
+        trainer, elapsed = async_elastic.train(
+            args, model, opt, lambda: make_trainer(args, model, opt, world, say)[3], train_set,
+            say)
+        async_elastic.finish(args, model, trainer, elapsed, test_set, say)
     module, step, sent, wrapper = make_trainer(args, model, opt, world, say)
     say(f"train_async: {world} ranks, backend {args.backend}, {args.model}, mode {args.mode}"
         + (f" H={args.sync_every}" if args.mode in ("localsgd", "diloco") else "")
