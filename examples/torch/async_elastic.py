@@ -3,21 +3,24 @@ survives a lost rank and admits replacements (chorus-run --elastic).
 
 Rank --fail-rank dies (SIGKILL, or SIGSTOP with --fail-signal stop) inside the first
 synchronisation of step --fail-step or later, first life only: it starts the synchronisation's
-collective (a fragment's launch, an average, a divergence check) and dies while its peers are
-in it. The survivors put back the state from before that synchronisation, shrink the group and
+collective (a fragment's launch, an average, a divergence check; --fail-collective K: the K-th
+of that step) and dies while its peers are in it. The survivors put back the state from before that synchronisation, shrink the group and
 redo it among themselves; with restarts left, chorus-run starts a replacement, which joins at
 the next admission (--admit-every steps, at a synchronising step) and takes the model, inner and
 outer optimizer state and the wrapper's state from a peer. The policy for the new size is
 train_elastic.py's: batch per rank unchanged, inner learning rate scaled by the number of
 ranks, the rest of the epoch dealt among the ranks there are.
 
-For the tests: --save-at-failure DIR (each survivor saves its state, put back to before the
-failed synchronisation, as DIR/rank<R>.pt) and --resume DIR (a run on the survivors' number of
-ranks, from those files: it redoes that synchronisation and goes on) give a run that saw the
-same membership sequence; --save PATH keeps rank 0's final parameters.
+For the tests: --save-at-failure DIR (each rank saves its state as the synchronisation that the
+failure is in begins, as DIR/rank<R>.pt) and --check-reference (after the elastic run, on the
+survivors' group in the same job: a run from the survivors' saved states, which does that
+synchronisation among them and goes on, without failure) give a run that saw the same membership
+sequence; the parameters of the two are compared bit for bit ("reference: ..."). --save PATH
+keeps rank 0's final parameters.
 """
 
-import glob
+import copy
+
 import os
 import signal
 import sys
@@ -40,6 +43,8 @@ def add_args(p):
     g.add_argument("--fail-step", type=int, default=-1,
                    help="... in the first synchronisation at this step or later")
     g.add_argument("--fail-signal", choices=["kill", "stop"], default="kill")
+    g.add_argument("--fail-collective", type=int, default=0, metavar="K",
+                   help="... at the K-th collective (from 0) the wrapper starts in that step")
     g.add_argument("--admit-every", type=int, default=10,
                    help="look for replacements waiting every this many steps")
     g.add_argument("--await-at", type=int, default=-1, metavar="STEP",
@@ -47,7 +52,7 @@ def add_args(p):
     g.add_argument("--await-replacements", type=int, default=0,
                    help="wait (up to --timeout) until this many have joined")
     g.add_argument("--save-at-failure", metavar="DIR", help=argparse_suppress())
-    g.add_argument("--resume", metavar="DIR", help=argparse_suppress())
+    g.add_argument("--check-reference", action="store_true", help=argparse_suppress())
     g.add_argument("--save", metavar="PATH", help="rank 0 saves the final state_dict here")
 
 
@@ -59,15 +64,61 @@ def argparse_suppress():
 
 def check_args(p, args):
     if not args.elastic:
-        if args.fail_rank or args.resume or args.save_at_failure or args.await_replacements:
-            p.error("--fail-rank, --resume, --save-at-failure, --await-replacements: with "
-                    "--elastic only")
+        if args.fail_rank or args.save_at_failure or args.await_replacements:
+            p.error("--fail-rank, --save-at-failure, --await-replacements: with --elastic only")
         return
     if args.backend != "chorus" or args.mode not in ("localsgd", "diloco"):
         p.error("--elastic: with --backend chorus and --mode localsgd or diloco")
     if args.eval_every or args.metrics or args.results:
         p.error("--elastic: without --eval-every, --metrics and --results")
+    if args.check_reference and not args.save_at_failure:
+        p.error("--check-reference needs --save-at-failure DIR")
+    args.resume = None  # check_reference's run: the saved states' files
     args.admit_delay = 0  # train_elastic.await_replacements reads it
+
+
+def main(args, build, train_set, test_set):
+    """The elastic run (build(say) gives a model, its optimizer and the wrapper's maker); exits
+    with finish()'s status."""
+    def say(text):  # rank 0 may change
+        if dist.get_rank() == 0:
+            print(text, flush=True)
+
+    model, opt, make_wrapper = build(say)
+    say(f"train_async: {dist.get_world_size()} ranks, elastic, {args.model}, mode {args.mode} "
+        f"H={args.sync_every}, compress {args.compress}, fragments {args.fragments}"
+        f"{' overlapped' if args.overlap else ''}, {args.optimizer} lr {args.lr}, batch "
+        f"{args.batch} per rank, {'synthetic data' if args.synthetic else args.data}")
+    trainer, elapsed = train(args, model, opt, make_wrapper, train_set, say)
+    if args.check_reference:
+        check_reference(args, build, train_set, model, trainer, say)
+    finish(args, model, trainer, elapsed, test_set, say)
+
+
+def check_reference(args, build, train_set, model, trainer, say):
+    """The run from the survivors' saved states, on their group: its parameters must be those
+    of the elastic run, bit for bit (exit status 5 if not)."""
+    if len(trainer.changes) != 1 or not trainer.changes[0].lost_ranks:
+        say(f"reference: expected one membership change, a loss; got {trainer.changes}")
+        sys.exit(5)
+    ref = copy.copy(args)  # the survivors' saved states, each rank its own
+    ref.resume = [os.path.join(args.save_at_failure, f"rank{r}.pt")
+                  for r in trainer.changes[0].former_ranks]
+    ref.save_at_failure, ref.fail_rank, ref.await_replacements, ref.await_at = None, [], 0, -1
+    ref_model, ref_opt, make_wrapper = build(lambda text: None)
+    train(ref, ref_model, ref_opt, make_wrapper, train_set, lambda text: None)
+    before = torch.load(ref.resume[dist.get_rank()], weights_only=False)["trainer"]["model"]
+    got, want = model.state_dict(), ref_model.state_dict()
+    bad = torch.tensor([sum(not torch.equal(got[k], want[k]) for k in got),
+                        all(torch.equal(got[k], before[k]) for k in got)], dtype=torch.int64)
+    dist.all_reduce(bad)
+    if bad[0] or bad[1]:
+        say(f"reference: the parameters differ from the run from the saved states in "
+            f"{int(bad[0])} tensor(s) over the ranks; {int(bad[1])} rank(s) did not train after "
+            "the failure")
+        sys.exit(5)
+    say(f"reference: parameters bit-identical to a {dist.get_world_size()}-rank run from the "
+        "survivors' states before the failed synchronisation")
 
 
 def arm_failure(args, trainer, store):
@@ -77,13 +128,16 @@ def arm_failure(args, trainer, store):
     if not first_life or dist.get_rank() not in args.fail_rank or args.fail_step < 0:
         return
     sig = signal.SIGKILL if args.fail_signal == "kill" else signal.SIGSTOP
-    done = []
+    seen = {}  # step: the wrapper's collectives started in it
 
     def failing(collective):
         def call(*a, **kw):
-            if done or trainer.steps < args.fail_step:
+            if trainer.steps < args.fail_step or "done" in seen:
                 return collective(*a, **kw)
-            done.append(True)
+            seen[trainer.steps] = seen.get(trainer.steps, -1) + 1
+            if seen[trainer.steps] != args.fail_collective:
+                return collective(*a, **kw)
+            seen["done"] = True
             store.set(FAIL_PID_KEY, str(os.getpid()))
             store.set(FAIL_TIME_KEY, repr(time.time()))
             work = collective(*a, **dict(kw, async_op=True))
@@ -100,31 +154,28 @@ def arm_failure(args, trainer, store):
 
 
 def save_at_failure(args, trainer):
-    """--save-at-failure: each survivor saves its state (put back to before the failed
-    synchronisation) when the first membership change after a failure begins."""
+    """--save-at-failure: each rank saves its state as the first synchronisation at step
+    --fail-step or later begins (the one the failure is in), before anything of it is done."""
     if not args.save_at_failure or os.environ.get("CHORUS_RESTART", "0") != "0":
         return
-    change = trainer._change
+    transaction = trainer._transaction
 
-    def saving(cause, error):
-        if cause is not None and not trainer.changes:
-            torch.save({"trainer": trainer._state(), "world": dist.get_world_size()},
-                       os.path.join(args.save_at_failure, f"rank{dist.get_rank()}.pt"))
-        return change(cause, error)
+    def saving(sync):
+        if trainer.steps >= args.fail_step and not trainer.changes:
+            path = os.path.join(args.save_at_failure, f"rank{dist.get_rank()}.pt")
+            if not os.path.exists(path):
+                torch.save({"trainer": trainer._state(), "world": dist.get_world_size()}, path)
+        return transaction(sync)
 
-    trainer._change = saving
+    trainer._transaction = saving
 
 
 def resume(args, trainer, opt):
-    """--resume: this rank takes the state of the survivor of its rank (in their order), the
-    policy's learning rate for the new size, and redoes the failed synchronisation."""
-    files = sorted(glob.glob(os.path.join(args.resume, "rank*.pt")),
-                   key=lambda f: int(os.path.basename(f)[4:-3]))
-    if len(files) != dist.get_world_size():
-        sys.exit(f"train_async: --resume {args.resume}: {len(files)} saved states for "
-                 f"{dist.get_world_size()} ranks")
-    saved = torch.load(files[dist.get_rank()], weights_only=False)
-    trainer._load(saved["trainer"], files[dist.get_rank()])
+    """The run from --save-at-failure's states (args.resume: one file per rank now, in rank
+    order): the policy's learning rate for the new size, then the failed synchronisation
+    again."""
+    saved = torch.load(args.resume[dist.get_rank()], weights_only=False)
+    trainer._load(saved["trainer"], args.resume[dist.get_rank()])
     set_lr(opt, opt.param_groups[0]["lr"] * dist.get_world_size() / saved["world"])
     w = trainer.wrapper
     trainer._transaction(lambda: w._sync(trainer._check_due()))

@@ -135,24 +135,18 @@ def main():
 
     torch.manual_seed(args.seed)
     train_set, test_set = train_ddp.load_data(args)
-    model = models.MODELS[args.model]()
-    if args.optimizer == "adam":
-        opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    if args.elastic:  # rank 0 may change: say asks each time
-        def say(text):
-            if dist.get_rank() == 0:
-                print(text, flush=True)
 
-        say(f"train_async: {world} ranks, elastic, {args.model}, mode {args.mode} H="
-            f"{args.sync_every}, compress {args.compress}, fragments {args.fragments}"
-            f"{' overlapped' if args.overlap else ''}, {args.optimizer} lr {args.lr}, batch "
-            f"{args.batch} per rank, {'synthetic data' if args.synthetic else args.data}")
-        trainer, elapsed = async_elastic.train(
-            args, model, opt, lambda: make_trainer(args, model, opt, world, say)[3], train_set,
-            say)
-        async_elastic.finish(args, model, trainer, elapsed, test_set, say)
+    def build(say):  # a model, its optimizer and what makes the wrapper
+        model = models.MODELS[args.model]()
+        if args.optimizer == "adam":
+            opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+        else:
+            opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+        return model, opt, lambda: make_trainer(args, model, opt, world, say)[3]
+
+    if args.elastic:
+        async_elastic.main(args, build, train_set, test_set)
+    model, opt, _ = build(say)
     module, step, sent, wrapper = make_trainer(args, model, opt, world, say)
     say(f"train_async: {world} ranks, backend {args.backend}, {args.model}, mode {args.mode}"
         + (f" H={args.sync_every}" if args.mode in ("localsgd", "diloco") else "")
