@@ -181,6 +181,47 @@ def resume(args, trainer, opt):
     trainer._transaction(lambda: w._sync(trainer._check_due()))
 
 
+def state_digests(trainer):
+    """(hash of what every rank shares: step, committed synchronisations, data position and,
+    for DiLoCo, the anchor and outer momentum; hash of this rank's whole state: that and the
+    parameters, the inner optimizer's state, the error feedback, the fragments in flight)."""
+    from chorus.async_training import state_hash
+
+    w = trainer.wrapper
+    state = trainer._state()
+    shared = [torch.tensor([trainer.steps, trainer.commits, *state["state"].values()])]
+    if hasattr(w, "anchor"):
+        shared += list(w.anchor) + tensors_of(state["wrapper"]["outer"])
+    own = list(w.params) + tensors_of(state["optimizer"]) + tensors_of(state["wrapper"])
+    return state_hash(shared), state_hash(shared + own)
+
+
+def tensors_of(value):
+    """The tensors in a nested state, in a fixed order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for k in sorted(value, key=str) for t in tensors_of(value[k])]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors_of(v)]
+    return []
+
+
+def check_admission(trainer, change, say):
+    """Collective, right after replacements were admitted: every rank shares the same step,
+    data position, anchor and outer momentum, and each replacement's whole state is its
+    source's (the first rank, which every replacement takes its state from)."""
+    mine = torch.tensor(state_digests(trainer), dtype=torch.int64)
+    every = torch.zeros(dist.get_world_size(), 2, dtype=torch.int64)
+    dist.all_gather_into_tensor(every, mine)
+    joined = [r for r, f in enumerate(change.former_ranks) if f < 0]
+    if any(every[:, 0] != every[0, 0]) or any(every[r, 1] != every[0, 1] for r in joined):
+        say(f"replacement: its state differs from rank 0's (digests {every.tolist()})")
+        sys.exit(6)
+    say(f"replacement(s) {joined}: whole state identical to rank 0's (model, inner and outer "
+        "optimizer, wrapper, step, data position)")
+
+
 def train(args, model, opt, make_wrapper, train_set, say):
     """The training loop under AsyncTrainer; returns (trainer, seconds)."""
     import chorus.torch
@@ -191,14 +232,21 @@ def train(args, model, opt, make_wrapper, train_set, say):
     plan = Plan(len(x_all), args)
     changes = []
 
+    held = []  # the trainer, once made
+
     def on_change(change):
         set_lr(opt, opt.param_groups[0]["lr"] * change.size / change.previous_size)
         changes.append(change)
+        if held and -1 in change.former_ranks:
+            check_admission(held[0], change, say)
 
     # In a replacement (chorus-run --elastic restarted a lost rank) the wrapper makes no
     # collective; the trainer joins the job and takes the state from a peer.
     trainer = elastic.AsyncTrainer(make_wrapper(), on_change=on_change, state=plan,
                                    admit_every=args.admit_every)
+    held.append(trainer)
+    if trainer.changes:  # a replacement, just admitted (the others check in on_change)
+        check_admission(trainer, trainer.changes[-1], say)
     if args.resume:
         resume(args, trainer, opt)
         plan.commit(dist.get_world_size())

@@ -15,8 +15,9 @@ membership:
      step), and the averages divided by the new size from then on.
 
 With --replacement, one launch instead: chorus-run restarts the killed rank, the replacement
-joins (the survivors wait for it at --await-at) and takes the state from a peer, and the 4 ranks
-end bit-identical.
+joins (the survivors wait for it at --await-at) and takes the state from a peer (its whole state,
+hashed, must then be rank 0's, and the state every rank shares the same everywhere), and the 4
+ranks end bit-identical.
 
     check_async_kill.py --chorus-run PATH --example PATH --mode localsgd|diloco [--replacement]
 Exits 77 (skipped) where this torch cannot shrink a group in place.
@@ -82,6 +83,7 @@ def main():
         run([args.chorus_run, "-n", "4", "--elastic", "--max-restarts", "1", "--", py] + common
             + fail + ["--admit-every", "1", "--await-replacements", "1", "--await-at", "10"],
             100, lost + ["3 -> 4 ranks (1 replacement(s) joined) at step 10",
+                         "replacement(s) [3]: whole state identical to rank 0's",
                          "parameters: bit-identical on all 4 ranks"])
         return 0
     with tempfile.TemporaryDirectory() as saved:
