@@ -1,5 +1,6 @@
-"""train_async.py --elastic: local SGD or DiLoCo under chorus.torch.elastic.AsyncTrainer, which
-survives a lost rank and admits replacements (chorus-run --elastic).
+"""train_async.py --elastic: delayed updates, local SGD or DiLoCo under
+chorus.torch.elastic.AsyncTrainer, which survives a lost rank and admits replacements
+(chorus-run --elastic).
 
 Rank --fail-rank dies (SIGKILL, or SIGSTOP with --fail-signal stop) inside the first
 synchronisation of step --fail-step or later, first life only: it starts the synchronisation's
@@ -67,8 +68,8 @@ def check_args(p, args):
         if args.fail_rank or args.save_at_failure or args.await_replacements:
             p.error("--fail-rank, --save-at-failure, --await-replacements: with --elastic only")
         return
-    if args.backend != "chorus" or args.mode not in ("localsgd", "diloco"):
-        p.error("--elastic: with --backend chorus and --mode localsgd or diloco")
+    if args.backend != "chorus" or args.mode == "sync":
+        p.error("--elastic: with --backend chorus and --mode delayed, localsgd or diloco")
     if args.eval_every or args.metrics or args.results:
         p.error("--elastic: without --eval-every, --metrics and --results")
     if args.check_reference and not args.save_at_failure:
@@ -177,8 +178,7 @@ def resume(args, trainer, opt):
     saved = torch.load(args.resume[dist.get_rank()], weights_only=False)
     trainer._load(saved["trainer"], args.resume[dist.get_rank()])
     set_lr(opt, opt.param_groups[0]["lr"] * dist.get_world_size() / saved["world"])
-    w = trainer.wrapper
-    trainer._transaction(lambda: w._sync(trainer._check_due()))
+    trainer._transaction(trainer._sync)
 
 
 def state_digests(trainer):

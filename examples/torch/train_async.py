@@ -14,9 +14,10 @@ parameters (exit status 3 if not).
 --eval-every K evaluates the test set every K steps (each rank its own replica, on its share of
 the test set: with localsgd and diloco choose K a multiple of H to see the synchronised model) and
 prints "step S: test accuracy A % after T s of training"; T leaves the evaluations out.
---elastic (chorus-run --elastic, localsgd or diloco): lost ranks are survived and replacements
-admitted (chorus.torch.elastic.AsyncTrainer); --fail-rank R --fail-step S [--fail-signal
-kill|stop] makes rank R die inside a synchronisation at step S, first life only (async_elastic.py).
+--elastic (chorus-run --elastic; delayed, localsgd or diloco): lost ranks are survived and
+replacements admitted (chorus.torch.elastic.AsyncTrainer); --fail-rank R --fail-step S
+[--fail-signal kill|stop] makes rank R die inside a synchronisation at step S, first life only
+(async_elastic.py).
 
 --target-accuracy A prints when the first evaluation reaches A ("target accuracy 85.00 % reached
 at step S after T s of training"; --stop-at-target ends the run there). --results FILE.json

@@ -1,5 +1,5 @@
-"""LocalSGD and DiLoCo (chorus.async_training) that survive a lost rank, without a restart:
-``chorus.torch.elastic.AsyncTrainer`` (docs/python.md, "Surviving a lost rank")::
+"""chorus.async_training's wrappers (LocalSGD, DiLoCo, DelayedUpdates) surviving a lost rank,
+without a restart: ``chorus.torch.elastic.AsyncTrainer`` (docs/python.md, "Surviving a lost rank")::
 
     dist.init_process_group("chorus")            # in a replacement: joins the running job
     model = Net(); opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -12,7 +12,8 @@
 
 The inner steps make no collective; every step that synchronises (LocalSGD's average, DiLoCo's
 outer step of the fragments due, the completion of fragments launched at the step before, a
-divergence check, the final synchronize()) is a transaction: the wrapper's state (parameters,
+divergence check, the final synchronize(); with DelayedUpdates every step, see _Delayed) is a
+transaction: the wrapper's state (parameters,
 anchor, outer momentum, error feedback, fragments in flight, divergence history) is copied
 first, and a one-integer commit vote ends it. When a rank is lost during it, every survivor
 puts that state back (no partial average is applied), the default group shrinks, the wrapper's
@@ -42,10 +43,10 @@ _vote_all_reduce = dist.all_reduce
 
 
 class AsyncTrainer:
-    """Runs a LocalSGD or DiLoCo wrapper on the default chorus group, surviving lost ranks and
-    admitting replacements (see the module's doc).
+    """Runs a chorus.async_training wrapper on the default chorus group, surviving lost ranks
+    and admitting replacements (see the module's doc).
 
-    wrapper: chorus.async_training.LocalSGD or DiLoCo on the default group (group=None), made
+    wrapper: LocalSGD, DiLoCo or DelayedUpdates on the default group (group=None), made
     before any step (in a replacement its constructor makes no collective; the state comes
     from a peer, its configuration checked against the peer's).
     on_change(change), state, admit_every: as chorus.torch.elastic.Trainer's (on_change runs on
@@ -55,10 +56,10 @@ class AsyncTrainer:
     """
 
     def __init__(self, wrapper, on_change=None, state=None, admit_every=10):
-        if not isinstance(wrapper, (_at.LocalSGD, _at.DiLoCo)):
+        if not isinstance(wrapper, (_at.LocalSGD, _at.DiLoCo, _at.DelayedUpdates)):
             raise TypeError("chorus.torch.elastic.AsyncTrainer takes a chorus.async_training "
-                            f"LocalSGD or DiLoCo wrapper, got {type(wrapper).__name__} "
-                            "(DelayedUpdates: not supported yet)")
+                            f"wrapper (LocalSGD, DiLoCo, DelayedUpdates), got "
+                            f"{type(wrapper).__name__}")
         if wrapper.group is not None:
             raise ValueError("chorus.torch.elastic.AsyncTrainer: the wrapper's group must be the "
                              "default group (only it can shrink in place)")
@@ -82,6 +83,7 @@ class AsyncTrainer:
         self.changes = []  # every Change so far
         self.commits = 0  # committed synchronisations
         self._diloco = isinstance(wrapper, _at.DiLoCo)
+        self._delayed = _Delayed(wrapper) if isinstance(wrapper, _at.DelayedUpdates) else None
         if self._diloco:
             wrapper._deferred = []  # overlapped launches: after the vote (_launch_deferred)
         self._vote = torch.zeros(2, dtype=torch.int64)
@@ -109,18 +111,24 @@ class AsyncTrainer:
         loss = loss_fn()
         loss.backward()
         w.step_count += 1
-        w._step()  # the inner step: no collective
-        if self._check_due() or self._sync_due():
-            # After a change, a rank behind may hold a peer's state, of another step: the
-            # check is decided again for each try.
-            self._transaction(lambda: w._sync(self._check_due()))
+        if self._delayed:
+            self._delayed.gradients()  # sent after this step's vote
+        else:
+            w._step()  # the inner step: no collective
+        if self._delayed or self._check_due() or self._sync_due():
+            self._transaction(self._sync)
         return loss
 
     def synchronize(self):
         """Collective: the wrapper's final synchronize() as a transaction (redone among the
         survivors after a lost rank). Returns the parameters' hash."""
         out = []
-        self._transaction(lambda: out.append(self.wrapper.synchronize()))
+
+        def sync():
+            self._drain()  # DelayedUpdates: the last average is waited for, never applied
+            out.append(self.wrapper.synchronize())
+
+        self._transaction(sync)
         return out[-1]
 
     def admit(self):
@@ -135,6 +143,13 @@ class AsyncTrainer:
         return self.changes[-1].former_ranks.count(-1)
 
     # --- transactions -----------------------------------------------------------------------
+    def _sync(self):
+        """A transaction's work. After a change a rank behind may hold a peer's state, of
+        another step: what is due is decided again for each try."""
+        if self._delayed:
+            self._delayed.apply_previous()
+        self.wrapper._sync(self._check_due())
+
     def _check_due(self):
         w = self.wrapper
         return bool(w.check_every) and w.step_count % w.check_every == 0
@@ -181,6 +196,8 @@ class AsyncTrainer:
         w = self.wrapper
         s = {"params": [p.detach().clone() for p in w.params], "history": len(w.history),
              "divergence": w.divergence, "step": w.step_count}
+        if self._delayed:
+            s["delayed"] = self._delayed.snapshot()
         if self._diloco:
             s.update(anchor=[a.detach().clone() for a in w.anchor],
                      outer=copy.deepcopy(w.outer_optimizer.state_dict()),
@@ -195,6 +212,8 @@ class AsyncTrainer:
                 p.copy_(saved)
         del w.history[s["history"]:]
         w.divergence, w.step_count = s["divergence"], s["step"]
+        if self._delayed:
+            self._delayed.restore(s["delayed"])
         if self._diloco:
             with torch.no_grad():
                 for a, saved in zip(w.anchor, s["anchor"]):
@@ -210,6 +229,8 @@ class AsyncTrainer:
         """Launches again, on the group as it is now, the fragments in flight whose collective
         was lost with a membership change, from their launch-time parameters and error
         feedback: every rank sends what it sent the first time."""
+        if self._delayed:
+            self._delayed.relaunch()
         if not self._diloco:
             return
         w = self.wrapper
@@ -225,6 +246,8 @@ class AsyncTrainer:
     def _launch_deferred(self):
         """DiLoCo's overlapped fragments due at this step, launched after its vote: they overlap
         the next step's compute and are completed in its transaction."""
+        if self._delayed:
+            self._delayed.launch()
         if not self._diloco:
             return
         w = self.wrapper
@@ -243,14 +266,16 @@ class AsyncTrainer:
             w._in_flight.append(p)
 
     def _drain(self):
-        for p in self.wrapper._in_flight:
+        if self._delayed:
+            self._delayed.mean()
+        for p in getattr(self.wrapper, "_in_flight", []):
             self.wrapper._mean_delta(p)
 
     # --- membership changes -----------------------------------------------------------------
     def _admit(self):
         """Admits the replacements seen waiting: fragments in flight are completed first (a
         transaction of their own), so that the group changes with nothing in flight."""
-        if self._diloco and self.wrapper._in_flight:
+        if (self._diloco and self.wrapper._in_flight) or self._delayed:
             self._transaction(self._drain)
         self._admit_next = False
         self._change(None, None)
@@ -332,6 +357,8 @@ class AsyncTrainer:
     def _state(self):
         w = self.wrapper
         s = _at._Base.state_dict(w)
+        if self._delayed:
+            s["delayed"] = self._delayed.state()
         if self._diloco:
             s.update(anchor=[a.detach() for a in w.anchor],
                      outer=w.outer_optimizer.state_dict(), errors=w.errors,
@@ -344,6 +371,8 @@ class AsyncTrainer:
     def _load_wrapper(self, s):
         w = self.wrapper
         _at._Base.load_state_dict(w, s)
+        if self._delayed:
+            self._delayed.load(s["delayed"])
         if self._diloco:
             with torch.no_grad():
                 for a, saved in zip(w.anchor, s["anchor"]):
@@ -363,3 +392,72 @@ def _bare(pending, mean):
         out.pop("anchor", None)
         out.pop("n", None)
     return out
+
+
+class _Delayed:
+    """DelayedUpdates under AsyncTrainer: every step is a transaction that applies the previous
+    step's average (waited for), and this step's gradients leave after its vote, overlapping the
+    next step's compute (the wrapper's arithmetic, in another order: the same bits)."""
+
+    def __init__(self, wrapper):
+        self.w = wrapper
+        self.prev = None  # the previous step's gradients: local, and sums/works or mean
+        self.next = None  # this step's, until its vote
+
+    def gradients(self):
+        self.next = [torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p))
+                                .detach().reshape(-1) for p in bucket])
+                     for bucket in self.w._buckets]
+
+    def launch(self):
+        if self.next is not None:
+            self.prev, self.next = self._send(self.next), None
+
+    def _send(self, local):
+        sums = [t.clone() for t in local]
+        return {"local": local, "sums": sums,
+                "works": [self.w._all_reduce(t, async_op=True) for t in sums]}
+
+    def mean(self):
+        p = self.prev
+        if p is not None and "mean" not in p:
+            for work in p["works"]:
+                work.wait()
+            p["mean"] = [t.div_(self.w.world) for t in p["sums"]]
+        return None if p is None else p["mean"]
+
+    def apply_previous(self):
+        w, mean = self.w, self.mean()
+        for p in w.params:
+            p.grad = None
+        if mean is None:  # step 1: nothing to apply yet
+            return
+        for bucket, flat in zip(w._buckets, mean):
+            off = 0
+            for p in bucket:
+                p.grad = flat[off:off + p.numel()].view_as(p).clone()
+                off += p.numel()
+        w.optimizer.step()
+
+    def relaunch(self):
+        if self.prev is not None and "works" not in self.prev and "mean" not in self.prev:
+            self.prev = self._send(self.prev["local"])
+
+    def snapshot(self):
+        return {"optimizer": copy.deepcopy(self.w.optimizer.state_dict()),
+                "prev": None if self.prev is None else {"local": self.prev["local"]},
+                "next": self.next}
+
+    def restore(self, s):
+        self.w.optimizer.load_state_dict(copy.deepcopy(s["optimizer"]))
+        self.prev = None if s["prev"] is None else dict(s["prev"])
+        self.next = s["next"]
+
+    def state(self):
+        keep = ("local", "mean")
+        return {"prev": None if self.prev is None else
+                {k: self.prev[k] for k in keep if k in self.prev}, "next": self.next}
+
+    def load(self, s):
+        self.prev = None if s["prev"] is None else dict(s["prev"])
+        self.next = s["next"]

@@ -297,7 +297,7 @@ def _broadcast_bytes(data, source):
 
 
 def __getattr__(name):
-    # AsyncTrainer (chorus.async_training's LocalSGD and DiLoCo under lost ranks) lives apart.
+    # AsyncTrainer (chorus.async_training's wrappers under lost ranks) lives apart.
     if name == "AsyncTrainer":
         from chorus._elastic_async import AsyncTrainer
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A rank SIGKILLed inside a synchronisation of chorus.torch.elastic.AsyncTrainer (LocalSGD's
-average, or a streamed DiLoCo fragment in flight), checked against a run that saw the same
-membership:
+average, a streamed DiLoCo fragment in flight, DelayedUpdates' step), checked against a run that
+saw the same membership:
 
   1. examples/torch/train_async.py --elastic on 4 ranks under chorus-run --elastic; rank
      --fail-rank starts the synchronisation's collective at step --fail-step and dies; each
@@ -19,7 +19,8 @@ joins (the survivors wait for it at --await-at) and takes the state from a peer 
 hashed, must then be rank 0's, and the state every rank shares the same everywhere), and the 4
 ranks end bit-identical.
 
-    check_async_kill.py --chorus-run PATH --example PATH --mode localsgd|diloco [--replacement]
+    check_async_kill.py --chorus-run PATH --example PATH --mode delayed|localsgd|diloco
+                        [--replacement]
 Exits 77 (skipped) where this torch cannot shrink a group in place.
 """
 
@@ -37,12 +38,15 @@ import torch
 # step 9, in the divergence check, after fragment 0 (launched at step 8, in flight during step
 # 9's compute) had its outer step. With a replacement: LocalSGD in the average itself; DiLoCo in
 # fragment 1's launch at step 6, the fragment in flight when the rank dies.
+# DelayedUpdates at step 9, in the divergence check, after the optimizer applied step 8's average.
 MODES = {
+    "delayed": ["--mode", "delayed", "--check-every", "3"],
     "localsgd": ["--mode", "localsgd", "--sync-every", "4", "--check-every", "4"],
     "diloco": ["--mode", "diloco", "--sync-every", "4", "--fragments", "2", "--overlap",
                "--compress", "int8", "--check-every", "3"],
 }
-FAIL = {("localsgd", False): (8, 1), ("diloco", False): (9, 0),
+FAIL = {("delayed", False): (9, 0), ("delayed", True): (9, 0),
+        ("localsgd", False): (8, 1), ("diloco", False): (9, 0),
         ("localsgd", True): (8, 0), ("diloco", True): (6, 0)}
 
 
