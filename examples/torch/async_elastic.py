@@ -5,11 +5,11 @@ chorus.torch.elastic.AsyncTrainer, which survives a lost rank and admits replace
 Rank --fail-rank dies (SIGKILL, or SIGSTOP with --fail-signal stop) inside the first
 synchronisation of step --fail-step or later, first life only: it starts the synchronisation's
 collective (a fragment's launch, an average, a divergence check; --fail-collective K: the K-th
-of that step) and dies while its peers are in it. The survivors put back the state from before that synchronisation, shrink the group and
-redo it among themselves; with restarts left, chorus-run starts a replacement, which joins at
-the next admission (--admit-every steps, at a synchronising step) and takes the model, inner and
-outer optimizer state and the wrapper's state from a peer. The policy for the new size is
-train_elastic.py's: batch per rank unchanged, inner learning rate scaled by the number of
+of that step) and dies while its peers are in it. The survivors put back the state from before
+that synchronisation, shrink the group and redo it among themselves; with restarts left,
+chorus-run starts a replacement, which joins at the next admission (--admit-every steps, at a
+synchronising step) and takes the model, inner and outer optimizer state and the wrapper's state
+from a peer. The policy for the new size is train_elastic.py's: batch per rank unchanged, inner learning rate scaled by the number of
 ranks, the rest of the epoch dealt among the ranks there are.
 
 For the tests: --save-at-failure DIR (each rank saves its state as the synchronisation that the

@@ -58,7 +58,8 @@ def main():
     model, opt = model_and_opt()
     wrapper = at.DiLoCo(model, opt, sync_every=4, fragments=2, overlap=True, compress="int8")
     if not chorus.torch.can_shrink():
-        raises(RuntimeError, ["C10D_BACKEND_HAS_RECONFIGURE"], lambda: elastic.AsyncTrainer(wrapper))
+        raises(RuntimeError, ["C10D_BACKEND_HAS_RECONFIGURE"],
+               lambda: elastic.AsyncTrainer(wrapper))
         print(f"rank {rank}: ok (this torch cannot shrink in place: the error says so)")
         dist.destroy_process_group()
         return
