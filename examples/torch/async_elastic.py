@@ -9,8 +9,9 @@ of that step) and dies while its peers are in it. The survivors put back the sta
 that synchronisation, shrink the group and redo it among themselves; with restarts left,
 chorus-run starts a replacement, which joins at the next admission (--admit-every steps, at a
 synchronising step) and takes the model, inner and outer optimizer state and the wrapper's state
-from a peer. The policy for the new size is train_elastic.py's: batch per rank unchanged, inner learning rate scaled by the number of
-ranks, the rest of the epoch dealt among the ranks there are.
+from a peer. The policy for the new size is train_elastic.py's: batch per rank unchanged, inner
+learning rate scaled by the number of ranks, the rest of the epoch dealt among the ranks there
+are.
 
 For the tests: --save-at-failure DIR (each rank saves its state as the synchronisation that the
 failure is in begins, as DIR/rank<R>.pt) and --check-reference (after the elastic run, on the

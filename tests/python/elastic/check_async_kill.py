@@ -25,7 +25,6 @@ Exits 77 (skipped) where this torch cannot shrink a group in place.
 """
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
