@@ -410,8 +410,15 @@ class _Delayed:
                      for bucket in self.w._buckets]
 
     def launch(self):
-        if self.next is not None:
-            self.prev, self.next = self._send(self.next), None
+        if self.next is None:
+            return
+        local, self.next = self.next, None
+        try:
+            self.prev = self._send(local)
+        except Exception:  # noqa: BLE001  the group failed: the next transaction recovers
+            if _chorus_torch.failure() is None:
+                raise
+            self.prev = {"local": local}  # sent again there (relaunch)
 
     def _send(self, local):
         sums = [t.clone() for t in local]
