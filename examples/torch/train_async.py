@@ -14,6 +14,11 @@ parameters (exit status 3 if not).
 --eval-every K evaluates the test set every K steps (each rank its own replica, on its share of
 the test set: with localsgd and diloco choose K a multiple of H to see the synchronised model) and
 prints "step S: test accuracy A % after T s of training"; T leaves the evaluations out.
+--elastic (chorus-run --elastic; delayed, localsgd or diloco): lost ranks are survived and
+replacements admitted (chorus.torch.elastic.AsyncTrainer); --fail-rank R --fail-step S
+[--fail-signal kill|stop] makes rank R die inside a synchronisation at step S, first life only
+(async_elastic.py).
+
 --target-accuracy A prints when the first evaluation reaches A ("target accuracy 85.00 % reached
 at step S after T s of training"; --stop-at-target ends the run there). --results FILE.json
 (rank 0) holds the run's settings, the evaluations, the summary and the wrappers' divergence
@@ -32,6 +37,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import async_elastic
 import fashion_mnist
 import models
 import train_ddp
@@ -76,7 +82,9 @@ def parse_args():
     p.add_argument("--results", metavar="JSON",
                    help="rank 0 writes the settings, evaluations, summary and divergence history")
     p.add_argument("--log-every", type=int, default=100)
+    async_elastic.add_args(p)
     args = p.parse_args()
+    async_elastic.check_args(p, args)
     if args.compress != "none" and args.mode in ("delayed", "localsgd"):
         p.error(f"--compress {args.compress}: for --mode sync or diloco only")
     if args.eval_every < 0:
@@ -128,11 +136,18 @@ def main():
 
     torch.manual_seed(args.seed)
     train_set, test_set = train_ddp.load_data(args)
-    model = models.MODELS[args.model]()
-    if args.optimizer == "adam":
-        opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+
+    def build(say):  # a model, its optimizer and what makes the wrapper
+        model = models.MODELS[args.model]()
+        if args.optimizer == "adam":
+            opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+        else:
+            opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+        return model, opt, lambda: make_trainer(args, model, opt, world, say)[3]
+
+    if args.elastic:
+        async_elastic.main(args, build, train_set, test_set)
+    model, opt, _ = build(say)
     module, step, sent, wrapper = make_trainer(args, model, opt, world, say)
     say(f"train_async: {world} ranks, backend {args.backend}, {args.model}, mode {args.mode}"
         + (f" H={args.sync_every}" if args.mode in ("localsgd", "diloco") else "")

@@ -91,12 +91,20 @@ class Divergence:
     forced_sync: bool = False
 
 
-def _default_log(rank):
-    def log(text):
-        if rank == 0:
+def _default_log(group):
+    def log(text):  # rank 0 now: a membership change (chorus.torch.elastic) may move it
+        if dist.get_rank(group) == 0:
             print(text, file=sys.stderr, flush=True)
 
     return log
+
+
+def _joining(group):
+    """Whether this process is a replacement whose default chorus group has yet to join the job
+    (chorus.torch.elastic): its collectives would raise, and AsyncTrainer brings the state."""
+    backend = sys.modules.get("chorus.torch")  # not imported here: no backend needed
+    return group is None and backend is not None and backend._is_chorus(None) \
+        and backend.join_pending()
 
 
 class _Base:
@@ -113,7 +121,7 @@ class _Base:
         self.sync_every = sync_every
         self.check_every = check_every
         self.divergence_limit = divergence_limit
-        self.log = log or _default_log(self.rank)
+        self.log = log or _default_log(group)
         self.bucket_bytes = int(bucket_mb * 2**20)
         self.step_count = 0
         self.bytes_sent = 0
@@ -123,6 +131,12 @@ class _Base:
                       divergence_limit=divergence_limit, **(extra or {}),
                       parameters=(len(self.params), sum(p.numel() for p in self.params),
                                   state_hash_text(repr([tuple(p.shape) for p in self.params]))))
+        self._config_digest = state_hash_text(repr(sorted(config.items())))
+        if _joining(group):  # checked against a peer's when it joins, which brings the state
+            problem = self._problem(config)
+            if problem:
+                raise ValueError(f"chorus {type(self).__name__}: invalid configuration: {problem}")
+            return
         self._check_config(config, self._problem(config))
         # Every rank starts from rank 0's parameters and buffers.
         with torch.no_grad():
@@ -148,9 +162,8 @@ class _Base:
     def _check_config(self, config, problem):
         """All-gathers each rank's configuration and problem; raises the same error on every
         rank when any rank's is invalid or differs from rank 0's."""
-        digest = state_hash_text(repr(sorted(config.items())))
         every = [None] * self.world
-        dist.all_gather_object(every, (digest, config, problem), group=self.group)
+        dist.all_gather_object(every, (self._config_digest, config, problem), group=self.group)
         name = type(self).__name__
         bad = [(r, p) for r, (_, _, p) in enumerate(every) if p]
         if bad:
@@ -389,6 +402,7 @@ class DiLoCo(_Base):
         self.overlap = overlap
         self.block = block
         self._in_flight = []
+        self._deferred = None  # a list: overlapped launches left to the caller (AsyncTrainer)
         extra = dict(outer_lr=outer_lr, outer_momentum=outer_momentum, compress=compress,
                      fragments=fragments, overlap=overlap, block=block)
         super().__init__(model, optimizer, group=group, sync_every=sync_every,
@@ -445,7 +459,9 @@ class DiLoCo(_Base):
         if check and d.forced_sync:
             return
         for f in due:
-            if self.overlap:
+            if self.overlap and self._deferred is not None:
+                self._deferred.append(f)
+            elif self.overlap:
                 self._in_flight.append(self._launch(f))
             else:
                 self._complete(self._launch(f))
@@ -463,14 +479,14 @@ class DiLoCo(_Base):
     def _finish(self):
         self._complete_in_flight()
 
-    def _launch(self, f):
+    def _launch(self, f, local=None):
         """Starts fragment f's sync: delta = anchor - params (plus the error feedback,
         compressed if asked) leaves in an asynchronous collective. Returns what _complete
-        needs."""
+        needs. `local`: the fragment's parameters at an earlier launch, to launch it again."""
         idx = self.fragments[f]
         with torch.no_grad():
             anchor = _flat([self.anchor[i] for i in idx])
-            local = _flat([self.params[i] for i in idx])
+            local = _flat([self.params[i] for i in idx]) if local is None else local
             delta = anchor - local
             pending = {"fragment": f, "anchor": anchor, "local": local, "n": delta.numel()}
             if self.compress == "none":

@@ -350,3 +350,12 @@ def _broadcast_bytes(data, source):
         data = torch.empty(int(length.item()), dtype=torch.uint8)
     dist.broadcast(data, src=source)
     return data
+
+
+def __getattr__(name):
+    # AsyncTrainer (chorus.async_training's wrappers under lost ranks) lives apart.
+    if name == "AsyncTrainer":
+        from chorus._elastic_async import AsyncTrainer
+
+        return AsyncTrainer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
