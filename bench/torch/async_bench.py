@@ -29,6 +29,7 @@ evaluation at or above it. Settings:
   torchft-diloco-H      torchft's DiLoCo (outer Nesterov SGD lr 0.7, momentum 0.9);
                         -stream: 2 fragments, fragment_sync_delay=1 (torchft's streaming DiLoCo)
   torchft-...-chorus    the same on chorus.torchft.ProcessGroupChorus instead of gloo
+                        (torchft-...: torchft beside the torch, scripts/install-torch2 --torchft)
 
 --local runs the ranks on this host under chorus-run instead (no shaping; folders
 <model>-n<N>-local): for divergence curves (--check-every K), which do not depend on the link.

@@ -127,10 +127,15 @@ def start_lighthouse(rank, world, timeout):
 def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
-    rank, world, say = train_ddp.join_group(args, "torchft_async")
+    try:
+        from torchft import Manager, ProcessGroupGloo
+        from torchft.local_sgd import DiLoCo, LocalSGD
+    except ImportError as e:
+        sys.exit(f"torchft_async: cannot import torchft ({e}); install it beside this torch: "
+                 "scripts/install-torch2 --torchft")
     from torch.distributed import TCPStore
-    from torchft import Manager, ProcessGroupGloo
-    from torchft.local_sgd import DiLoCo, LocalSGD
+
+    rank, world, say = train_ddp.join_group(args, "torchft_async")
 
     torch.manual_seed(args.seed)
     train_set, test_set = train_ddp.load_data(args)

@@ -143,7 +143,6 @@ def main():
     except ImportError as e:
         print(f"skipped: torchft is not installed here ({e})")
         return 77
-    import torch  # noqa: F401  (for the lighthouse's module)
 
     lighthouse = LighthouseServer(bind="127.0.0.1:0", min_replicas=args.replicas - 1,
                                   join_timeout_ms=1000, quorum_tick_ms=100)
