@@ -7,8 +7,8 @@ and data, for torch_recovery.py's side-by-side measurement.
 
 Each replica group is one process with its own TCPStore (torchft's Manager needs one per group)
 and torchft's ProcessGroupGloo across groups (--pg chorus: chorus.torchft.ProcessGroupChorus,
-the chorus backend rebuilt by the Manager at every quorum); torchft's Manager makes every step a quorum +
-commit: the optimizer steps only when every participant's all-reduce succeeded. The gradients
+the chorus backend rebuilt by the Manager at every quorum); torchft's Manager makes every step a
+quorum + commit: the optimizer steps only when every participant's all-reduce succeeded. The gradients
 go through the Manager's all-reduce in one flat buffer. The batch of a
 step is the replica's slice of the global batch, as in train_elastic.py (64 samples per rank).
 --fail-step S: this process SIGKILLs itself in step S's backward (its first life only). Events

@@ -265,7 +265,8 @@ def main():
     say(f"parameters: bit-identical on all {world} ranks" if differing == 0 else
         f"parameters: {differing} of {world} ranks differ from rank 0")
     if args.results and rank == 0:
-        settings = {k: v for k, v in vars(args).items() if k not in ("results", "data", "log_every")}
+        settings = {k: v for k, v in vars(args).items()
+                    if k not in ("results", "data", "log_every")}
         settings["torchft"] = True
         with open(args.results, "w") as f:
             json.dump({"settings": settings, "world": world, "torch": torch.__version__,

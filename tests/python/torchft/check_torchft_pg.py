@@ -13,11 +13,14 @@
   survivor is a ring neighbour of the dead one and notices on any backend.
 
     check_torchft_pg.py [--replicas 4] [--steps 16] [--fail-step 6] [--timeout 20] [--bound 8]
-                        [--pg chorus|gloo]
+                        [--pg chorus|gloo] [--fail-signal kill|stop]
 
 --pg gloo runs torchft's own ProcessGroupGloo instead, for comparison: a survivor whose gloo peer
 is alive but waiting sits out the collective timeout (20.06 s here against chorus's 1.16 s, the
-lighthouse's 1 s join timeout included), so it misses the bound. Exits 77 (skipped) where torchft is not installed.
+lighthouse's 1 s join timeout included), so it misses the bound. --fail-signal stop: the replica
+SIGSTOPs itself instead (killed by this script once the others are done); the chorus group's
+survivors learn of it from the backend's heartbeat (CHORUS_HEARTBEAT_SECONDS, 5 s by default):
+5.85 s here with --bound 12, gloo 20.06 s. Exits 77 (skipped) where torchft is not installed.
 """
 
 import argparse
@@ -40,6 +43,7 @@ def parse_args():
     p.add_argument("--timeout", type=float, default=20, help="collective and RPC timeout, s")
     p.add_argument("--bound", type=float, default=8, help="kill to the next commit, s")
     p.add_argument("--pg", choices=["chorus", "gloo"], default="chorus")
+    p.add_argument("--fail-signal", choices=["kill", "stop"], default="kill")
     p.add_argument("--worker", type=int, default=-1, help=argparse.SUPPRESS)
     p.add_argument("--events", help=argparse.SUPPRESS)
     return p.parse_args()
@@ -113,7 +117,8 @@ def worker(args):
             if (dying and step >= args.fail_step
                     and manager.num_participants() == args.replicas):
                 log("kill", step=step)
-                os.kill(os.getpid(), signal.SIGKILL)
+                os.kill(os.getpid(), signal.SIGSTOP if args.fail_signal == "stop" else
+                        signal.SIGKILL)
             loss.backward()
             flat = torch.cat([p.grad.reshape(-1) for p in params])
             manager.allreduce(flat).wait()  # average over the participants; errors recorded
@@ -155,11 +160,14 @@ def main():
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", str(r), "--events",
                    events, "--replicas", str(args.replicas), "--steps", str(args.steps),
                    "--fail-step", str(args.fail_step), "--timeout", str(args.timeout),
-                   "--pg", args.pg]
+                   "--pg", args.pg, "--fail-signal", args.fail_signal]
             procs.append(subprocess.Popen(cmd, env=env))
         deadline = time.monotonic() + 3 * args.timeout + 30
-        for proc in procs:
+        for proc in procs[:-1]:
             proc.wait(timeout=max(1, deadline - time.monotonic()))
+        if args.fail_signal == "stop":
+            procs[-1].kill()  # stopped since its step: the others are done
+        procs[-1].wait(timeout=max(1, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         print("FAIL: the replicas did not finish in time")
         return 1
@@ -191,11 +199,11 @@ def main():
             errors.append(f"replica {r} committed no step after the kill")
             continue
         took = after[0]["t"] - kill["t"]
-        print(f"replica {r}: kill (step {kill['step']}) to its next commit (step "
+        print(f"replica {r}: {args.fail_signal} (step {kill['step']}) to its next commit (step "
               f"{after[0]['step']}, {after[0]['participants']} replicas) {took:.3f} s")
         if took > args.bound:
-            errors.append(f"replica {r}: {took:.3f} s from the kill to the next commit, over "
-                          f"{args.bound} s")
+            errors.append(f"replica {r}: {took:.3f} s from the {args.fail_signal} to the next "
+                          f"commit, over {args.bound} s")
         if after[-1]["participants"] != args.replicas - 1:
             errors.append(f"replica {r}: last commit with {after[-1]['participants']} replicas")
         discards = [e for e in ev if e["replica"] == r and e["kind"] == "discard"
