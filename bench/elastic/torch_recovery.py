@@ -2,7 +2,8 @@
 """PyTorch training that loses a rank, Chorus against torchft in the same run: the time from the
 kill to the next committed step on the survivors.
 
-    bench/elastic/torch_recovery.py --build build --ranks 4 --runs 5 --timeout 5
+    bench/elastic/torch_recovery.py --build build --ranks 4 --runs 5 --timeout 5 \
+        [--torchft-pg gloo,chorus]
 
 Chorus: `chorus-run -n N --elastic --max-restarts 0 --min-ranks 2 -- train_elastic.py --fail-rank
 N-2 --fail-step S` (chorus.torch.elastic.Trainer; rank 0 prints "recovered in X s", from the
@@ -13,8 +14,10 @@ ProcessGroupGloo, the same MLP, data, batch and learning rate), replica N-2 SIGK
 step S's backward; the figure is the time from the kill to replica 0's commit of step S (which
 the dead replica never joined). Both use the
 same collective timeout (--timeout; torchft's Manager also takes it for its quorum and RPCs; the
-lighthouse's heartbeat timeout is its default, 5 s). Runs alternate between the systems. Prints a
-table and, with --json, writes every run.
+lighthouse's heartbeat timeout is its default, 5 s). --torchft-pg: the process group(s) torchft's
+Manager gets, gloo (its own ProcessGroupGloo, the default) and/or chorus
+(chorus.torchft.ProcessGroupChorus), each a system of its own in the table. Runs alternate between
+the systems. Prints a table and, with --json, writes every run.
 """
 
 import argparse
@@ -56,7 +59,7 @@ def chorus_run(args, python):
     return float(m.group(1))
 
 
-def torchft_run(args, python):
+def torchft_run(args, python, pg="gloo"):
     bindir = os.path.dirname(python)
     lighthouse = os.path.join(bindir, "torchft_lighthouse")
     port = free_port()
@@ -68,12 +71,14 @@ def torchft_run(args, python):
     procs = []
     try:
         time.sleep(0.5)
-        env = dict(os.environ, TORCHFT_LIGHTHOUSE=f"http://127.0.0.1:{port}", OMP_NUM_THREADS="1")
+        env = dict(os.environ, TORCHFT_LIGHTHOUSE=f"http://127.0.0.1:{port}", OMP_NUM_THREADS="1",
+                   PYTHONPATH=os.path.join(args.build, "python"))
         for r in range(args.ranks):
             cmd = [python, os.path.join(HERE, "torchft_trainer.py"), "--replica", str(r),
                    "--steps", str(args.steps), "--timeout", str(args.timeout), "--events",
                    events.name, "--min-replicas", str(args.ranks - 1),
-                   "--fail-step", str(args.fail_step if r == args.ranks - 2 else -1)]
+                   "--fail-step", str(args.fail_step if r == args.ranks - 2 else -1),
+                   "--pg", pg]
             if args.synthetic:
                 cmd.append("--synthetic")
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
@@ -115,13 +120,22 @@ def main():
     p.add_argument("--timeout", type=float, default=5, help="collective timeout, seconds, both")
     p.add_argument("--run-timeout", type=float, default=300)
     p.add_argument("--synthetic", action="store_true")
+    p.add_argument("--torchft-pg", default="gloo",
+                   help="torchft's process group(s), comma-separated: gloo, chorus")
     p.add_argument("--json")
     args = p.parse_args()
+    pgs = args.torchft_pg.split(",")
+    if not pgs or any(pg not in ("gloo", "chorus") for pg in pgs):
+        sys.exit(f"--torchft-pg {args.torchft_pg}: a comma-separated list of gloo and chorus")
     if not os.path.exists(os.path.join(os.path.dirname(args.python), "torchft_lighthouse")):
         sys.exit(f"{args.python}: no torchft beside it (scripts/install-torch2 --torchft)")
-    results = {"chorus": [], "torchft": []}
+    systems = [("chorus", chorus_run)]
+    for pg in pgs:
+        name = "torchft" if pg == "gloo" else "torchft+chorus-pg"
+        systems.append((name, lambda a, py, pg=pg: torchft_run(a, py, pg)))
+    results = {name: [] for name, _ in systems}
     for run in range(args.runs):
-        for system, fn in (("chorus", chorus_run), ("torchft", torchft_run)):
+        for system, fn in systems:
             t = fn(args, args.python)
             results[system].append(t)
             print(f"run {run + 1} {system}: kill to next committed step {t:.3f} s", flush=True)
@@ -130,8 +144,10 @@ def main():
     print("| system | median s | min s | max s |\n|---|---:|---:|---:|")
     for system, ts in results.items():
         print(f"| {system} | {statistics.median(ts):.3f} | {min(ts):.3f} | {max(ts):.3f} |")
-    ratio = statistics.median(results["torchft"]) / statistics.median(results["chorus"])
-    print(f"torchft / chorus (medians): {ratio:.1f}x")
+    for system in results:
+        if system != "chorus":
+            ratio = statistics.median(results[system]) / statistics.median(results["chorus"])
+            print(f"{system} / chorus (medians): {ratio:.1f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(vars(args), results=results), f, indent=1)

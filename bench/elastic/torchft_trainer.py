@@ -3,11 +3,12 @@
 and data, for torch_recovery.py's side-by-side measurement.
 
     TORCHFT_LIGHTHOUSE=http://127.0.0.1:PORT torchft_trainer.py --replica R --steps 120 \\
-        [--fail-step S] --events FILE
+        [--fail-step S] [--pg gloo|chorus] --events FILE
 
 Each replica group is one process with its own TCPStore (torchft's Manager needs one per group)
-and torchft's ProcessGroupGloo across groups; torchft's Manager makes every step a quorum +
-commit: the optimizer steps only when every participant's all-reduce succeeded. The gradients
+and torchft's ProcessGroupGloo across groups (--pg chorus: chorus.torchft.ProcessGroupChorus,
+the chorus backend rebuilt by the Manager at every quorum); torchft's Manager makes every step a
+quorum + commit: the optimizer steps only when every participant's all-reduce succeeded. The gradients
 go through the Manager's all-reduce in one flat buffer. The batch of a
 step is the replica's slice of the global batch, as in train_elastic.py (64 samples per rank).
 --fail-step S: this process SIGKILLs itself in step S's backward (its first life only). Events
@@ -47,6 +48,8 @@ def parse_args():
     p.add_argument("--fail-step", type=int, default=-1)
     p.add_argument("--events", required=True)
     p.add_argument("--min-replicas", type=int, default=1)
+    p.add_argument("--pg", choices=["gloo", "chorus"], default="gloo",
+                   help="the process group across replica groups")
     return p.parse_args()
 
 
@@ -78,8 +81,14 @@ def main():
 
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     timeout = datetime.timedelta(seconds=args.timeout)
+    if args.pg == "chorus":
+        from chorus.torchft import ProcessGroupChorus
+
+        pg = ProcessGroupChorus(timeout=timeout)
+    else:
+        pg = ProcessGroupGloo(timeout=timeout)
     manager = Manager(
-        pg=ProcessGroupGloo(timeout=timeout),
+        pg=pg,
         min_replica_size=args.min_replicas,
         load_state_dict=load_state_dict,
         state_dict=state_dict,

@@ -22,6 +22,14 @@ evaluation at or above it. Settings:
   diloco-H-stream       DiLoCo(sync_every=H, fragments=2, overlap=True)
   diloco-H-int8         DiLoCo(sync_every=H, compress="int8") (also -bf16; -stream-int8 both)
   ...-limitX            with divergence_limit=X (needs --check-every)
+  torchft-localsgd-H    torchft's LocalSGD (torchft.local_sgd; bench/torch/torchft_async.py:
+                        the same model, data, batch, optimizers and evaluations, each rank a
+                        replica group of one under torchft's Manager, the lighthouse in rank 0's
+                        process, torchft's ProcessGroupGloo between them)
+  torchft-diloco-H      torchft's DiLoCo (outer Nesterov SGD lr 0.7, momentum 0.9);
+                        -stream: 2 fragments, fragment_sync_delay=1 (torchft's streaming DiLoCo)
+  torchft-...-chorus    the same on chorus.torchft.ProcessGroupChorus instead of gloo
+                        (torchft-...: torchft beside the torch, scripts/install-torch2 --torchft)
 
 --local runs the ranks on this host under chorus-run instead (no shaping; folders
 <model>-n<N>-local): for divergence curves (--check-every K), which do not depend on the link.
@@ -44,6 +52,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 EXAMPLE = os.path.join(REPO, "examples", "torch", "train_async.py")
+TORCHFT_TRAINER = os.path.join(HERE, "torchft_async.py")
 TX_WRAP = os.path.join(REPO, "bench", "compress", "tx_wrap.sh")
 CLUSTER = os.path.join(REPO, "scripts", "cluster")
 DEFAULT_SETTINGS = ("sync,delayed,localsgd-8,localsgd-32,diloco-32,diloco-128,diloco-32-stream,"
@@ -71,6 +80,30 @@ def parse_args():
                    help="chorus-run on this host, no cluster (divergence curves)")
     p.add_argument("--table-only", action="store_true", help="tables from OUT's results only")
     return p.parse_args()
+
+
+def torchft_setting_args(setting):
+    """torchft_async.py's arguments for a torchft-... setting name (see the help)."""
+    parts = setting.split("-")[1:]
+    args = []
+    if parts and parts[-1] == "chorus":
+        args += ["--pg", "chorus"]
+        parts = parts[:-1]
+    if len(parts) >= 2 and parts[0] in ("localsgd", "diloco") and parts[1].isdigit():
+        args += ["--mode", parts[0], "--sync-every", parts[1]]
+        if parts[2:] == ["stream"] and parts[0] == "diloco":
+            return args + ["--fragments", "2", "--overlap"]
+        if not parts[2:]:
+            return args
+    raise ValueError(f"setting {setting!r}: torchft-localsgd-H or torchft-diloco-H[-stream], "
+                     "optionally -chorus")
+
+
+def setting_program(setting):
+    """(the program, its arguments) for a setting name."""
+    if setting.startswith("torchft-"):
+        return TORCHFT_TRAINER, torchft_setting_args(setting)
+    return EXAMPLE, setting_args(setting)
 
 
 def setting_args(setting):
@@ -106,12 +139,13 @@ def run_cell(args, n, rate, model, setting, folder):
     results = os.path.join(folder, setting + ".json")
     if os.path.exists(results):
         os.remove(results)
-    example = [sys.executable, EXAMPLE, "--model", model, "--epochs", str(args.epochs),
+    program, program_args = setting_program(setting)
+    example = [sys.executable, program, "--model", model, "--epochs", str(args.epochs),
                "--steps", str(args.steps), "--batch", "64", "--optimizer", "adam", "--lr",
                "1e-3", "--eval-every", str(args.eval_every), "--target-accuracy",
                str(args.target), "--results", results, "--log-every", "1000",
-               "--timeout", "300"] + setting_args(setting)
-    if args.check_every and not setting.startswith("sync"):
+               "--timeout", "300"] + program_args
+    if args.check_every and not setting.startswith(("sync", "torchft")):
         example += ["--check-every", str(args.check_every)]
     port = 29500 + (os.getpid() + len(os.listdir(folder))) % 2000
     # One rank per emulated host; rank 0's host serves torch's store.
@@ -125,7 +159,7 @@ def run_cell(args, n, rate, model, setting, folder):
                                                           "chorus-run", "chorus-run"),
                "-n", str(n), "--"] + example
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-               CHORUS_CLUSTER_PREFIX=args.prefix,
+               CHORUS_CLUSTER_PREFIX=args.prefix, RUST_LOG="warn",  # torchft's own logging
                PYTHONPATH=os.path.join(os.path.abspath(args.build), "python"))
     load = os.getloadavg()[0]
     t0 = time.monotonic()
@@ -213,7 +247,7 @@ def main():
             rows = json.load(f)["rows"]
     settings = [s for s in args.settings.split(",") if s]
     for s in settings:
-        setting_args(s)  # a bad name fails before anything runs
+        setting_program(s)  # a bad name fails before anything runs
     if not args.table_only:
         if os.geteuid() != 0 and not args.local:
             sys.exit("async_bench.py: scripts/cluster needs root (network namespaces)")
