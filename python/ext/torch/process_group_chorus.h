@@ -180,7 +180,10 @@ class ProcessGroupChorus : public BackendBase {
   // a failure (or when nothing failed, to admit waiting joiners): they agree on the members, and
   // this group goes on with them under a new rank and size. Only where torch lets a backend's
   // rank and size change (CHORUS_TORCH_RECONFIGURE); elsewhere a clear error.
-  MembershipChange shrinkInPlace();
+  // gone: more ranks that the caller knows to be gone or leaving (Communicator::shrink(gone)).
+  MembershipChange shrinkInPlace(const std::vector<int>& gone = {});
+  // Ranks of the group known to have failed (Communicator::failedRanks); never blocks.
+  std::vector<int> failedRanks() const;
   // Why the group's communicator failed (its first error), or "" while it works.
   std::string failure() const;
   // The group's membership now (rank and size also through getRank/getSize), and the newcomers

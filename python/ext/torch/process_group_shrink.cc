@@ -149,7 +149,12 @@ int ProcessGroupChorus::joinersWaiting() const {
   return communicator("joiners_waiting").joinersWaiting();
 }
 
-MembershipChange ProcessGroupChorus::shrinkInPlace() {
+std::vector<int> ProcessGroupChorus::failedRanks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return comm_ ? comm_->failedRanks() : std::vector<int>{};
+}
+
+MembershipChange ProcessGroupChorus::shrinkInPlace(const std::vector<int>& gone) {
 #if !CHORUS_TORCH_RECONFIGURE
   TORCH_CHECK(false, "chorus backend: shrinking ", describeGroup(),
               " in place needs a torch whose ",
@@ -175,7 +180,7 @@ MembershipChange ProcessGroupChorus::shrinkInPlace() {
   const int oldRank = getRank();
   std::unique_ptr<Communicator> next;
   try {
-    next = comm_->shrink();  // also ends the calls still in flight on the old communicator
+    next = comm_->shrink(gone);  // also ends the calls still in flight on the old communicator
   } catch (const Error& e) {
     TORCH_CHECK(false, "chorus backend: shrinking ", describeGroup(), " on rank ", oldRank,
                 " failed: ", e.what());

@@ -8,7 +8,10 @@
   without the heartbeat), and end bit-identical on 3 ranks. Rank 0 then wakes the stopped rank
   (SIGCONT): it must say that it was removed from the job and exit 4, not hang or go on.
 
-    check_stop_heartbeat.py --example PATH [--heartbeat H] [--bound S] [--timeout T]
+With --hsdp S the example runs HSDP (replica groups of S ranks): the stopped rank's replica-mates
+leave too (exit 4, saying so), and the 4 - S ranks of the other replica groups go on.
+
+    check_stop_heartbeat.py --example PATH [--heartbeat H] [--bound S] [--timeout T] [--hsdp S]
 Exits 77 (skipped) where this torch cannot shrink a group in place.
 """
 
@@ -33,6 +36,7 @@ def main():
     p.add_argument("--heartbeat", type=float, default=2)
     p.add_argument("--bound", type=float, default=15)
     p.add_argument("--timeout", type=float, default=60, help="the group's (collective) timeout")
+    p.add_argument("--hsdp", type=int, default=0, metavar="S")
     args = p.parse_args()
     import chorus.torch
     import torch
@@ -45,6 +49,12 @@ def main():
                str(args.steps), "--timeout", str(args.timeout), "--log-every", "1000",
                "--fail-rank", str(args.fail_rank), "--fail-step", str(args.fail_step),
                "--fail-signal", "stop"]
+    lost = [args.fail_rank]
+    if args.hsdp:
+        command += ["--hsdp", str(args.hsdp)]
+        first = args.fail_rank // args.hsdp * args.hsdp
+        lost = list(range(first, first + args.hsdp))
+    left = 4 - len(lost)
     print("+", " ".join(command), f"(4 ranks, CHORUS_HEARTBEAT_SECONDS={args.heartbeat})",
           flush=True)
     logs = [tempfile.TemporaryFile(mode="w+") for _ in range(4)]
@@ -62,11 +72,12 @@ def main():
         print(f"----- rank {rank} (exit {procs[rank].returncode}) -----\n{outputs[-1]}")
     failures = []
     codes = [proc.returncode for proc in procs]
-    want = [4 if r == args.fail_rank else 0 for r in range(4)]
+    want = [4 if r in lost else 0 for r in range(4)]
     if codes != want:
         failures.append(f"exit statuses {codes}, expected {want}")
     out = outputs[0]
-    for text in ["4 -> 3 ranks (lost 2)", "parameters: bit-identical on all 3 ranks",
+    for text in [f"4 -> {left} ranks (lost {','.join(map(str, lost))})",
+                 f"parameters: bit-identical on all {left} ranks",
                  f"{args.steps} steps committed"]:
         if text not in out:
             failures.append(f"rank 0's output lacks {text!r}")
@@ -77,10 +88,17 @@ def main():
         failures.append(f"recovered in {found.group(1)} s, more than {args.bound} s (heartbeat "
                         f"{args.heartbeat} s, group timeout {args.timeout} s)")
     removed = outputs[args.fail_rank]
-    for text in [f"rank {args.fail_rank} was removed from the job",
-                 "was declared dead by the survivors"]:
+    told = [f"rank {args.fail_rank} was removed from the job", "was declared dead by the survivors"]
+    if args.hsdp:  # it finds its replica group gone, or that it was declared dead
+        told = [f"rank {args.fail_rank} was removed from the job"
+                if "was removed from the job" in removed else
+                f"rank {args.fail_rank} leaves the job"]
+    for text in told:
         if text not in removed:
             failures.append(f"the woken rank's output lacks {text!r}")
+    for mate in lost:
+        if mate != args.fail_rank and f"rank {mate} leaves the job" not in outputs[mate]:
+            failures.append(f"rank {mate}'s output lacks 'rank {mate} leaves the job'")
     if failures:
         print("check_stop_heartbeat: FAILED: " + "; ".join(failures), file=sys.stderr)
         return 1
