@@ -154,7 +154,7 @@ std::vector<int> ProcessGroupChorus::failedRanks() const {
   return comm_ ? comm_->failedRanks() : std::vector<int>{};
 }
 
-MembershipChange ProcessGroupChorus::shrinkInPlace(const std::vector<int>& gone) {
+MembershipChange ProcessGroupChorus::shrinkInPlace([[maybe_unused]] const std::vector<int>& gone) {
 #if !CHORUS_TORCH_RECONFIGURE
   TORCH_CHECK(false, "chorus backend: shrinking ", describeGroup(),
               " in place needs a torch whose ",
@@ -162,10 +162,11 @@ MembershipChange ProcessGroupChorus::shrinkInPlace(const std::vector<int>& gone)
               "headers); this module was built for torch ", TORCH_VERSION_MAJOR, ".",
               TORCH_VERSION_MINOR, ", which has none (docs/python.md, \"Surviving a lost rank\")");
 #else
-  // torch keeps its own table of a subgroup's global ranks, which a shrink would leave stale.
+  // A subgroup follows the default group instead (chorus.torch.shrink rewrites torch's table of
+  // its global ranks).
   TORCH_CHECK_VALUE(globalRanks_.empty(), "chorus backend: only the default group can shrink in ",
                     "place, not ", describeGroup(),
-                    " (make subgroups again after the default group shrank)");
+                    " (its subgroups follow it: chorus.torch.shrink())");
   {
     std::lock_guard<std::mutex> lock(mu_);
     TORCH_CHECK_VALUE(!joinOptions_, "chorus backend: shrink on ", describeGroup(),

@@ -18,6 +18,7 @@ Exits 77 (skipped) where this torch cannot shrink a group in place.
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -46,6 +47,8 @@ def main():
     p.add_argument("--fail-step", type=int, default=3)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--hsdp", type=int, default=0, metavar="S")
+    p.add_argument("--bound", type=float, default=0,
+                   help="the recovery (kill to the next committed step) must take less (0: any)")
     args = p.parse_args()
     import chorus.torch
 
@@ -64,12 +67,16 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         before, elastic, reference = (os.path.join(tmp, f) for f in
                                       ("before.pt", "elastic.pt", "reference.pt"))
-        run([args.chorus_run, "-n", "4", "--elastic", "--max-restarts", "0", "--min-ranks",
+        out = run([args.chorus_run, "-n", "4", "--elastic", "--max-restarts", "0", "--min-ranks",
              str(left), "--", py] + common +
             ["--fail-rank", str(args.fail_rank), "--fail-step", str(args.fail_step),
              "--save-before-failure", before, "--save", elastic],
             60, [f"4 -> {left} ranks (lost {lost_text})", "recovered in",
                  f"parameters: bit-identical on all {left}"])
+        found = re.search(r"recovered in ([0-9.]+) s", out)
+        if args.bound and float(found.group(1)) >= args.bound:
+            sys.exit(f"check_kill_matches_reference: recovered in {found.group(1)} s, not under "
+                     f"{args.bound} s")
         run([args.chorus_run, "-n", str(left), "--", py] + common +
             ["--resume", before, "--save", reference], 60,
             [f"parameters: bit-identical on all {left}"])

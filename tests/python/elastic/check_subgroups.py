@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""One rank of 4 under chorus-run --elastic: subgroups after the default group shrank.
+"""One rank of 4 (run_ranks.py starts them, env://): subgroups after the default group shrank.
 
 Groups A = [0, 1], B = [2, 3] and C = [1, 3]; rank 1 stops itself (SIGSTOP). The others' next
 all-reduce on the default group fails once the heartbeat (CHORUS_HEARTBEAT_SECONDS) declares it
@@ -8,7 +8,8 @@ dead; they shrink (ranks 0, 2, 3 become 0, 1, 2). Then:
     get_process_group_ranks(B) == [1, 2], dist.get_rank(B) as before, an all-reduce and a
     broadcast from global rank 2 (the old rank 3) give the right values;
   - A and C lost rank 1: their operations raise at once (the shrink aborted them), not after
-    another heartbeat timeout.
+    another heartbeat timeout (rank 1 stays stopped, its connections open, until rank 0 wakes it
+    at the end: no launcher kills it meanwhile). Woken, it exits 0.
 Rank 0 prints "subgroups after shrink: ok on 3 ranks".
 """
 
@@ -47,10 +48,12 @@ def main():
     # (every heartbeat timeout / 4) before rank 1 stops; one that never published is waited for.
     time.sleep(1.5)
     dist.all_reduce(t)
+    store = dist.distributed_c10d._get_default_store()  # in rank 0, which stays
     if old == 1:
+        store.set("check_subgroups/pid1", str(os.getpid()))
         os.kill(os.getpid(), signal.SIGSTOP)
-        time.sleep(60)  # woken: the others went on without it
-        sys.exit(4)
+        print("rank 1: woken after the others went on without it", flush=True)
+        os._exit(0)  # its groups are gone: no orderly shutdown
     try:
         dist.all_reduce(torch.ones(1))
         raise AssertionError("the all-reduce with rank 1 stopped succeeded")
@@ -78,6 +81,7 @@ def main():
     dist.all_reduce(ok)
     if dist.get_rank() == 0:
         print(f"subgroups after shrink: ok on {int(ok.item())} ranks", flush=True)
+        os.kill(int(store.get("check_subgroups/pid1").decode()), signal.SIGCONT)
     dist.destroy_process_group()
 
 
