@@ -16,7 +16,8 @@ batch per rank unchanged, learning rate scaled by the number of ranks, the rest 
 dealt among the ranks there are. --hsdp S: HSDP instead of DDP, the model sharded with FSDP2
 (fully_shard) within replica groups of S ranks and averaged across them by
 chorus.torch.elastic.HSDPTrainer; a lost rank takes its replica group out (its replica-mates
-exit with status 4, saying they left) and the other replica groups go on. Rank 0 prints
+exit with status 4, saying they left) and the other replica groups go on; replacements join as
+whole replica groups (chorus-run restarts the lost rank and its replica-mates). Rank 0 prints
 "recovered in X s" per membership change (from the failure to the next committed step), the test
 accuracy and whether every rank ends with bit-identical parameters (exit status 3 if not).
 """
@@ -256,12 +257,14 @@ def main():
     # A replacement (chorus-run --elastic restarted a lost rank) joined the job inside
     # init_process_group; elastic.ddp leaves out DDP's initial collectives there.
     elastic_hsdp = None
-    if args.hsdp and (args.await_replacements or args.await_at >= 0):
-        sys.exit("train_elastic: --hsdp takes no replacements yet (--await-replacements)")
     if args.hsdp:
         import elastic_hsdp
 
-        model, opt, mesh = elastic_hsdp.build(args, elastic)
+        try:  # in a replacement, joins the job (hsdp_mesh)
+            model, opt, mesh = elastic_hsdp.build(args, elastic)
+        except elastic.Removed as e:
+            print(f"train_elastic: {e}", flush=True)
+            os._exit(4)
     else:
         model = elastic.ddp(models.MODELS[args.model]())
         opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
@@ -275,7 +278,8 @@ def main():
 
     arm_awkward_failures(args, chorus.torch)
     if args.hsdp:
-        trainer = elastic.HSDPTrainer(model, opt, mesh, on_change=on_change, state=plan)
+        trainer = elastic.HSDPTrainer(model, opt, mesh, on_change=on_change, state=plan,
+                                      admit_every=args.admit_every)
     else:
         trainer = elastic.Trainer(model, opt, on_change=on_change, state=plan,
                                   admit_every=args.admit_every)

@@ -35,6 +35,10 @@ import torch.distributed as dist
 import chorus.elastic as _elastic
 import chorus.torch as _chorus_torch
 
+# A replacement's admission (Membership, former ranks, start time), from hsdp_mesh to the
+# HSDPTrainer that takes the state.
+_joined = []
+
 
 def hsdp_mesh(shards):
     """This rank's replica group as a 1-D CPU DeviceMesh for ``fully_shard``: the world is
@@ -42,6 +46,17 @@ def hsdp_mesh(shards):
     the default group (every rank makes every replica group's subgroup)."""
     from torch.distributed.device_mesh import DeviceMesh
 
+    if _elastic.joining():
+        # A replacement: joins the running job, which made room for whole replica groups; the
+        # newcomers of each make its group among themselves (the running ranks take part).
+        started = time.perf_counter()
+        m = _chorus_torch.join()
+        former = list(m.former_ranks)
+        m, former, _ = _whole_replicas(m, former, [], shards, _leave_at_admission,
+                                       _chorus_torch.shrink)
+        group = _split_replica_groups(former, shards)
+        _joined.append((m, former, started))
+        return DeviceMesh.from_group(group, "cpu", mesh_dim_names=("shard",))
     world, rank = dist.get_world_size(), dist.get_rank()
     if not isinstance(shards, int) or shards < 1 or world % shards:
         raise ValueError(f"chorus.torch.elastic.hsdp_mesh: shards must divide the world size "
@@ -61,7 +76,7 @@ class HSDPTrainer:
     state as for elastic.Trainer; trainer.steps, trainer.changes, trainer.replicas and
     trainer.replica say the committed steps, the changes, the replica groups and this rank's."""
 
-    def __init__(self, model, optimizer, mesh, on_change=None, state=None):
+    def __init__(self, model, optimizer, mesh, on_change=None, state=None, admit_every=10):
         from torch.distributed.fsdp import FSDPModule
         from torch.distributed.tensor import DTensor
 
@@ -87,8 +102,11 @@ class HSDPTrainer:
                 "chorus.torch.elastic.HSDPTrainer needs a torch whose c10d lets a backend's "
                 f"size change (C10D_BACKEND_HAS_RECONFIGURE); torch {torch.__version__} has none")
         if _elastic.joining():
-            raise RuntimeError("chorus.torch.elastic.HSDPTrainer does not take replacements yet "
-                               "(CHORUS_JOIN=1): run chorus-run --elastic with --max-restarts 0")
+            raise RuntimeError("chorus.torch.elastic.HSDPTrainer in a replacement (CHORUS_JOIN=1) "
+                               "needs the mesh from elastic.hsdp_mesh, which joins the job")
+        if not isinstance(admit_every, int) or admit_every < 0:
+            raise ValueError("chorus.torch.elastic.HSDPTrainer: admit_every must be an int >= 0, "
+                             f"got {admit_every!r}")
         self.shards = mesh.size()
         if dist.get_world_size() % self.shards:
             raise ValueError(f"chorus.torch.elastic.HSDPTrainer: the mesh's {self.shards} ranks "
@@ -100,7 +118,7 @@ class HSDPTrainer:
                                  "be a float32 DTensor on the mesh given (fully_shard(..., "
                                  "mesh=mesh))")
         self.model, self.optimizer, self.mesh = model, optimizer, mesh
-        self.on_change, self.state = on_change, state
+        self.on_change, self.state, self.admit_every = on_change, state, admit_every
         self.index = mesh.get_local_rank()  # this rank's shard index in its replica group
         self.group = mesh.get_group()
         # Each shard index's part of the all-reduce buffer: room for the largest local shard of
@@ -111,7 +129,11 @@ class HSDPTrainer:
         self.steps = 0
         self.changes = []
         self._averaged = None  # this step's averaged shard, once the all-reduce completed
-        self._vote = torch.zeros(1, dtype=torch.int64)
+        self._vote = torch.zeros(2, dtype=torch.int64)  # [ranks that commit, replacements seen]
+        self._gate_flag = torch.zeros(1, dtype=torch.int64)
+        self._admit_next = False
+        if _joined:
+            self._welcome(*_joined.pop())
 
     @property
     def replicas(self):
@@ -126,7 +148,13 @@ class HSDPTrainer:
         reduce-scatters within the replica group), the replicate all-reduce, the commit vote and
         the optimizer step follow. Returns the loss when the step committed, None when it was
         discarded after a lost rank (the group has shrunk and on_change ran). Raises
-        elastic.Removed on the ranks of a replica group that lost a member: they must exit."""
+        elastic.Removed on the ranks of a replica group that lost a member: they must exit.
+        Replacements seen waiting (a whole replica group of them) at a committed step are
+        admitted at the start of the next call, which then returns None without running it."""
+        if self._admit_next:
+            self._admit_next = False
+            self._change(None, None)
+            return None
         self.optimizer.zero_grad(set_to_none=True)
         self._averaged = None
         try:
@@ -134,7 +162,7 @@ class HSDPTrainer:
             loss = loss_fn()
             loss.backward()
             self._average()
-            self._vote[0] = 1
+            self._vote[0], self._vote[1] = 1, self._joiners_seen()
             dist.all_reduce(self._vote)
             if int(self._vote[0]) != dist.get_world_size():
                 raise RuntimeError(f"commit vote of step {self.steps}: {int(self._vote[0])} of "
@@ -144,12 +172,32 @@ class HSDPTrainer:
             return None
         self._apply()
         self.steps += 1
+        self._admit_next = int(self._vote[1]) > 0
         return loss
+
+    def admit(self):
+        """Collective, between steps: admits the replacements waiting now when they make whole
+        replica groups (rank 0 looks), as step() does every admit_every steps. Returns how many
+        joined."""
+        seen = torch.tensor([_chorus_torch.joiners_waiting() if dist.get_rank() == 0 else 0],
+                            dtype=torch.int64)
+        dist.broadcast(seen, src=0)
+        if int(seen.item()) < self.shards:
+            return 0
+        self._change(None, None)
+        return self.changes[-1].former_ranks.count(-1)
+
+    def _joiners_seen(self):
+        if (self.admit_every and dist.get_rank() == 0
+                and (self.steps + 1) % self.admit_every == 0):
+            waiting = _chorus_torch.joiners_waiting()
+            return waiting if waiting >= self.shards else 0
+        return 0
 
     def _gate(self):
         # Its all-reduce fails at once when other ranks began a membership change.
-        self._vote[0] = 1
-        dist.all_reduce(self._vote)
+        self._gate_flag[0] = 1
+        dist.all_reduce(self._gate_flag)
 
     def _average(self):
         buf = torch.zeros(self.shards * self._slot + 1, dtype=torch.float32)
@@ -185,37 +233,40 @@ class HSDPTrainer:
         self._averaged = None
 
     def _recover(self, error):
-        """After a failure: leave if this rank's replica group broke, else discard the step,
-        change the members until only whole replica groups are left, bring every rank to the
-        newest committed step, and run on_change."""
+        """After a failure: leave if this rank's replica group broke, else change the members."""
         shard_failure = _chorus_torch.failure(self.group)
         if shard_failure is not None:
             self._leave(f"its replica group {self._members()} failed: {shard_failure}", error)
         cause = _chorus_torch.failure()
         if cause is None:
             raise error
+        self._change(cause, error)
+
+    def _change(self, cause, error):
+        """Discards this step (after a failure), changes the members (admitting the
+        replacements waiting) until only whole replica groups are left, brings every rank to
+        the newest committed step, gives the newcomers their shards, and runs on_change."""
         noticed, started = time.time(), time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
         previous = dist.get_world_size()
         former, lost = list(range(previous)), []
         # Ranks the default group saw fail take their replica-mates with them.
-        gone = self._replica_mates(_chorus_torch.failed_ranks())
+        gone = self._replica_mates(_chorus_torch.failed_ranks()) if cause else []
         if dist.get_rank() in gone:
             self._leave(f"its replica group {self._members()} lost a rank ({cause})", error)
         while True:
             try:
                 m = self._shrink(gone, cause, error)
-                lost += [former[r] for r in m.lost_ranks]
+                lost += [former[r] for r in m.lost_ranks if former[r] >= 0]
                 former = [former[f] if f >= 0 else -1 for f in m.former_ranks]
-                orphans = _broken_replicas(former, self.shards)
-                if orphans:
-                    # A member of a broken replica group got into the membership: it leaves,
-                    # the others change again without it.
-                    if dist.get_rank() in orphans:
-                        self._leave("its replica group lost a member in the change", error)
-                    gone = orphans
-                    continue
+                m, former, lost = _whole_replicas(
+                    m, former, lost, self.shards, lambda why: self._leave(why, error),
+                    lambda orphans: self._shrink(orphans, cause, error))
+                if -1 in former:
+                    _split_replica_groups(former, self.shards)
                 self._catch_up()
+                if -1 in former:
+                    self._transfer_state(former)
                 break
             except _elastic.Removed:
                 raise
@@ -223,7 +274,7 @@ class HSDPTrainer:
                 again = _chorus_torch.failure()
                 if again is None:
                     raise
-                cause = f"{cause}; then, during the recovery: {again}"
+                cause = f"{cause or 'admitting replacements'}; then, during the recovery: {again}"
                 error = e
                 gone = self._replica_mates(_chorus_torch.failed_ranks())
                 if dist.get_rank() in gone:
@@ -255,8 +306,9 @@ class HSDPTrainer:
                     f"step {self.steps}: the other ranks declared it dead and went on without "
                     f"it (it was stopped, frozen or too slow: {e}); it cannot take part any "
                     "more") from error
+            why = f"a failure ({cause})" if cause else "admitting replacements"
             raise RuntimeError(f"chorus.torch.elastic: the membership change at step "
-                               f"{self.steps} after a failure ({cause}) failed: {e}") from error
+                               f"{self.steps} after {why} failed: {e}") from error
 
     def _catch_up(self):
         """A rank whose vote failed while another's completed is one step behind, with that
@@ -267,7 +319,7 @@ class HSDPTrainer:
         dist.all_gather_into_tensor(every, mine)
         steps = every[0::2]
         newest = int(steps.max())
-        if int(steps.min()) == newest:
+        if int(steps[steps >= 0].min()) == newest:  # newcomers (-1) take their shards later
             return
         source = int((steps == newest).nonzero()[0])
         payload = None
@@ -276,7 +328,7 @@ class HSDPTrainer:
                                       "state": None if self.state is None
                                       else self.state.state_dict()})
         taken = _elastic._unpack(_elastic._broadcast_bytes(payload, source))
-        if self.steps == newest:
+        if self.steps == newest or self.steps < 0:
             return
         if self.steps != newest - 1 or self._averaged is None:
             raise RuntimeError(f"chorus.torch.elastic: rank {dist.get_rank()} is at step "
@@ -288,6 +340,61 @@ class HSDPTrainer:
         if self.state is not None:
             self.state.load_state_dict(taken["state"])
 
+    def _welcome(self, m, former, started):
+        """A replacement admitted in hsdp_mesh: takes part in the running ranks' catch-up, takes
+        its shard from the healthy replica group's rank with the same index, and applies the
+        change's policy as they do."""
+        self.steps = -1  # behind everyone, and not counted by the catch-up
+        self._catch_up()
+        self._transfer_state(former)
+        previous = sum(1 for f in former if f >= 0)
+        self._changed(_elastic.Change(self.steps, m.generation, m.rank, m.size, previous, former,
+                                      [], "joined as a replacement", time.time(),
+                                      time.perf_counter() - started))
+
+    def _transfer_state(self, former):
+        """Collective: for each shard index, the rank of replica group 0 (a running one: they
+        come first) sends its shard, optimizer state, step, RNG and `state` to the newcomers
+        with that index."""
+        new = former[dist.get_rank()] < 0
+        for index in range(self.shards):
+            payload = _elastic._pack(self._shard_state()) if dist.get_rank() == index else None
+            data = _elastic._broadcast_bytes(payload, index)
+            if new and self.index == index:
+                self._load_shard_state(_elastic._unpack(data))
+
+    def _shard_state(self):
+        from torch.distributed.tensor import DTensor
+
+        def local(v):
+            return (v.to_local(), True) if isinstance(v, DTensor) else (v, False)
+
+        return {"params": [p.to_local() for p in self.params],
+                "optimizer": [{k: local(v) for k, v in self.optimizer.state.get(p, {}).items()}
+                              for p in self.params],
+                "groups": [{k: v for k, v in g.items() if k != "params"}
+                           for g in self.optimizer.param_groups],
+                "steps": self.steps, "rng": torch.get_rng_state(),
+                "state": None if self.state is None else self.state.state_dict()}
+
+    def _load_shard_state(self, taken):
+        from torch.distributed.tensor import DTensor
+
+        with torch.no_grad():
+            for p, t in zip(self.params, taken["params"]):
+                p.to_local().copy_(t)
+        for p, saved in zip(self.params, taken["optimizer"]):
+            self.optimizer.state[p] = {
+                k: DTensor.from_local(v.clone(), p.device_mesh, p.placements, shape=p.shape,
+                                      stride=p.stride()) if sharded else v
+                for k, (v, sharded) in saved.items()}
+        for group, saved in zip(self.optimizer.param_groups, taken["groups"]):
+            group.update(saved)
+        self.steps = taken["steps"]
+        torch.set_rng_state(taken["rng"])
+        if self.state is not None:
+            self.state.load_state_dict(taken["state"])
+
     def _changed(self, change):
         self.changes.append(change)
         if self.on_change is not None:
@@ -295,8 +402,45 @@ class HSDPTrainer:
 
 
 def _broken_replicas(former_ranks, shards):
-    """Ranks now whose replica group (by their ranks before the first change) is not whole."""
-    members = {}
+    """Ranks now whose replica group is not whole: running ranks by their ranks before the
+    change, newcomers (-1, after them) in groups of `shards` in their order, the rest left
+    over."""
+    members, newcomers = {}, []
     for now, before in enumerate(former_ranks):
-        members.setdefault(before // shards if before >= 0 else -1 - now, []).append(now)
-    return sorted(r for group in members.values() if len(group) != shards for r in group)
+        if before >= 0:
+            members.setdefault(before // shards, []).append(now)
+        else:
+            newcomers.append(now)
+    broken = [r for group in members.values() if len(group) != shards for r in group]
+    return sorted(broken + newcomers[len(newcomers) // shards * shards:])
+
+
+def _whole_replicas(m, former, lost, shards, leave, shrink):
+    """After a shrink (m; former: the ranks before the change, composed): while a replica group
+    in the membership is not whole, its members leave (leave(why) raises) and the others change
+    again without them (shrink(gone))."""
+    while True:
+        orphans = _broken_replicas(former, shards)
+        if not orphans:
+            return m, former, lost
+        if dist.get_rank() in orphans:
+            leave("its replica group is not whole in the new membership")
+        m = shrink(orphans)
+        lost += [former[r] for r in m.lost_ranks if former[r] >= 0]
+        former = [former[f] if f >= 0 else -1 for f in m.former_ranks]
+
+
+def _split_replica_groups(former, shards):
+    """Collective on the default group after an admission: the newcomers of each new replica
+    group make its group (the others take part in the split and get None)."""
+    rank = dist.get_rank()
+    block = rank // shards
+    color = block if former[rank] < 0 else -1
+    generation = _chorus_torch.membership().generation
+    return _chorus_torch.split_group(color, rank, range(block * shards, (block + 1) * shards),
+                                     f"chorus_replica_g{generation}_{block}")
+
+
+def _leave_at_admission(why):
+    raise _elastic.Removed(f"chorus.torch.elastic: rank {dist.get_rank()} leaves the job as it "
+                           f"joins: {why} (more replacements came than whole replica groups)")

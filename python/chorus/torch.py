@@ -187,6 +187,33 @@ def _follow(default, former, size):
                 _ext.abort(backend)
 
 
+def split_group(color, key, ranks, name):
+    """Collective on the default group (Chorus's Communicator::split): the ranks that pass the
+    same color form a new chorus group, ranked by key, which torch knows as it knows a
+    new_group's (group=, DeviceMesh.from_group); `ranks` are its members' global ranks in that
+    order, `name` a group name unique in this process (the same on every member). None for a
+    negative color. It meets in the default group's store (under chorus-run, chorus-run's), not
+    in torch's, and without torch's group counters: a replacement can make one with the ranks it
+    joined."""
+    c10d = _dist.distributed_c10d
+    register = getattr(c10d, "_register_pg_in_world", None)
+    if register is None:
+        raise RuntimeError(f"chorus.torch.split_group needs torch 2.15 or later, not "
+                           f"{torch.__version__}")
+    backend = _ext.split(_group(None), int(color), int(key), [int(r) for r in ranks], name)
+    if backend is None:
+        return None
+    store = _dist.HashStore()  # torch's ProcessGroup wants one; the backend uses its own
+    pg = _dist.ProcessGroup(store, backend.rank(), backend.size())
+    kind = _dist.ProcessGroup.BackendType.CUSTOM
+    pg._set_default_backend(kind)
+    pg._register_backend(torch.device("cpu"), kind, backend)
+    pg._set_group_name(name)
+    pg._set_group_desc(name)
+    register(pg, BACKEND, store, name, f"cpu:{BACKEND}", {g: i for i, g in enumerate(ranks)})
+    return pg
+
+
 def failed_ranks(group=None):
     """Ranks of the group (its ranks, not global ones) known to have failed so far: seen dead,
     timed out or declared dead. Never blocks."""

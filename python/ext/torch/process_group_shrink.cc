@@ -3,6 +3,7 @@
 // on top of it where the headers have one. docs/python.md, "Surviving a lost rank".
 #include "no_gil.h"
 #include "process_group_chorus.h"
+#include "signal_abort.h"
 
 #include <chorus/error.hpp>
 
@@ -147,6 +148,37 @@ MembershipChange ProcessGroupChorus::membership() const {
 
 int ProcessGroupChorus::joinersWaiting() const {
   return communicator("joiners_waiting").joinersWaiting();
+}
+
+ProcessGroupChorus::ProcessGroupChorus(std::unique_ptr<Communicator> comm,
+                                       const ProcessGroupChorus& parent,
+                                       std::vector<int64_t> globalRanks, std::string groupName)
+    : BackendBase(comm->rank(), comm->size()),
+      store_(makePrefixStore("split/" + groupName, parent.meetStore_)),
+      meetStore_(store_),
+      timeout_(parent.timeout_),
+      globalRanks_(std::move(globalRanks)),
+      groupName_(std::move(groupName)),
+      comm_(std::move(comm)),
+      handle_(newReconfigureHandle()) {
+  signalAbort_ = std::make_shared<SignalAbort>(this);
+  init();
+}
+
+c10::intrusive_ptr<ProcessGroupChorus> ProcessGroupChorus::split(int color, int key,
+                                                                 std::vector<int64_t> globalRanks,
+                                                                 std::string groupName) {
+  std::unique_ptr<Communicator> child;
+  try {
+    const NoGil noGil;
+    child = communicator("split").split(color, key);
+  } catch (const Error& e) {
+    TORCH_CHECK(false, "chorus backend: splitting ", describeGroup(), " on rank ", getRank(),
+                " failed: ", e.what());
+  }
+  if (!child) return {};
+  return c10::make_intrusive<ProcessGroupChorus>(std::move(child), *this, std::move(globalRanks),
+                                                 std::move(groupName));
 }
 
 std::vector<int> ProcessGroupChorus::failedRanks() const {

@@ -82,6 +82,14 @@ PYBIND11_MODULE(_torch, m) {
       "`gone`) and the group goes on with them; returns (generation, rank, size, former_ranks, "
       "lost_ranks).");
   m.def(
+      "split",
+      [](const c10::intrusive_ptr<BackendBase>& pg, int color, int key,
+         std::vector<int64_t> globalRanks, std::string name) -> c10::intrusive_ptr<BackendBase> {
+        return chorusGroup(pg).split(color, key, std::move(globalRanks), std::move(name));
+      },
+      "Collective over the group: the ranks that pass the same color form a new chorus backend, "
+      "ranked by key (None for a negative color).");
+  m.def(
       "failed_ranks",
       [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).failedRanks(); },
       "Ranks of the group known to have failed so far (never blocks).");
