@@ -22,8 +22,15 @@ others were changing the members finds out here, not inside its replica group's 
 where it would wait for a replica-mate that is busy in the change), the gradient all-reduce, and
 a commit vote; the optimizer steps only when the vote saw every rank. A rank whose vote failed
 while another's completed holds the same averaged gradients (every rank finished the all-reduce
-before voting), so it applies the step itself: nothing sharded needs to travel. Replacements are
-not taken yet (docs/python.md, "Surviving a lost rank").
+before voting), so it applies the step itself: nothing sharded needs to travel.
+
+Replacements (chorus-run --elastic restarts the lost rank and its replica-mates) join as whole
+replica groups: hsdp_mesh, in a replacement, joins the job once the running ranks admit it (rank
+0 looks every admit_every steps for a replica group's worth of them waiting), the newcomers of
+each new replica group make their shard group by a split of the default group (in its store,
+not torch's), and HSDPTrainer takes each shard, its optimizer state, the step, RNG and `state`
+from the rank of replica group 0 with the same shard index (docs/python.md, "Surviving a lost
+rank").
 """
 
 import math
