@@ -302,8 +302,8 @@ def main():
     n_params = sum(p.numel() for p in model.parameters())
     layout = f"HSDP {world // args.hsdp} x {args.hsdp}" if args.hsdp else "DDP"
     say(f"train_elastic: {world} ranks ({layout}), backend {args.backend}, {args.model} "
-        f"({n_params} parameters), batch {args.batch} per rank, SGD lr {args.lr} momentum {args.momentum}, "
-        f"{'synthetic data' if args.synthetic else args.data}")
+        f"({n_params} parameters), batch {args.batch} per rank, SGD lr {args.lr} momentum "
+        f"{args.momentum}, {'synthetic data' if args.synthetic else args.data}")
     start = time.perf_counter()
     while not args.steps or trainer.steps < args.steps:
         batch = plan.batch(dist.get_rank(), dist.get_world_size())
