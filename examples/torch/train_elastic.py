@@ -15,7 +15,11 @@ status 4. --fail-signal stall: the rank stays alive but stuck before the step (-
 seconds, a hung data loader): the others, waiting in the step, leave it out after the Trainer's
 stall timeout (the heartbeat's by default); when it comes back it learns so and exits 4. The policy for the new size (the on_change hook):
 batch per rank unchanged, learning rate scaled by the number of ranks, the rest of the epoch
-dealt among the ranks there are. Rank 0 prints
+dealt among the ranks there are. --hsdp S: HSDP instead of DDP, the model sharded with FSDP2
+(fully_shard) within replica groups of S ranks and averaged across them by
+chorus.torch.elastic.HSDPTrainer; a lost rank takes its replica group out (its replica-mates
+exit with status 4, saying they left) and the other replica groups go on; replacements join as
+whole replica groups (chorus-run restarts the lost rank and its replica-mates). Rank 0 prints
 "recovered in X s" per membership change (from the failure to the next committed step), the test
 accuracy and whether every rank ends with bit-identical parameters (exit status 3 if not).
 """
@@ -33,7 +37,8 @@ import torch.nn.functional as F
 
 import fashion_mnist
 import models
-from train_ddp import join_group, load_data, ranks_with_other_parameters, test_accuracy
+from train_ddp import (join_group, load_data, ranks_with_other_parameters, ranks_with_other_values,
+                       test_accuracy)
 
 FAIL_TIME_KEY = "train_elastic/fail_time"
 FAIL_PID_KEY = "train_elastic/fail_pid"
@@ -63,6 +68,8 @@ def parse_args():
     p.add_argument("--stall-for", type=float, default=30, metavar="SECONDS")
     p.add_argument("--stall-seconds", type=float, default=None, metavar="SECONDS",
                    help="the Trainer's stall timeout (default: the heartbeat's; 0: off)")
+    p.add_argument("--hsdp", type=int, default=0, metavar="S",
+                   help="HSDP: FSDP2 within replica groups of S ranks (0: DDP)")
     # For the tests of failures in awkward places (first life only).
     p.add_argument("--fail-in-recovery", type=int, default=-1, metavar="R",
                    help="rank R is killed during the recovery from the first failure, once its "
@@ -130,7 +137,7 @@ def set_lr(opt, lr):
         group["lr"] = lr
 
 
-def arm_failure(args, model, store):
+def arm_failure(args, model, store, elastic_hsdp):
     """In the first life, rank --fail-rank kills (or stops) itself in step --fail-step's
     backward, once the first layer's gradient is computed: other gradient buckets are already
     being all-reduced. The time goes to the store first, for the survivors' recovery time."""
@@ -157,7 +164,16 @@ def arm_failure(args, model, store):
             os.kill(os.getpid(), sig)
         return grad
 
-    next(model.module.parameters()).register_hook(fail)
+    if args.hsdp:
+        # FSDP2 sets the sharded parameters' gradients itself: the hook goes on the first
+        # layer's output instead.
+        def on_output(module, inputs, output):
+            if armed:
+                output.register_hook(fail)
+
+        elastic_hsdp.first_layer(model).register_forward_hook(on_output)
+    else:
+        next(model.module.parameters()).register_hook(fail)
     return lambda step: armed.append(True) if step == args.fail_step else None
 
 
@@ -259,8 +275,18 @@ def main():
     x_all, y_all = train_set
     # A replacement (chorus-run --elastic restarted a lost rank) joined the job inside
     # init_process_group; elastic.ddp leaves out DDP's initial collectives there.
-    model = elastic.ddp(models.MODELS[args.model]())
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    elastic_hsdp = None
+    if args.hsdp:
+        import elastic_hsdp
+
+        try:  # in a replacement, joins the job (hsdp_mesh)
+            model, opt, mesh = elastic_hsdp.build(args, elastic)
+        except elastic.Removed as e:
+            print(f"train_elastic: {e}", flush=True)
+            os._exit(4)
+    else:
+        model = elastic.ddp(models.MODELS[args.model]())
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     plan = Plan(len(x_all), args)
     recovering = []
 
@@ -270,9 +296,16 @@ def main():
         recovering.append(change)
 
     arm_awkward_failures(args, chorus.torch)
-    trainer = elastic.Trainer(model, opt, on_change=on_change, state=plan,
-                              admit_every=args.admit_every, stall_seconds=args.stall_seconds)
-    if args.resume and not trainer.changes:
+    if args.hsdp:
+        trainer = elastic.HSDPTrainer(model, opt, mesh, on_change=on_change, state=plan,
+                                      admit_every=args.admit_every)
+    else:
+        trainer = elastic.Trainer(model, opt, on_change=on_change, state=plan,
+                                  admit_every=args.admit_every, stall_seconds=args.stall_seconds)
+    if args.resume and args.hsdp:
+        saved_world = elastic_hsdp.load_shards(args.resume, model, opt, trainer, plan, mesh)
+        set_lr(opt, opt.param_groups[0]["lr"] * world / saved_world)
+    elif args.resume and not trainer.changes:
         # One discarded backward first: DDP's first iteration averages the gradients with other
         # roundings than the later ones, and the run being matched was past it.
         F.cross_entropy(model(x_all[:1]), y_all[:1]).backward()
@@ -284,18 +317,22 @@ def main():
         plan._order()
         set_lr(opt, opt.param_groups[0]["lr"] * world / state["world"])
 
-    failing = arm_failure(args, model, store)
+    failing = arm_failure(args, model, store, elastic_hsdp)
     n_params = sum(p.numel() for p in model.parameters())
-    say(f"train_elastic: {world} ranks, backend {args.backend}, {args.model} ({n_params} "
-        f"parameters), batch {args.batch} per rank, SGD lr {args.lr} momentum {args.momentum}, "
-        f"{'synthetic data' if args.synthetic else args.data}")
+    layout = f"HSDP {world // args.hsdp} x {args.hsdp}" if args.hsdp else "DDP"
+    say(f"train_elastic: {world} ranks ({layout}), backend {args.backend}, {args.model} "
+        f"({n_params} parameters), batch {args.batch} per rank, SGD lr {args.lr} momentum "
+        f"{args.momentum}, {'synthetic data' if args.synthetic else args.data}")
     start = time.perf_counter()
     while not args.steps or trainer.steps < args.steps:
         batch = plan.batch(dist.get_rank(), dist.get_world_size())
         if batch is None:
             break
         if trainer.steps == args.fail_step and args.save_before_failure and not trainer.changes:
-            if dist.get_rank() == 0:
+            if args.hsdp:
+                elastic_hsdp.save_shards(args.save_before_failure, model, opt, trainer, plan,
+                                         mesh)
+            elif dist.get_rank() == 0:
                 torch.save({"model": model.module.state_dict(), "optimizer": opt.state_dict(),
                             "steps": trainer.steps, "epoch": plan.epoch, "cursor": plan.cursor,
                             "world": dist.get_world_size()}, args.save_before_failure)
@@ -321,7 +358,10 @@ def main():
     world = dist.get_world_size()
     accuracy = test_accuracy(model, test_set, dist.get_rank(), world)
     last_tensors = []
-    differing = ranks_with_other_parameters(model, last_tensors)
+    if args.hsdp:
+        differing = ranks_with_other_values(elastic_hsdp.all_parameters(model), last_tensors)
+    else:
+        differing = ranks_with_other_parameters(model, last_tensors)
     say(f"{trainer.steps} steps committed, {len(trainer.changes)} membership change(s), "
         f"{elapsed:.1f} s in all")
     say(f"test accuracy: {accuracy * 100:.2f} %")
@@ -329,8 +369,10 @@ def main():
         say(f"parameters: bit-identical on all {world} ranks")
     else:
         say(f"parameters: {differing} of {world} ranks differ from rank 0")
-    if args.save and dist.get_rank() == 0:
-        torch.save(model.module.state_dict(), args.save)
+    if args.save:
+        state = elastic_hsdp.final_state(model) if args.hsdp else model.module.state_dict()
+        if dist.get_rank() == 0:
+            torch.save(state, args.save)
     del model, trainer
     dist.destroy_process_group()
     del last_tensors

@@ -293,6 +293,12 @@ class CHORUS_API Communicator {
   // Error(kPeerFailure, "... rank R was declared dead by the survivors ..."). Only for a
   // communicator made by create()/fromEnv() or by an earlier shrink()/join() (not a split).
   std::unique_ptr<Communicator> shrink();
+  // The same, where the caller knows of more ranks that are gone or leaving than failedRanks()
+  // says (a group built on this communicator whose failures it never saw: the members of a
+  // broken replica group, say): the agreement waits for none of `gone` to register, as for a
+  // rank known dead; one that registers all the same is kept. Ranks outside 0..size-1 are
+  // ignored.
+  std::unique_ptr<Communicator> shrink(const std::vector<int>& gone);
   // For each rank of this communicator, its rank in the communicator it was made from by
   // shrink() or join(); -1 for a newcomer. For a communicator from create(): 0..size-1.
   std::vector<int> formerRanks() const;

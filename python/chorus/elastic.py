@@ -20,6 +20,10 @@ RNG and the user's ``state`` from a peer::
         x, y = batch_for(trainer.steps, dist.get_rank(), dist.get_world_size())
         trainer.step(lambda: F.cross_entropy(model(x), y))   # None when the step was discarded
 
+HSDP (FSDP2 within replica groups, the replicate dimension over the default group) survives a
+lost rank too, a replica group being the unit of failure: ``hsdp_mesh`` and ``HSDPTrainer``
+(chorus._elastic_hsdp).
+
 Needs a torch whose c10d lets a backend's size change (``C10D_BACKEND_HAS_RECONFIGURE``, see
 ``chorus.torch.shrink``). The store must outlive any rank that can be lost: torch's env://
 store lives in rank 0, so losing rank 0 ends the job (docs/python.md, "Surviving a lost rank").
@@ -350,6 +354,10 @@ def _broadcast_bytes(data, source):
         data = torch.empty(int(length.item()), dtype=torch.uint8)
     dist.broadcast(data, src=source)
     return data
+
+
+# HSDP's replicate dimension (it uses Change, Removed and the helpers above).
+from chorus._elastic_hsdp import HSDPTrainer, hsdp_mesh  # noqa: E402,F401
 
 
 def __getattr__(name):

@@ -146,23 +146,79 @@ def can_shrink():
     return bool(_ext.can_shrink)
 
 
-def shrink(group=None):
+def shrink(group=None, gone=()):
     """Shrinks the default group in place after a failure: collective among its live ranks,
     which agree on the members (a rank that died or was declared dead is left out) and go on
     with them; ``dist.get_rank()`` and ``dist.get_world_size()`` then say the new rank and size.
-    Operations still in flight on the group fail. Returns a Membership. Needs can_shrink()."""
+    Operations still in flight on the group fail. `gone`: ranks of the group the caller knows to
+    be gone or leaving beyond those the group saw fail (the members of a broken replica group):
+    the agreement does not wait for them. Subgroups follow: one whose members all stayed keeps
+    working under their new global ranks (``dist.get_rank(sub)``,
+    ``get_process_group_ranks(sub)``); one that lost a member is aborted, so its operations
+    raise instead of waiting. Returns a Membership. Needs can_shrink()."""
     pg = _dist.distributed_c10d._get_default_group()
     if group is not None:
         _group(group)  # a TypeError for a group of another backend
     if group is not None and group is not pg:
         raise ValueError("chorus.torch.shrink: only the default group can shrink in place "
-                         "(make subgroups again after it shrank)")
-    generation, rank, size, former, lost = _ext.shrink(_group(pg))
-    # torch's table of the default group's ranks (get_process_group_ranks) follows the change.
-    ranks = getattr(_dist.distributed_c10d._world, "pg_group_ranks", None)
-    if ranks is not None and pg in ranks:
-        ranks[pg] = {r: r for r in range(size)}
+                         "(its subgroups follow it)")
+    generation, rank, size, former, lost = _ext.shrink(_group(pg), [int(r) for r in gone])
+    _follow(pg, list(former), size)
     return Membership(generation, rank, size, list(former), list(lost))
+
+
+def _follow(default, former, size):
+    """torch's tables of global ranks after the default group changed: the default group's
+    ranks are 0..size-1; a subgroup's members take their new global ranks (their group ranks
+    stay), and a subgroup that lost a member is aborted."""
+    tables = getattr(_dist.distributed_c10d._world, "pg_group_ranks", None)
+    if tables is None:
+        return
+    now = {old: new for new, old in enumerate(former) if old >= 0}
+    for pg, table in list(tables.items()):
+        if pg is default:
+            tables[pg] = {r: r for r in range(size)}
+            continue
+        if not isinstance(pg, _dist.ProcessGroup):
+            continue
+        tables[pg] = {now[g]: r for g, r in table.items() if g in now}
+        if len(tables[pg]) < len(table):
+            backend = _backend_of(pg)
+            if backend is not None:
+                _ext.abort(backend)
+
+
+def split_group(color, key, ranks, name):
+    """Collective on the default group (Chorus's Communicator::split): the ranks that pass the
+    same color form a new chorus group, ranked by key, which torch knows as it knows a
+    new_group's (group=, DeviceMesh.from_group); `ranks` are its members' global ranks in that
+    order, `name` a group name unique in this process (the same on every member). None for a
+    negative color. It meets in the default group's store (under chorus-run, chorus-run's), not
+    in torch's, and without torch's group counters: a replacement can make one with the ranks it
+    joined."""
+    c10d = _dist.distributed_c10d
+    register = getattr(c10d, "_register_pg_in_world", None)
+    if register is None:
+        raise RuntimeError(f"chorus.torch.split_group needs torch 2.15 or later, not "
+                           f"{torch.__version__}")
+    backend = _ext.split(_group(None), int(color), int(key), [int(r) for r in ranks], name)
+    if backend is None:
+        return None
+    store = _dist.HashStore()  # torch's ProcessGroup wants one; the backend uses its own
+    pg = _dist.ProcessGroup(store, backend.rank(), backend.size())
+    kind = _dist.ProcessGroup.BackendType.CUSTOM
+    pg._set_default_backend(kind)
+    pg._register_backend(torch.device("cpu"), kind, backend)
+    pg._set_group_name(name)
+    pg._set_group_desc(name)
+    register(pg, BACKEND, store, name, f"cpu:{BACKEND}", {g: i for i, g in enumerate(ranks)})
+    return pg
+
+
+def failed_ranks(group=None):
+    """Ranks of the group (its ranks, not global ones) known to have failed so far: seen dead,
+    timed out or declared dead. Never blocks."""
+    return list(_ext.failed_ranks(_group(group)))
 
 
 def membership(group=None):

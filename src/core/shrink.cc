@@ -103,7 +103,9 @@ int Communicator::joinersWaiting() const {
   return membership::joinersWaiting(*impl_->rootStore, impl_->options.trace.heartbeatSeconds);
 }
 
-std::unique_ptr<Communicator> Communicator::shrink() {
+std::unique_ptr<Communicator> Communicator::shrink() { return shrink(std::vector<int>{}); }
+
+std::unique_ptr<Communicator> Communicator::shrink(const std::vector<int>& gone) {
   Impl& im = *impl_;
   const uint64_t generation = im.generation + 1;
   const std::string where = "shrink (rank " + std::to_string(im.rank) + ", generation " +
@@ -116,7 +118,12 @@ std::unique_ptr<Communicator> Communicator::shrink() {
                     "can shrink (not one made by split())");
   }
   const Deadline deadline = Deadline::after(im.options.timeout);
-  const std::vector<int> knownDead = failedRanks();
+  std::vector<int> knownDead = failedRanks();
+  for (int r : gone) {
+    if (r >= 0 && r < im.size && r != im.rank) knownDead.push_back(r);
+  }
+  std::sort(knownDead.begin(), knownDead.end());
+  knownDead.erase(std::unique(knownDead.begin(), knownDead.end()), knownDead.end());
   im.retire("communicator was replaced by shrink() (generation " + std::to_string(generation) + ")",
             Deadline::after(std::min(kRetireWait, im.options.timeout / 4)));
   membership::Outcome out;

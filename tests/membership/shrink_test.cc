@@ -150,6 +150,33 @@ TEST(Shrink, SlowRankIsDeclaredDead) {
   EXPECT_TRUE(errors.empty()) << joinAll(errors);
 }
 
+// Ranks 2 and 3 leave alive (their replica group broke, say): they keep their communicator
+// open and never call shrink, so no failure shows anywhere. Survivors that name them in
+// shrink(gone) do not wait for them (without it: half the 20 s timeout), and the two-rank
+// communicator works.
+TEST(Shrink, GoneRanksAreNotWaitedFor) {
+  auto store = makeHashStore();
+  std::atomic<int> done{0};
+  auto errors = runElastic(store, 4, membershipOptions(seconds(20)), [&](int r, auto comm) {
+    checkCollectives(*comm, {0, 1, 2, 3});
+    if (r >= 2) {
+      while (done.load() < 2) std::this_thread::sleep_for(milliseconds(10));
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto next = comm->shrink({2, 3, 7, -1});  // out of range: ignored
+    const auto took = std::chrono::steady_clock::now() - start;
+    ++done;
+    require(took < seconds(5), "shrink(gone) waited " +
+                                   std::to_string(std::chrono::duration<double>(took).count()) +
+                                   " s for ranks it was told are gone");
+    require(next->size() == 2 && next->formerRanks() == std::vector<int>({0, 1}), "membership");
+    require(comm->failedRanks() == std::vector<int>({2, 3}), "failedRanks");
+    checkCollectives(*next, {0, 1});
+  });
+  EXPECT_TRUE(errors.empty()) << joinAll(errors);
+}
+
 // Rank 3 registers for the agreement and vanishes before connecting: the others retry without
 // it, within their timeout.
 TEST(Shrink, RankLostDuringTheShrink) {

@@ -91,6 +91,10 @@ class ProcessGroupChorus : public BackendBase {
   ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                      std::chrono::milliseconds timeout, std::vector<int64_t> globalRanks = {},
                      std::string groupName = {});
+  // A group of the ranks of `parent` that passed the same color to split(): its communicator is
+  // that split's child (it met in the parent's store, so it needs no torch store).
+  ProcessGroupChorus(std::unique_ptr<Communicator> comm, const ProcessGroupChorus& parent,
+                     std::vector<int64_t> globalRanks, std::string groupName);
   ~ProcessGroupChorus() override;
 
   const std::string getBackendName() const override { return "chorus"; }
@@ -180,7 +184,14 @@ class ProcessGroupChorus : public BackendBase {
   // a failure (or when nothing failed, to admit waiting joiners): they agree on the members, and
   // this group goes on with them under a new rank and size. Only where torch lets a backend's
   // rank and size change (CHORUS_TORCH_RECONFIGURE); elsewhere a clear error.
-  MembershipChange shrinkInPlace();
+  // gone: more ranks that the caller knows to be gone or leaving (Communicator::shrink(gone)).
+  MembershipChange shrinkInPlace(const std::vector<int>& gone = {});
+  // Ranks of the group known to have failed (Communicator::failedRanks); never blocks.
+  std::vector<int> failedRanks() const;
+  // Collective over this group (Communicator::split): the ranks that pass the same color form a
+  // new group, ranked by key; null for a negative color. globalRanks: its members' global ranks.
+  c10::intrusive_ptr<ProcessGroupChorus> split(int color, int key, std::vector<int64_t> globalRanks,
+                                               std::string groupName);
   // Why the group's communicator failed (its first error), or "" while it works.
   std::string failure() const;
   // The group's membership now (rank and size also through getRank/getSize), and the newcomers

@@ -3,6 +3,7 @@
 // on top of it where the headers have one. docs/python.md, "Surviving a lost rank".
 #include "no_gil.h"
 #include "process_group_chorus.h"
+#include "signal_abort.h"
 
 #include <chorus/error.hpp>
 
@@ -149,7 +150,43 @@ int ProcessGroupChorus::joinersWaiting() const {
   return communicator("joiners_waiting").joinersWaiting();
 }
 
-MembershipChange ProcessGroupChorus::shrinkInPlace() {
+ProcessGroupChorus::ProcessGroupChorus(std::unique_ptr<Communicator> comm,
+                                       const ProcessGroupChorus& parent,
+                                       std::vector<int64_t> globalRanks, std::string groupName)
+    : BackendBase(comm->rank(), comm->size()),
+      store_(makePrefixStore("split/" + groupName, parent.meetStore_)),
+      meetStore_(store_),
+      timeout_(parent.timeout_),
+      globalRanks_(std::move(globalRanks)),
+      groupName_(std::move(groupName)),
+      comm_(std::move(comm)),
+      handle_(newReconfigureHandle()) {
+  signalAbort_ = std::make_shared<SignalAbort>(this);
+  init();
+}
+
+c10::intrusive_ptr<ProcessGroupChorus> ProcessGroupChorus::split(int color, int key,
+                                                                 std::vector<int64_t> globalRanks,
+                                                                 std::string groupName) {
+  std::unique_ptr<Communicator> child;
+  try {
+    const NoGil noGil;
+    child = communicator("split").split(color, key);
+  } catch (const Error& e) {
+    TORCH_CHECK(false, "chorus backend: splitting ", describeGroup(), " on rank ", getRank(),
+                " failed: ", e.what());
+  }
+  if (!child) return {};
+  return c10::make_intrusive<ProcessGroupChorus>(std::move(child), *this, std::move(globalRanks),
+                                                 std::move(groupName));
+}
+
+std::vector<int> ProcessGroupChorus::failedRanks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return comm_ ? comm_->failedRanks() : std::vector<int>{};
+}
+
+MembershipChange ProcessGroupChorus::shrinkInPlace([[maybe_unused]] const std::vector<int>& gone) {
 #if !CHORUS_TORCH_RECONFIGURE
   TORCH_CHECK(false, "chorus backend: shrinking ", describeGroup(),
               " in place needs a torch whose ",
@@ -157,10 +194,11 @@ MembershipChange ProcessGroupChorus::shrinkInPlace() {
               "headers); this module was built for torch ", TORCH_VERSION_MAJOR, ".",
               TORCH_VERSION_MINOR, ", which has none (docs/python.md, \"Surviving a lost rank\")");
 #else
-  // torch keeps its own table of a subgroup's global ranks, which a shrink would leave stale.
+  // A subgroup follows the default group instead (chorus.torch.shrink rewrites torch's table of
+  // its global ranks).
   TORCH_CHECK_VALUE(globalRanks_.empty(), "chorus backend: only the default group can shrink in ",
                     "place, not ", describeGroup(),
-                    " (make subgroups again after the default group shrank)");
+                    " (its subgroups follow it: chorus.torch.shrink())");
   {
     std::lock_guard<std::mutex> lock(mu_);
     TORCH_CHECK_VALUE(!joinOptions_, "chorus backend: shrink on ", describeGroup(),
@@ -175,7 +213,7 @@ MembershipChange ProcessGroupChorus::shrinkInPlace() {
   const int oldRank = getRank();
   std::unique_ptr<Communicator> next;
   try {
-    next = comm_->shrink();  // also ends the calls still in flight on the old communicator
+    next = comm_->shrink(gone);  // also ends the calls still in flight on the old communicator
   } catch (const Error& e) {
     TORCH_CHECK(false, "chorus backend: shrinking ", describeGroup(), " on rank ", oldRank,
                 " failed: ", e.what());

@@ -68,17 +68,31 @@ PYBIND11_MODULE(_torch, m) {
   m.attr("can_shrink") = static_cast<bool>(CHORUS_TORCH_RECONFIGURE);
   m.def(
       "shrink",
-      [](const c10::intrusive_ptr<BackendBase>& pg) {
+      [](const c10::intrusive_ptr<BackendBase>& pg, const std::vector<int>& gone) {
         ProcessGroupChorus& group = chorusGroup(pg);
         chorus::torch_backend::MembershipChange c;
         {
           const py::gil_scoped_release noGil;
-          c = group.shrinkInPlace();
+          c = group.shrinkInPlace(gone);
         }
         return py::make_tuple(c.generation, c.rank, c.size, c.formerRanks, c.lost);
       },
-      "Collective among the live ranks: they agree on the members and the group goes on with "
-      "them; returns (generation, rank, size, former_ranks, lost_ranks).");
+      py::arg("pg"), py::arg("gone") = std::vector<int>{},
+      "Collective among the live ranks: they agree on the members (not waiting for the ranks in "
+      "`gone`) and the group goes on with them; returns (generation, rank, size, former_ranks, "
+      "lost_ranks).");
+  m.def(
+      "split",
+      [](const c10::intrusive_ptr<BackendBase>& pg, int color, int key,
+         std::vector<int64_t> globalRanks, std::string name) -> c10::intrusive_ptr<BackendBase> {
+        return chorusGroup(pg).split(color, key, std::move(globalRanks), std::move(name));
+      },
+      "Collective over the group: the ranks that pass the same color form a new chorus backend, "
+      "ranked by key (None for a negative color).");
+  m.def(
+      "failed_ranks",
+      [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).failedRanks(); },
+      "Ranks of the group known to have failed so far (never blocks).");
   m.def(
       "membership",
       [](const c10::intrusive_ptr<BackendBase>& pg) {

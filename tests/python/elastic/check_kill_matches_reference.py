@@ -9,12 +9,16 @@ that saw the same membership:
   3. The two final models must be bit-identical: the failed step left nothing behind, and DDP
      averaged over the new size from then on.
 
+With --hsdp S the example runs HSDP (replica groups of S ranks): the killed rank's replica group
+leaves, the reference runs on the 4 - S ranks left, from the shards that replica group 0 saved.
+
     check_kill_matches_reference.py --chorus-run PATH --example PATH [--fail-rank R] ...
 Exits 77 (skipped) where this torch cannot shrink a group in place.
 """
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -42,6 +46,9 @@ def main():
     p.add_argument("--fail-rank", type=int, default=2)
     p.add_argument("--fail-step", type=int, default=3)
     p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--hsdp", type=int, default=0, metavar="S")
+    p.add_argument("--bound", type=float, default=0,
+                   help="the recovery (kill to the next committed step) must take less (0: any)")
     args = p.parse_args()
     import chorus.torch
 
@@ -51,25 +58,43 @@ def main():
     py = sys.executable
     common = [args.example, "--synthetic", "--batch", "16", "--steps", str(args.steps),
               "--timeout", "30", "--log-every", "1000"]
+    lost, left = [args.fail_rank], 3
+    if args.hsdp:
+        common += ["--hsdp", str(args.hsdp)]
+        first = args.fail_rank // args.hsdp * args.hsdp
+        lost, left = list(range(first, first + args.hsdp)), 4 - args.hsdp
+    lost_text = ",".join(map(str, lost))
     with tempfile.TemporaryDirectory() as tmp:
         before, elastic, reference = (os.path.join(tmp, f) for f in
                                       ("before.pt", "elastic.pt", "reference.pt"))
-        run([args.chorus_run, "-n", "4", "--elastic", "--max-restarts", "0", "--min-ranks", "3",
-             "--", py] + common + ["--fail-rank", str(args.fail_rank), "--fail-step",
-                                   str(args.fail_step), "--save-before-failure", before,
-                                   "--save", elastic],
-            60, ["4 -> 3 ranks (lost 2)", "recovered in", "parameters: bit-identical on all 3"])
-        run([args.chorus_run, "-n", "3", "--", py] + common +
-            ["--resume", before, "--save", reference], 60, ["parameters: bit-identical on all 3"])
+        out = run([args.chorus_run, "-n", "4", "--elastic", "--max-restarts", "0", "--min-ranks",
+             str(left), "--", py] + common +
+            ["--fail-rank", str(args.fail_rank), "--fail-step", str(args.fail_step),
+             "--save-before-failure", before, "--save", elastic],
+            60, [f"4 -> {left} ranks (lost {lost_text})", "recovered in",
+                 f"parameters: bit-identical on all {left}"])
+        found = re.search(r"recovered in ([0-9.]+) s", out)
+        if args.bound and float(found.group(1)) >= args.bound:
+            sys.exit(f"check_kill_matches_reference: recovered in {found.group(1)} s, not under "
+                     f"{args.bound} s")
+        run([args.chorus_run, "-n", str(left), "--", py] + common +
+            ["--resume", before, "--save", reference], 60,
+            [f"parameters: bit-identical on all {left}"])
         got, want = torch.load(elastic), torch.load(reference)
-        before_state = torch.load(before, weights_only=False)["model"]
+        if args.hsdp:  # the full parameters from the shards saved
+            shards = [torch.load(f"{before}.{i}", weights_only=False)["params"]
+                      for i in range(args.hsdp)]
+            before_state = {k: torch.cat([s[n] for s in shards])
+                            for n, k in enumerate(want)}
+        else:
+            before_state = torch.load(before, weights_only=False)["model"]
         differ = [k for k in want if not torch.equal(got[k], want[k])]
         if differ:
             sys.exit(f"check_kill_matches_reference: the survivors' parameters differ from the "
                      f"reference in {differ}")
         if all(torch.equal(got[k], before_state[k]) for k in got):
             sys.exit("check_kill_matches_reference: the model did not train after the failure")
-    print(f"survivors' parameters bit-identical to the 3-rank reference from step "
+    print(f"survivors' parameters bit-identical to the {left}-rank reference from step "
           f"{args.fail_step}")
     return 0
 

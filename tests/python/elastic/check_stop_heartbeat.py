@@ -10,8 +10,11 @@ stall) a rank alive but stuck before a step (a hung data loader), caught by the 
   (SIGCONT; a stalled one comes back by itself): it must say that it was removed from the job
   and exit 4, not hang or go on.
 
+With --hsdp S the example runs HSDP (replica groups of S ranks): the stopped rank's replica-mates
+leave too (exit 4, saying so), and the 4 - S ranks of the other replica groups go on.
+
     check_stop_heartbeat.py --example PATH [--signal stop|stall] [--heartbeat H] [--bound S]
-                            [--timeout T]
+                            [--timeout T] [--hsdp S]
 Exits 77 (skipped) where this torch cannot shrink a group in place.
 """
 
@@ -37,6 +40,7 @@ def main():
     p.add_argument("--heartbeat", type=float, default=2)
     p.add_argument("--bound", type=float, default=15)
     p.add_argument("--timeout", type=float, default=60, help="the group's (collective) timeout")
+    p.add_argument("--hsdp", type=int, default=0, metavar="S")
     args = p.parse_args()
     import chorus.torch
     import torch
@@ -52,6 +56,12 @@ def main():
     if args.signal == "stall":
         # Stuck well past the bound, so that only the stall check can let the others go on.
         command += ["--stall-for", str(args.bound + 3)]
+    lost = [args.fail_rank]
+    if args.hsdp:
+        command += ["--hsdp", str(args.hsdp)]
+        first = args.fail_rank // args.hsdp * args.hsdp
+        lost = list(range(first, first + args.hsdp))
+    left = 4 - len(lost)
     print("+", " ".join(command), f"(4 ranks, CHORUS_HEARTBEAT_SECONDS={args.heartbeat})",
           flush=True)
     logs = [tempfile.TemporaryFile(mode="w+") for _ in range(4)]
@@ -69,11 +79,12 @@ def main():
         print(f"----- rank {rank} (exit {procs[rank].returncode}) -----\n{outputs[-1]}")
     failures = []
     codes = [proc.returncode for proc in procs]
-    want = [4 if r == args.fail_rank else 0 for r in range(4)]
+    want = [4 if r in lost else 0 for r in range(4)]
     if codes != want:
         failures.append(f"exit statuses {codes}, expected {want}")
     out = outputs[0]
-    for text in ["4 -> 3 ranks (lost 2)", "parameters: bit-identical on all 3 ranks",
+    for text in [f"4 -> {left} ranks (lost {','.join(map(str, lost))})",
+                 f"parameters: bit-identical on all {left} ranks",
                  f"{args.steps} steps committed"]:
         if text not in out:
             failures.append(f"rank 0's output lacks {text!r}")
@@ -84,10 +95,20 @@ def main():
         failures.append(f"recovered in {found.group(1)} s, more than {args.bound} s (heartbeat "
                         f"{args.heartbeat} s, group timeout {args.timeout} s)")
     removed = outputs[args.fail_rank]
-    for text in [f"rank {args.fail_rank} was removed from the job",
-                 "was declared dead"]:
+    told = [f"rank {args.fail_rank} was removed from the job", "was declared dead"]
+    if args.hsdp:  # it finds its replica group gone, or that it was declared dead
+        told = [f"rank {args.fail_rank} was removed from the job"
+                if "was removed from the job" in removed else
+                f"rank {args.fail_rank} leaves the job"]
+    for text in told:
         if text not in removed:
             failures.append(f"the woken rank's output lacks {text!r}")
+    for mate in lost:  # it finds its replica group broken, or comes late to the change
+        if mate != args.fail_rank and not any(
+                f"rank {mate} {what}" in outputs[mate]
+                for what in ("leaves the job", "was removed from the job")):
+            failures.append(f"rank {mate}'s output says neither that it leaves the job nor "
+                            "that it was removed")
     if failures:
         print("check_stop_heartbeat: FAILED: " + "; ".join(failures), file=sys.stderr)
         return 1
