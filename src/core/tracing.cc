@@ -73,6 +73,7 @@ void Communicator::Impl::startTracing(std::shared_ptr<Store> root) {
       }
     }
   }
+  if (publishes) trace_->recordsSinceUs = trace::wallMicros();
   if (publishes && s.heartbeatSeconds > 0) watchHeartbeat();
   if (publishes || s.signal != 0) {
     trace::watch(trace_);

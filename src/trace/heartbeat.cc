@@ -23,11 +23,16 @@ long long numberAfter(const std::string& text, const char* name) {
   return std::strtoll(text.c_str() + at + key.size(), nullptr, 10);
 }
 
-// `peer`'s latest record, or "" when there is none or the store did not answer.
-std::string recordOf(const Subject& subject, int peer) {
+// `peer`'s latest record, or "" when there is none or the store did not answer; *absent says
+// which: true when the store answered that there is none.
+std::string recordOf(const Subject& subject, int peer, bool* absent) {
   const std::string key = "chorus/progress/" + subject.id + "/" + std::to_string(peer);
+  *absent = false;
   try {
-    if (!subject.rootStore->check({key})) return "";
+    if (!subject.rootStore->check({key})) {
+      *absent = true;
+      return "";
+    }
     const Store::Bytes bytes = subject.rootStore->get(key, std::chrono::milliseconds(200));
     return std::string(bytes.begin(), bytes.end());
   } catch (const Error&) {
@@ -35,9 +40,19 @@ std::string recordOf(const Subject& subject, int peer) {
   }
 }
 
+// When `peer` last published, or -1 for no verdict. A peer with no record at all (stopped
+// before its first one) counts as having published when the records started here: every live
+// rank publishes its first within a period of that.
+long long publishedTime(const Subject& subject, const std::string& text, bool absent) {
+  if (!text.empty()) return numberAfter(text, "published_us");
+  if (absent && subject.recordsSinceUs != 0) return static_cast<long long>(subject.recordsSinceUs);
+  return -1;
+}
+
 long long recordTime(const Subject& subject, int peer) {
-  const std::string text = recordOf(subject, peer);
-  return text.empty() ? -1 : numberAfter(text, "published_us");
+  bool absent = false;
+  const std::string text = recordOf(subject, peer, &absent);
+  return publishedTime(subject, text, absent);
 }
 
 // How long a live peer had been in no call when it published `text` (idle, not paused, its last
@@ -100,8 +115,9 @@ void checkHeartbeats(Subject& subject, uint64_t nowUs) {
   for (int peer = 0; peer < r.size(); ++peer) {
     if (peer == r.rank() || subject.reportedSilent[static_cast<size_t>(peer)]) continue;
     if (std::chrono::steady_clock::now() >= deadline) return;  // the rest at the next period
-    const std::string text = recordOf(subject, peer);
-    const long long published = text.empty() ? -1 : numberAfter(text, "published_us");
+    bool absent = false;
+    const std::string text = recordOf(subject, peer, &absent);
+    const long long published = publishedTime(subject, text, absent);
     if (published < 0) continue;
     if (judgeSilence && nowUs >= static_cast<uint64_t>(published) + limitUs) {
       subject.reportedSilent[static_cast<size_t>(peer)] = true;

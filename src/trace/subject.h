@@ -41,6 +41,9 @@ struct Subject {
   // service thread, so it must not block), and the peers already reported (service thread only).
   std::function<void(int rank, double silentSeconds)> onSilentPeer;
   std::vector<bool> reportedSilent;
+  // When the records started (wall clock, set before watch()): a peer that has published none a
+  // heartbeat timeout after that is judged as if its last record were that old.
+  uint64_t recordsSinceUs = 0;
   // Stall check (heartbeat.h), set at run time (Communicator::setStallTimeout): while this rank
   // has waited in a call for this many seconds, a live peer that has been in no call for as long
   // is declared stalled through onStalledPeer (run like onSilentPeer). 0: off. Needs the heartbeat.

@@ -1,4 +1,5 @@
-// The stall check (Communicator::setStallTimeout): a peer that is alive (its heartbeat goes on)
+// The heartbeat's judgement of a peer with no record yet, and the stall check
+// (Communicator::setStallTimeout): a peer that is alive (its heartbeat goes on)
 // but stays out of the collective the others wait in is declared dead after the stall timeout;
 // one that said it is paused, or any peer while the check is off, is waited for.
 #include "harness/thread_ranks.h"
@@ -54,9 +55,9 @@ TEST(StallCheck, AlivePeerOutOfTheCollectiveIsDeclaredDeadAfterTheStallTimeout) 
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   for (int r : {0, 2}) {
-    EXPECT_NE(errors[static_cast<size_t>(r)].find(
-                  "rank 1 was declared dead: alive but in no collective"),
-              std::string::npos)
+    EXPECT_NE(
+        errors[static_cast<size_t>(r)].find("rank 1 was declared dead: alive but in no collective"),
+        std::string::npos)
         << "rank " << r << ": " << errors[static_cast<size_t>(r)];
   }
   // Rank 1 comes back to a call that cannot complete: its peers gave up on it.
@@ -90,6 +91,42 @@ TEST(StallCheck, NeedsTheHeartbeat) {
     EXPECT_THROW(comm.setStallTimeout(-1), Error);
     comm.setStallTimeout(0);  // off is always fine
   });
+}
+
+// A peer stopped before it published its first progress record (here: one whose records are
+// off) is judged as if it had published when the others' records started, not left unjudged
+// until the collective timeout.
+TEST(Heartbeat, PeerWithoutAnyRecordIsJudgedFromTheStartOfTheRecords) {
+  ScopedEnv env;
+  env.set("CHORUS_HEARTBEAT_SECONDS", "1");
+  env.set("CHORUS_PROGRESS_SECONDS", "0.1");
+  auto store = makeHashStore();
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> ranks;
+  const auto started = std::chrono::steady_clock::now();
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      Options o = testOptions(20s);
+      if (r == 1) o.trace.progressSeconds = 0;  // never publishes
+      try {
+        auto comm = Communicator::create(store, r, 3, o);
+        if (r == 1) std::this_thread::sleep_for(5s);
+        float x = 1;
+        comm->allReduce(&x, &x, 1, DataType::kF32, ReduceOp::kSum, Run::kBlocking);
+      } catch (const Error& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r : {0, 2}) {
+    EXPECT_NE(errors[static_cast<size_t>(r)].find("rank 1 was declared dead: no heartbeat"),
+              std::string::npos)
+        << "rank " << r << ": " << errors[static_cast<size_t>(r)];
+  }
+  // Bounded below by rank 1's 5 s away; the others' 20 s timeout is far off.
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+            15.0);
 }
 
 }  // namespace
