@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "torch"))
 
 import fashion_mnist  # noqa: E402
 import models  # noqa: E402
+from train_elastic import process_start_time  # noqa: E402
 
 
 def parse_args():
@@ -68,7 +69,7 @@ def main():
                                      pid=os.getpid(), **fields)) + "\n")
 
     replacement = bool(os.environ.get("TORCHFT_BENCH_REPLACEMENT"))
-    log("start", replacement=replacement)
+    log("start", replacement=replacement, process_start=process_start_time())
 
     torch.manual_seed(args.seed)
     model = models.MODELS[args.model]()

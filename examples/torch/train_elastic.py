@@ -129,7 +129,7 @@ def set_lr(opt, lr):
         group["lr"] = lr
 
 
-def arm_failure(args, model, store):
+def arm_failure(args, model, store, step_log):
     """In the first life, rank --fail-rank kills (or stops) itself in step --fail-step's
     backward, once the first layer's gradient is computed: other gradient buckets are already
     being all-reduced. The time goes to the store first, for the survivors' recovery time."""
@@ -143,11 +143,12 @@ def arm_failure(args, model, store):
         if armed:
             store.set(FAIL_PID_KEY, str(os.getpid()))
             store.set(FAIL_TIME_KEY, repr(time.time()))
+            step_log.log("kill", step=armed[0])
             os.kill(os.getpid(), sig)
         return grad
 
     next(model.module.parameters()).register_hook(fail)
-    return lambda step: armed.append(True) if step == args.fail_step else None
+    return lambda step: armed.append(step) if step == args.fail_step else None
 
 
 def arm_awkward_failures(args, chorus_torch):
@@ -223,6 +224,16 @@ def report(args, store, changes, say):
     changes.clear()
 
 
+def process_start_time():
+    """Wall-clock time this process was started (exec), from /proc (10 ms ticks): a
+    replacement's start-up is timed from there, imports included."""
+    with open("/proc/self/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+
+
 class StepLog:
     """--step-log: one JSON object per line, wall-clock seconds; appends of one short line each
     from every rank (O_APPEND keeps them whole)."""
@@ -230,7 +241,8 @@ class StepLog:
     def __init__(self, path):
         self.file = open(path, "a", buffering=1) if path else None
         self.log("start", env_rank=int(os.environ.get("RANK", "0")),
-                 restart=int(os.environ.get("CHORUS_RESTART", "0")))
+                 restart=int(os.environ.get("CHORUS_RESTART", "0")),
+                 process_start=process_start_time() if path else None)
 
     def log(self, kind, **fields):
         if self.file:
@@ -299,7 +311,7 @@ def main():
         plan._order()
         set_lr(opt, opt.param_groups[0]["lr"] * world / state["world"])
 
-    failing = arm_failure(args, model, store)
+    failing = arm_failure(args, model, store, step_log)
     n_params = sum(p.numel() for p in model.parameters())
     say(f"train_elastic: {world} ranks, backend {args.backend}, {args.model} ({n_params} "
         f"parameters), batch {args.batch} per rank, SGD lr {args.lr} momentum {args.momentum}, "
