@@ -201,7 +201,7 @@ def run(args):
     open(log_path, "w").close()
     system = (Chorus if args.system == "chorus" else Torchft)(args, log_path, stop_path)
     log, rng, kills = Log(log_path), random.Random(args.seed), []
-    t0 = None
+    t0, loads, next_load = None, [], 0.0
     deadline = time.monotonic() + args.seconds + args.startup_timeout
     try:
         while True:
@@ -224,6 +224,10 @@ def run(args):
             now = time.time()
             if now >= t0 + args.seconds:
                 break
+            if now >= next_load:  # the machine's load through the window (1-minute average)
+                with open("/proc/loadavg") as f:
+                    loads.append(float(f.read().split()[0]))
+                next_load = now + 10
             if now >= next_kill and next_kill <= t0 + args.seconds - QUIET_END:
                 pids = system.candidates(events)
                 if pids:
@@ -269,6 +273,7 @@ def run(args):
         "replacements_started": len(starts),
         "window_seconds": args.window_seconds, "samples_per_second_windows": windows,
         "load": open("/proc/loadavg").read().split()[:3], "log": log_path,
+        "load_in_window": [min(loads), sum(loads) / len(loads), max(loads)] if loads else None,
         "full_steps": (max(steps) - min(steps) + 1) if steps else 0,
         "bit_identical": getattr(system, "identical", None),
     }
@@ -276,15 +281,24 @@ def run(args):
     print(f"{args.system}, a kill every {args.every or 'never'} s, {args.seconds} s: "
           f"{len(kills)} kills, {len(in_window)} committed steps, "
           f"{result['samples_per_second']:.1f} useful samples/s, test accuracy {acc_text}, "
-          f"load {' '.join(result['load'])}", flush=True)
+          f"load in the window {fmt_load(result['load_in_window'])}", flush=True)
     return result
+
+
+def fmt_load(load):
+    return "min {:.1f} mean {:.1f} max {:.1f}".format(*load) if load else "-"
+
+
+def short_load(load):
+    return "{:.1f}/{:.1f}/{:.1f}".format(*load) if load else "-"
 
 
 def table(paths):
     runs = [json.load(open(p)) for p in paths]
     base = {r["system"]: r for r in runs if not r["every"]}
     print("| system | kill every | kills | committed steps | useful samples/s | efficiency | "
-          "test accuracy | vs no failure |\n|---|---:|---:|---:|---:|---:|---:|---:|")
+          "test accuracy | vs no failure | load (min/mean/max) |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in sorted(runs, key=lambda r: (r["system"], -(r["every"] or 1e9))):
         b = base.get(r["system"])
         eff = f"{r['samples_per_second'] / b['samples_per_second'] * 100:.1f} %" if b else "-"
@@ -293,7 +307,8 @@ def table(paths):
                 is not None and b["accuracy"] is not None else "-")
         print(f"| {r['system']} | {r['every'] or 'never'} s | {len(r['kills'])} | "
               f"{r['committed_steps']} in {r['seconds']:.0f} s | "
-              f"{r['samples_per_second']:.1f} | {eff} | {acc} | {dacc} |")
+              f"{r['samples_per_second']:.1f} | {eff} | {acc} | {dacc} | "
+              f"{short_load(r.get('load_in_window'))} |")
 
 
 def main():
