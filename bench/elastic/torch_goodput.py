@@ -35,6 +35,7 @@ import os
 import random
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -293,6 +294,37 @@ def short_load(load):
     return "{:.1f}/{:.1f}/{:.1f}".format(*load) if load else "-"
 
 
+def failure_costs(run):
+    """Medians over the run's kills, from its step log (None where the log is gone): the kill to
+    the next committed step; the kill to the replacement's first committed step; of which the
+    replacement's start-up (exec to the end of its imports, from /proc in the process)."""
+    if not run["kills"] or not os.path.exists(run["log"]):
+        return None
+    with open(run["log"]) as f:
+        events = [json.loads(line) for line in f if line.strip()]
+    steps = sorted(t for t, _ in steps_of(events).values())
+    first = {}
+    for e in events:
+        if e["kind"] == "commit" and e["pid"] not in first:
+            first[e["pid"]] = e["t"]
+    joins = sorted((e["process_start"], e["t"], first.get(e["pid"])) for e in events
+                   if e["kind"] == "start" and e.get("process_start")
+                   and (e.get("restart") or e.get("replacement")))
+    next_commit, replaced, startup = [], [], []
+    for k in run["kills"]:
+        after = [t for t in steps if t > k["t"]]
+        if after:
+            next_commit.append(after[0] - k["t"])
+        mine = [j for j in joins if j[0] >= k["t"]]
+        if mine and mine[0][2] is not None:
+            replaced.append(mine[0][2] - k["t"])
+            startup.append(mine[0][1] - mine[0][0])
+    med = statistics.median
+    return {"next_commit": med(next_commit) if next_commit else None,
+            "replacement_commit": med(replaced) if replaced else None,
+            "startup": med(startup) if startup else None}
+
+
 def table(paths):
     runs = [json.load(open(p)) for p in paths]
     base = {r["system"]: r for r in runs if not r["every"]}
@@ -305,10 +337,19 @@ def table(paths):
         acc = f"{r['accuracy'] * 100:.2f} %" if r["accuracy"] is not None else "-"
         dacc = (f"{(r['accuracy'] - b['accuracy']) * 100:+.2f}" if b and r["accuracy"]
                 is not None and b["accuracy"] is not None else "-")
-        print(f"| {r['system']} | {r['every'] or 'never'} s | {len(r['kills'])} | "
+        every = f"{r['every']:g} s" if r["every"] else "never"
+        print(f"| {r['system']} | {every} | {len(r['kills'])} | "
               f"{r['committed_steps']} in {r['seconds']:.0f} s | "
               f"{r['samples_per_second']:.1f} | {eff} | {acc} | {dacc} | "
               f"{short_load(r.get('load_in_window'))} |")
+    print("\nPer kill, medians: kill to the next committed step; kill to the replacement's first "
+          "committed step (of which its start-up, exec to the end of its imports)")
+    for r in runs:
+        c = failure_costs(r)
+        if c:
+            f = lambda x: f"{x:.3f} s" if x is not None else "-"  # noqa: E731
+            print(f"{r['system']}, every {r['every']:g} s: {f(c['next_commit'])}; "
+                  f"{f(c['replacement_commit'])} ({f(c['startup'])})")
 
 
 def main():
