@@ -207,12 +207,14 @@ def report(args, store, changes, say):
             what = f"lost {','.join(map(str, change.lost_ranks))}"
             how = (f"recovered in {time.time() - since:.3f} s (failure noticed after "
                    f"{change.noticed - since:.3f} s, shrink and catch-up {change.seconds:.3f} s)")
+            if not since:  # killed from outside (bench/elastic/torch_goodput.py): no time
+                how = f"shrink and catch-up {change.seconds:.3f} s"
         else:
             what = f"{change.former_ranks.count(-1)} replacement(s) joined"
             how = (f"{time.time() - since:.3f} s after the failure (admission and state "
                    f"transfer {change.seconds:.3f} s)")
-        if not since:  # killed from outside (bench/elastic/torch_goodput.py): time not known
-            how = how[how.index("(") + 1 : -1]
+            if not since:
+                how = f"admission and state transfer {change.seconds:.3f} s"
         say(f"membership: generation {change.generation}, {change.previous_size} -> "
             f"{change.size} ranks ({what}) at step {change.step}; {how}")
         if change.lost_ranks and args.fail_signal == "stop" and dist.get_rank() == 0:
