@@ -147,6 +147,7 @@ class Torchft:
                         OMP_NUM_THREADS="1", RUST_LOG="warn")
         self.procs = {}  # replica -> Popen
         self.replica_of = {}  # pid -> replica
+        self.crashes = []  # replicas that ended by themselves (not killed by this driver)
         for r in range(RANKS):
             self.start(r, replacement=False)
 
@@ -172,7 +173,16 @@ class Torchft:
         self.start(replica, replacement=True)
 
     def finished(self):
-        return self.procs[0].poll() is not None
+        """A replica that ended on its own before the stop (its quorum timed out: torchft's
+        Manager raises then) is started again, as a launcher would, and counted apart."""
+        if not os.path.exists(self.stop_path):
+            for r, p in list(self.procs.items()):
+                if p.poll() is not None:
+                    self.crashes.append({"t": time.time(), "replica": r, "exit": p.returncode})
+                    print(f"torchft: replica {r} (pid {p.pid}) exited {p.returncode} by itself; "
+                          "starting it again", flush=True)
+                    self.start(r, replacement=True)
+        return False
 
     def stop(self):
         for p in self.procs.values():
@@ -277,10 +287,12 @@ def run(args):
         "load_in_window": [min(loads), sum(loads) / len(loads), max(loads)] if loads else None,
         "full_steps": (max(steps) - min(steps) + 1) if steps else 0,
         "bit_identical": getattr(system, "identical", None),
+        "crashes": getattr(system, "crashes", []),
     }
     acc_text = f"{accuracy * 100:.2f} %" if accuracy is not None else "none (no evaluation)"
     print(f"{args.system}, a kill every {args.every or 'never'} s, {args.seconds} s: "
-          f"{len(kills)} kills, {len(in_window)} committed steps, "
+          f"{len(kills)} kills, {len(result['crashes'])} replicas ended by themselves, "
+          f"{len(in_window)} committed steps, "
           f"{result['samples_per_second']:.1f} useful samples/s, test accuracy {acc_text}, "
           f"load in the window {fmt_load(result['load_in_window'])}", flush=True)
     return result
