@@ -99,7 +99,8 @@ def chorus_run(args, python, n):
            "--fail-rank", str(fail_rank(n)), "--fail-step", str(args.fail_step),
            "--timeout", str(args.timeout)]
     if args.replacement:
-        cmd += ["--steps", "1000000", "--step-log", events, "--stop-file", stop]
+        cmd += ["--steps", "1000000", "--epochs", "1000", "--step-log", events, "--stop-file",
+                stop]  # runs until the stop file, past the first epoch
     else:
         cmd += ["--steps", str(args.steps)]
     if args.synthetic:
