@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite bench-torch bench-async bench-recovery-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier chaos install docs format clean
+.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite bench-torch bench-async bench-recovery-torch bench-goodput-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier chaos install docs format clean
 
 all: build
 
@@ -119,6 +119,24 @@ bench-recovery-torch: deps
 	    $(CMAKE_FLAGS); \
 	  cmake --build $(BUILD) -j $(JOBS) --target chorus-run chorus_py_core chorus_py_torch; \
 	  $$py bench/elastic/torch_recovery.py --build $(BUILD) --python $$py $(BENCH_RECOVERY_ARGS)
+
+# Goodput under repeated failures, Chorus's elastic Trainer against torchft: 4 ranks, a rank
+# SIGKILLed every 60 s and every 15 s and no failure, GOODPUT_SECONDS each (six runs in a row,
+# an hour at the default), replacements restarted; the table (useful samples/s, efficiency,
+# accuracy) and the plot in $(GOODPUT_OUT) (bench/elastic/torch_goodput.py).
+GOODPUT_SECONDS ?= 600
+GOODPUT_OUT ?= $(BUILD)/goodput
+bench-goodput-torch: deps
+	set -e; py=$$(scripts/install-torch2 --torchft newest | tail -n 1)/bin/python; \
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DPython3_EXECUTABLE=$$py \
+	    $(CMAKE_FLAGS); \
+	  cmake --build $(BUILD) -j $(JOBS) --target chorus-run chorus_py_core chorus_py_torch; \
+	  for every in 0 60 15; do for system in chorus torchft; do \
+	    $$py bench/elastic/torch_goodput.py --build $(BUILD) --python $$py --system $$system \
+	      --every $$every --seconds $(GOODPUT_SECONDS) --out $(GOODPUT_OUT)/$$system-$$every.json; \
+	  done; done; \
+	  $$py bench/elastic/torch_goodput.py --table $(GOODPUT_OUT)/*.json; \
+	  /usr/bin/python3 bench/elastic/torch_goodput_plot.py $(GOODPUT_OUT) $(GOODPUT_OUT)/goodput.png
 
 # chorus.async_training against DDP on the emulated cluster (root): time to 85%, bytes per step.
 BENCH_ASYNC_ARGS ?= --hosts 2 --rates 100mbit

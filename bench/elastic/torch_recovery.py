@@ -14,10 +14,20 @@ ProcessGroupGloo, the same MLP, data, batch and learning rate), replica N-2 SIGK
 step S's backward; the figure is the time from the kill to replica 0's commit of step S (which
 the dead replica never joined). Both use the
 same collective timeout (--timeout; torchft's Manager also takes it for its quorum and RPCs; the
-lighthouse's heartbeat timeout is its default, 5 s). --torchft-pg: the process group(s) torchft's
-Manager gets, gloo (its own ProcessGroupGloo, the default) and/or chorus
-(chorus.torchft.ProcessGroupChorus), each a system of its own in the table. Runs alternate between
-the systems. Prints a table and, with --json, writes every run.
+lighthouse's heartbeat timeout is its default, 5 s). Runs alternate between the systems. Prints a
+table and, with --json, writes every run. --ranks takes a list (2,4,8): at N = 2 rank/replica 1
+is killed and the job goes on with one (--min-ranks 1, --min_replicas 1).
+
+--replacement: the killed rank is started again (chorus-run --max-restarts 1; for torchft this
+script starts the replica again once the killed one has exited, as a launcher would), and the
+figure is the time from the kill to the replacement's first committed step, split into: the
+launcher's reaction (kill to the replacement's exec), the process's start-up (exec to the end of
+its imports, `import torch` mostly, measured in the process from /proc) and the rest (joining,
+admission at the next check, state from a peer, its first step). Every rank logs its start and
+its committed steps (train_elastic.py --step-log, torchft_trainer.py --events); the run is ended
+(--stop-file) 20 steps after the replacement's first commit.
+--torchft-pg: the process group(s) torchft's Manager gets, gloo (its own ProcessGroupGloo, the
+default) and/or chorus (chorus.torchft.ProcessGroupChorus), each a system of its own in the table.
 """
 
 import argparse
@@ -41,49 +51,132 @@ def free_port():
         return s.getsockname()[1]
 
 
-def chorus_run(args, python):
+def fail_rank(n):
+    return n - 2 if n > 2 else 1
+
+
+def read_events(path):
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f.read().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def replacement_times(ev, is_replacement):
+    """{total, launch, startup, join}: kill to the replacement's first commit, and its parts."""
+    kill = [e["t"] for e in ev if e["kind"] == "kill"]
+    starts = [e for e in ev if e["kind"] == "start" and is_replacement(e)]
+    if not kill or not starts:
+        return None
+    start = starts[0]
+    commits = [e["t"] for e in ev if e["kind"] == "commit" and e["pid"] == start["pid"]]
+    if not commits:
+        return None
+    return {"total": commits[0] - kill[0], "launch": start["process_start"] - kill[0],
+            "startup": start["t"] - start["process_start"], "join": commits[0] - start["t"]}
+
+
+def stop_after_replacement(args, events_path, stop_path, is_replacement, done, deadline):
+    """Polls the log until the replacement committed a step, then writes the stop step; returns
+    the events. `done()` says the job has ended (all processes gone)."""
+    while time.monotonic() < deadline and not done():
+        ev = read_events(events_path)
+        if replacement_times(ev, is_replacement):
+            last = max(e["step"] for e in ev if e["kind"] == "commit")
+            with open(stop_path + ".tmp", "w") as f:
+                f.write(str(last + 20))
+            os.rename(stop_path + ".tmp", stop_path)
+            return
+        time.sleep(0.1)
+
+
+def chorus_run(args, python, n):
     env = dict(os.environ, PYTHONPATH=os.path.join(args.build, "python"), OMP_NUM_THREADS="1")
-    cmd = [os.path.join(args.build, "tools", "chorus-run", "chorus-run"), "-n", str(args.ranks),
-           "--elastic", "--max-restarts", "0", "--min-ranks", "2", "--", python,
+    workdir = tempfile.mkdtemp(prefix="torch-recovery-")
+    events, stop = os.path.join(workdir, "steps.jsonl"), os.path.join(workdir, "stop")
+    cmd = [os.path.join(args.build, "tools", "chorus-run", "chorus-run"), "-n", str(n),
+           "--elastic", "--max-restarts", "1" if args.replacement else "0", "--min-ranks",
+           str(min(2, n - 1)), "--", python,
            os.path.join(ROOT, "examples", "torch", "train_elastic.py"), "--backend", "chorus",
-           "--fail-rank", str(args.ranks - 2), "--fail-step", str(args.fail_step),
-           "--steps", str(args.steps), "--timeout", str(args.timeout)]
+           "--fail-rank", str(fail_rank(n)), "--fail-step", str(args.fail_step),
+           "--timeout", str(args.timeout)]
+    if args.replacement:
+        cmd += ["--steps", "1000000", "--epochs", "1000", "--step-log", events, "--stop-file",
+                stop]  # runs until the stop file, past the first epoch
+    else:
+        cmd += ["--steps", str(args.steps)]
     if args.synthetic:
         cmd.append("--synthetic")
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.run_timeout)
-    text = out.stdout + out.stderr
+    with open(os.path.join(workdir, "out"), "w+") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + args.run_timeout
+            if args.replacement:
+                stop_after_replacement(args, events, stop, lambda e: e["restart"] > 0,
+                                       lambda: proc.poll() is not None, deadline)
+            proc.wait(timeout=max(1, deadline - time.monotonic()))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        out.seek(0)
+        text = out.read()
     m = re.search(r"recovered in ([0-9.]+) s", text)
     if not m:
-        raise RuntimeError(f"chorus run: no 'recovered in' line (exit {out.returncode}):\n"
+        raise RuntimeError(f"chorus run: no 'recovered in' line (exit {proc.returncode}):\n"
                            + text[-3000:])
-    return float(m.group(1))
+    result = {"shrink": float(m.group(1))}
+    if args.replacement:
+        r = replacement_times(read_events(events), lambda e: e["restart"] > 0)
+        if r is None:
+            raise RuntimeError(f"chorus run: the replacement committed no step (exit "
+                               f"{proc.returncode}):\n" + text[-3000:])
+        m = re.search(r"joined\) at step \d+; [0-9.]+ s after the failure \(admission and "
+                      r"state transfer ([0-9.]+) s\)", text)
+        result.update(r, admission=float(m.group(1)) if m else None)
+    return result
 
 
-def torchft_run(args, python, pg="gloo"):
+def torchft_run(args, python, n, pg="gloo"):
     bindir = os.path.dirname(python)
     lighthouse = os.path.join(bindir, "torchft_lighthouse")
     port = free_port()
-    events = tempfile.NamedTemporaryFile(prefix="torchft-events-", suffix=".jsonl", delete=False)
-    events.close()
-    lh = subprocess.Popen([lighthouse, "--min_replicas", str(args.ranks - 1), "--quorum_tick_ms",
+    workdir = tempfile.mkdtemp(prefix="torchft-recovery-")
+    events, stop = os.path.join(workdir, "events.jsonl"), os.path.join(workdir, "stop")
+    open(events, "w").close()
+    quiet = dict(os.environ, RUST_LOG="warn")
+    lh = subprocess.Popen([lighthouse, "--min_replicas", str(n - 1), "--quorum_tick_ms",
                            "100", "--join_timeout_ms", "1000", "--bind", f"127.0.0.1:{port}"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=quiet)
     procs = []
+    failing = fail_rank(n)
     try:
         time.sleep(0.5)
-        env = dict(os.environ, TORCHFT_LIGHTHOUSE=f"http://127.0.0.1:{port}", OMP_NUM_THREADS="1",
+        env = dict(quiet, TORCHFT_LIGHTHOUSE=f"http://127.0.0.1:{port}", OMP_NUM_THREADS="1",
                    PYTHONPATH=os.path.join(args.build, "python"))
-        for r in range(args.ranks):
+
+        def start(r, extra_env=None):
             cmd = [python, os.path.join(HERE, "torchft_trainer.py"), "--replica", str(r),
-                   "--steps", str(args.steps), "--timeout", str(args.timeout), "--events",
-                   events.name, "--min-replicas", str(args.ranks - 1),
-                   "--fail-step", str(args.fail_step if r == args.ranks - 2 else -1),
+                   "--timeout", str(args.timeout), "--events", events, "--min-replicas",
+                   str(n - 1), "--fail-step", str(args.fail_step if r == failing else -1),
                    "--pg", pg]
+            cmd += (["--steps", "1000000", "--stop-file", stop] if args.replacement
+                    else ["--steps", str(args.steps)])
             if args.synthetic:
                 cmd.append("--synthetic")
-            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL))
+            return subprocess.Popen(cmd, env=dict(env, **(extra_env or {})),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        procs = [start(r) for r in range(n)]
         deadline = time.monotonic() + args.run_timeout
+        if args.replacement:
+            # The launcher's part: start the replica again once the killed one has exited.
+            while procs[failing].poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            procs.append(start(failing, {"TORCHFT_BENCH_REPLACEMENT": "1"}))
+            stop_after_replacement(args, events, stop, lambda e: e.get("replacement"),
+                                   lambda: all(p.poll() is not None for p in procs), deadline)
         for p in procs:
             p.wait(timeout=max(1, deadline - time.monotonic()))
     finally:
@@ -92,9 +185,7 @@ def torchft_run(args, python, pg="gloo"):
                 p.kill()
         lh.kill()
         lh.wait()
-    with open(events.name) as f:
-        ev = [json.loads(line) for line in f]
-    os.unlink(events.name)
+    ev = read_events(events)
     kills = [e for e in ev if e["kind"] == "kill"]
     if not kills:
         raise RuntimeError("torchft run: the replica never reached its kill step")
@@ -105,7 +196,17 @@ def torchft_run(args, python, pg="gloo"):
              and e["step"] >= kills[0]["step"]]
     if not after:
         raise RuntimeError("torchft run: replica 0 committed no step after the kill")
-    return after[0]["t"] - t_kill
+    result = {"shrink": after[0]["t"] - t_kill}
+    if args.replacement:
+        r = replacement_times(ev, lambda e: e.get("replacement"))
+        if r is None:
+            raise RuntimeError("torchft run: the replacement committed no step")
+        result.update(r)
+    return result
+
+
+def stats(ts):
+    return f"{statistics.median(ts):.3f} | {min(ts):.3f} | {max(ts):.3f}"
 
 
 def main():
@@ -113,12 +214,15 @@ def main():
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--python", default=os.path.expanduser(
         "~/.cache/chorus/venv-torch-2.15.0/bin/python"))
-    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--ranks", type=lambda t: [int(n) for n in t.split(",")], default=[4],
+                   metavar="N[,N...]")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--fail-step", type=int, default=30)
     p.add_argument("--timeout", type=float, default=5, help="collective timeout, seconds, both")
     p.add_argument("--run-timeout", type=float, default=300)
+    p.add_argument("--replacement", action="store_true",
+                   help="restart the killed rank; time until the replacement's first commit")
     p.add_argument("--synthetic", action="store_true")
     p.add_argument("--torchft-pg", default="gloo",
                    help="torchft's process group(s), comma-separated: gloo, chorus")
@@ -129,25 +233,48 @@ def main():
         sys.exit(f"--torchft-pg {args.torchft_pg}: a comma-separated list of gloo and chorus")
     if not os.path.exists(os.path.join(os.path.dirname(args.python), "torchft_lighthouse")):
         sys.exit(f"{args.python}: no torchft beside it (scripts/install-torch2 --torchft)")
-    systems = [("chorus", chorus_run)]
-    for pg in pgs:
-        name = "torchft" if pg == "gloo" else "torchft+chorus-pg"
-        systems.append((name, lambda a, py, pg=pg: torchft_run(a, py, pg)))
-    results = {name: [] for name, _ in systems}
-    for run in range(args.runs):
-        for system, fn in systems:
-            t = fn(args, args.python)
-            results[system].append(t)
-            print(f"run {run + 1} {system}: kill to next committed step {t:.3f} s", flush=True)
-    print(f"\nN = {args.ranks}, rank/replica {args.ranks - 2} killed at step {args.fail_step}, "
-          f"collective timeout {args.timeout} s, {args.runs} runs each")
-    print("| system | median s | min s | max s |\n|---|---:|---:|---:|")
-    for system, ts in results.items():
-        print(f"| {system} | {statistics.median(ts):.3f} | {min(ts):.3f} | {max(ts):.3f} |")
-    for system in results:
-        if system != "chorus":
-            ratio = statistics.median(results[system]) / statistics.median(results["chorus"])
-            print(f"{system} / chorus (medians): {ratio:.1f}x")
+    results = {}
+    for n in args.ranks:
+        systems = [("chorus", chorus_run)]
+        for pg in pgs:
+            name = "torchft" if pg == "gloo" else "torchft+chorus-pg"
+            systems.append((name, lambda a, py, n, pg=pg: torchft_run(a, py, n, pg)))
+        results[n] = {name: [] for name, _ in systems}
+        for run in range(args.runs):
+            for system, fn in systems:
+                r = fn(args, args.python, n)
+                results[n][system].append(r)
+                text = f"N = {n} run {run + 1} {system}: kill to next committed step " \
+                       f"{r['shrink']:.3f} s"
+                if args.replacement:
+                    text += (f"; to the replacement's first committed step {r['total']:.3f} s "
+                             f"(launch {r['launch']:.3f}, start-up {r['startup']:.3f}, join to "
+                             f"first commit {r['join']:.3f})")
+                print(text + f"; load {open('/proc/loadavg').read().split()[0]}", flush=True)
+    for n, per in results.items():
+        print(f"\nN = {n}, rank/replica {fail_rank(n)} killed at step {args.fail_step}, "
+              f"collective timeout {args.timeout} s, {args.runs} runs each"
+              + (", the killed rank restarted" if args.replacement else ""))
+        print("| system | median s | min s | max s |\n|---|---:|---:|---:|")
+        for system, rs in per.items():
+            print(f"| {system}, kill to the next committed step | "
+                  f"{stats([r['shrink'] for r in rs])} |")
+        for system in per:
+            if system != "chorus":
+                ratio = (statistics.median(r["shrink"] for r in per[system])
+                         / statistics.median(r["shrink"] for r in per["chorus"]))
+                print(f"{system} / chorus (medians): {ratio:.1f}x")
+        if args.replacement:
+            for part, what in (("total", "kill to the replacement's first committed step"),
+                               ("launch", "of which kill to the replacement's exec"),
+                               ("startup", "of which exec to the end of its imports"),
+                               ("join", "of which joining to its first committed step")):
+                for system, rs in per.items():
+                    print(f"| {system}, {what} | {stats([r[part] for r in rs])} |")
+            adm = [r["admission"] for r in per["chorus"] if r.get("admission") is not None]
+            if adm:
+                print(f"chorus: admission and state transfer (survivors' pause) median "
+                      f"{statistics.median(adm):.3f} s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(vars(args), results=results), f, indent=1)

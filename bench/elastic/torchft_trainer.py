@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "torch"))
 
 import fashion_mnist  # noqa: E402
 import models  # noqa: E402
+from train_elastic import process_start_time  # noqa: E402
 
 
 def parse_args():
@@ -50,6 +51,11 @@ def parse_args():
     p.add_argument("--min-replicas", type=int, default=1)
     p.add_argument("--pg", choices=["gloo", "chorus"], default="gloo",
                    help="the process group across replica groups")
+    # For torch_goodput.py: the driver ends the run and replica 0 evaluates.
+    p.add_argument("--stop-file", help="once this file holds a step number, stop at that step")
+    p.add_argument("--evaluate", action="store_true",
+                   help="replica 0 logs the test accuracy at the end (event \"accuracy\")")
+    p.add_argument("--seed", type=int, default=1)
     return p.parse_args()
 
 
@@ -62,9 +68,13 @@ def main():
     events = open(args.events, "a", buffering=1)
 
     def log(kind, **fields):
-        events.write(json.dumps(dict(t=time.time(), kind=kind, replica=args.replica, **fields)) + "\n")
+        events.write(json.dumps(dict(t=time.time(), kind=kind, replica=args.replica,
+                                     pid=os.getpid(), **fields)) + "\n")
 
-    torch.manual_seed(1)
+    replacement = bool(os.environ.get("TORCHFT_BENCH_REPLACEMENT"))
+    log("start", replacement=replacement, process_start=process_start_time())
+
+    torch.manual_seed(args.seed)
     model = models.MODELS[args.model]()
     if args.synthetic:
         x_all, y_all = fashion_mnist.synthetic("train", 8192, 1)
@@ -106,9 +116,15 @@ def main():
     # a collective has failed, where the Manager itself records the error and discards the step.
     params = [p for p in model.parameters()]
     optimizer = Optimizer(manager, opt)
-    fail_here = args.fail_step >= 0 and not os.environ.get("TORCHFT_BENCH_REPLACEMENT")
+    fail_here = args.fail_step >= 0 and not replacement
+    stop_at = []
     while manager.current_step() < args.steps:
         step = manager.current_step()
+        if not stop_at and args.stop_file and os.path.exists(args.stop_file):
+            with open(args.stop_file) as f:
+                stop_at.append(int(f.read().strip() or args.steps))
+        if stop_at and step >= stop_at[0]:
+            break
         optimizer.zero_grad()
         # The replica's slice of the step's global batch (participants known after the quorum,
         # which zero_grad started; the slice only decides which samples, not the arithmetic).
@@ -131,6 +147,14 @@ def main():
         committed = manager.current_step() > before
         log("commit" if committed else "discard", step=before,
             participants=manager.num_participants())
+    if args.evaluate and args.replica == 0:
+        if args.synthetic:
+            x_test, y_test = fashion_mnist.synthetic("t10k", 256, 1)
+        else:
+            x_test, y_test = fashion_mnist.load("t10k", args.data)
+        with torch.no_grad():
+            correct = (model(x_test).argmax(dim=1) == y_test).sum().item()
+        log("accuracy", accuracy=correct / len(x_test), step=manager.current_step())
     log("done", step=manager.current_step())
 
 

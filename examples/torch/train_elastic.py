@@ -25,6 +25,7 @@ accuracy and whether every rank ends with bit-identical parameters (exit status 
 """
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -91,6 +92,11 @@ def parse_args():
     p.add_argument("--save-before-failure", metavar="PATH")
     p.add_argument("--resume", metavar="PATH", help="start from a --save-before-failure state")
     p.add_argument("--save", metavar="PATH", help="rank 0 saves the final state_dict here")
+    # For bench/elastic/torch_goodput.py: a driver outside the job kills ranks and ends the run.
+    p.add_argument("--step-log", metavar="PATH",
+                   help="every rank appends JSON lines here: its start, each committed step")
+    p.add_argument("--stop-file", metavar="PATH",
+                   help="once this file holds a step number, stop after that step")
     return p.parse_args()
 
 
@@ -137,7 +143,7 @@ def set_lr(opt, lr):
         group["lr"] = lr
 
 
-def arm_failure(args, model, store, elastic_hsdp):
+def arm_failure(args, model, store, elastic_hsdp, step_log):
     """In the first life, rank --fail-rank kills (or stops) itself in step --fail-step's
     backward, once the first layer's gradient is computed: other gradient buckets are already
     being all-reduced. The time goes to the store first, for the survivors' recovery time."""
@@ -161,6 +167,7 @@ def arm_failure(args, model, store, elastic_hsdp):
         if armed:
             store.set(FAIL_PID_KEY, str(os.getpid()))
             store.set(FAIL_TIME_KEY, repr(time.time()))
+            step_log.log("kill", step=armed[0])
             os.kill(os.getpid(), sig)
         return grad
 
@@ -174,7 +181,7 @@ def arm_failure(args, model, store, elastic_hsdp):
         elastic_hsdp.first_layer(model).register_forward_hook(on_output)
     else:
         next(model.module.parameters()).register_hook(fail)
-    return lambda step: armed.append(True) if step == args.fail_step else None
+    return lambda step: armed.append(step) if step == args.fail_step else None
 
 
 def arm_awkward_failures(args, chorus_torch):
@@ -235,10 +242,14 @@ def report(args, store, changes, say):
             what = f"lost {','.join(map(str, change.lost_ranks))}"
             how = (f"recovered in {time.time() - since:.3f} s (failure noticed after "
                    f"{change.noticed - since:.3f} s, shrink and catch-up {change.seconds:.3f} s)")
+            if not since:  # killed from outside (bench/elastic/torch_goodput.py): no time
+                how = f"shrink and catch-up {change.seconds:.3f} s"
         else:
             what = f"{change.former_ranks.count(-1)} replacement(s) joined"
             how = (f"{time.time() - since:.3f} s after the failure (admission and state "
                    f"transfer {change.seconds:.3f} s)")
+            if not since:
+                how = f"admission and state transfer {change.seconds:.3f} s"
         say(f"membership: generation {change.generation}, {change.previous_size} -> "
             f"{change.size} ranks ({what}) at step {change.step}; {how}")
         if change.lost_ranks and args.fail_signal == "stop" and dist.get_rank() == 0:
@@ -250,8 +261,45 @@ def report(args, store, changes, say):
     changes.clear()
 
 
+def process_start_time():
+    """Wall-clock time this process was started (exec), from /proc (10 ms ticks): a
+    replacement's start-up is timed from there, imports included."""
+    with open("/proc/self/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/uptime") as f:
+        uptime = float(f.read().split()[0])
+    return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+
+
+class StepLog:
+    """--step-log: one JSON object per line, wall-clock seconds; appends of one short line each
+    from every rank (O_APPEND keeps them whole)."""
+
+    def __init__(self, path):
+        self.file = open(path, "a", buffering=1) if path else None
+        self.log("start", env_rank=int(os.environ.get("RANK", "0")),
+                 restart=int(os.environ.get("CHORUS_RESTART", "0")),
+                 process_start=process_start_time() if path else None)
+
+    def log(self, kind, **fields):
+        if self.file:
+            self.file.write(json.dumps(dict(t=time.time(), kind=kind, pid=os.getpid(), **fields))
+                            + "\n")
+
+
+def stop_step(args, cache):
+    """The step given in --stop-file, once it is there (read once)."""
+    if not cache and args.stop_file and os.path.exists(args.stop_file):
+        with open(args.stop_file) as f:
+            text = f.read().strip()
+        if text:
+            cache.append(int(text))
+    return cache[0] if cache else None
+
+
 def main():
     args = parse_args()
+    step_log = StepLog(args.step_log)  # before the join: a replacement's start-up is timed
     torch.set_num_threads(args.threads)
     rank, world, _ = join_group(args, "train_elastic")
     import chorus.torch
@@ -317,14 +365,17 @@ def main():
         plan._order()
         set_lr(opt, opt.param_groups[0]["lr"] * world / state["world"])
 
-    failing = arm_failure(args, model, store, elastic_hsdp)
+    failing = arm_failure(args, model, store, elastic_hsdp, step_log)
     n_params = sum(p.numel() for p in model.parameters())
     layout = f"HSDP {world // args.hsdp} x {args.hsdp}" if args.hsdp else "DDP"
     say(f"train_elastic: {world} ranks ({layout}), backend {args.backend}, {args.model} "
         f"({n_params} parameters), batch {args.batch} per rank, SGD lr {args.lr} momentum "
         f"{args.momentum}, {'synthetic data' if args.synthetic else args.data}")
     start = time.perf_counter()
+    stop_at = []
     while not args.steps or trainer.steps < args.steps:
+        if stop_step(args, stop_at) is not None and trainer.steps >= stop_at[0]:
+            break
         batch = plan.batch(dist.get_rank(), dist.get_world_size())
         if batch is None:
             break
@@ -348,6 +399,8 @@ def main():
         if loss is None:
             continue  # discarded: the group shrank; the batch is dealt again
         plan.commit(dist.get_world_size())
+        step_log.log("commit", step=trainer.steps, world=dist.get_world_size(),
+                     rank=dist.get_rank())
         report(args, store, recovering, say)
         if trainer.steps % args.log_every == 0:
             say(f"epoch {plan.epoch} step {trainer.steps} loss {loss.item():.4f}")
@@ -365,6 +418,8 @@ def main():
     say(f"{trainer.steps} steps committed, {len(trainer.changes)} membership change(s), "
         f"{elapsed:.1f} s in all")
     say(f"test accuracy: {accuracy * 100:.2f} %")
+    if dist.get_rank() == 0:
+        step_log.log("accuracy", accuracy=accuracy, step=trainer.steps)
     if differing == 0:
         say(f"parameters: bit-identical on all {world} ranks")
     else:
