@@ -158,7 +158,7 @@ void ElasticJob::withdrawIfUnregistered(const RankProcess& process) {
   Store* s = store();
   if (!s) return;
   try {
-    if (joinerTicket(process.pid) >= 0) return;  // registered: a decision admits it, or did
+    if (joinerTicket(process.pid).number >= 0) return;  // registered: a decision admits it, or did
   } catch (const std::exception&) {
     store_.reset();
     return;
@@ -171,20 +171,29 @@ void ElasticJob::withdrawIfUnregistered(const RankProcess& process) {
   announceJoiner(process.rank, -1);
 }
 
-int64_t ElasticJob::joinerTicket(pid_t pid) {
+ElasticJob::Ticket ElasticJob::joinerTicket(pid_t pid) {
   Store* s = store();
   if (!s) throw std::runtime_error("no store");
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   const std::string record = std::string(host) + " pid " + std::to_string(pid);
-  const int64_t issued = s->add(elastic_keys::kJoinerTicketsKey, 0);
-  for (int64_t t = issued; t >= 1; --t) {  // the newest first: replacements are recent
-    const std::string key = elastic_keys::joinerKey(t);
-    if (!s->check({key})) continue;
-    const auto value = s->get(key, kStoreTimeout);
-    if (std::string(value.begin(), value.end()) == record) return t;
+  // A C++ job's communicator meets at the root of this store; the torch backend's default group
+  // under "torch/" (python/ext/torch/process_group_shrink.cc, kJobStorePrefix).
+  for (const std::string prefix : {"", "torch/"}) {
+    const int64_t issued = s->add(prefix + elastic_keys::kJoinerTicketsKey, 0);
+    for (int64_t t = issued; t >= 1; --t) {  // the newest first: replacements are recent
+      const std::string key = prefix + elastic_keys::joinerKey(t);
+      if (!s->check({key})) continue;
+      const auto value = s->get(key, kStoreTimeout);
+      if (std::string(value.begin(), value.end()) == record) return {t, prefix};
+    }
   }
-  return -1;
+  return {-1, ""};
+}
+
+bool ElasticJob::admitted(pid_t pid) {
+  const Ticket t = joinerTicket(pid);
+  return t.number >= 0 && store()->check({t.prefix + elastic_keys::admittedKey(t.number)});
 }
 
 void ElasticJob::tick() {
@@ -202,8 +211,7 @@ void ElasticJob::stopUnadmittedReplacements() {
       return;  // an original rank still runs
     }
     try {
-      const int64_t ticket = joinerTicket(p.pid);
-      if (ticket >= 0 && store()->check({elastic_keys::admittedKey(ticket)})) return;
+      if (admitted(p.pid)) return;
     } catch (const std::exception&) {
       store_.reset();
       return;  // cannot tell: leave it running
@@ -302,8 +310,7 @@ void ElasticJob::followChange(const std::string& change) {
 bool ElasticJob::oldestPendingAdmitted() {
   if (settings_.worldSize == settings_.ranks) return true;
   try {
-    const int64_t ticket = joinerTicket(pending_.front().pid);
-    return ticket >= 0 && store()->check({elastic_keys::admittedKey(ticket)});
+    return admitted(pending_.front().pid);
   } catch (const std::exception&) {
     store_.reset();
     return false;  // cannot tell: treat the newcomer as unknown (nobody killed for it)

@@ -56,9 +56,15 @@ class ElasticJob {
   // admit them: stops them and lets the job end with status 0.
   void stopUnadmittedReplacements();
   // The joiner ticket that the replacement with this pid registered under (the library's
-  // chorus/elastic/joiner/<t> names host and pid), or -1 when it did not register. Throws when
-  // the store cannot be read.
-  int64_t joinerTicket(pid_t pid);
+  // chorus/elastic/joiner/<t> names host and pid; under "torch/" for the torch backend's default
+  // group), number -1 when it did not register. Throws when the store cannot be read.
+  struct Ticket {
+    int64_t number = -1;
+    std::string prefix;  // where its group's elastic keys live in this store
+  };
+  Ticket joinerTicket(pid_t pid);
+  // Whether a decision admitted the replacement with this pid. Throws as joinerTicket.
+  bool admitted(pid_t pid);
   // A replacement ended: if it never registered as a joiner, takes its announcement back from
   // chorus/elastic/expected_joiners (else every later shrink() would wait for it).
   void withdrawIfUnregistered(const RankProcess& process);
