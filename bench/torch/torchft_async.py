@@ -124,26 +124,10 @@ def start_lighthouse(rank, world, timeout):
     return server, store.get("torchft_async/lighthouse").decode()
 
 
-def main():
-    args = parse_args()
-    torch.set_num_threads(args.threads)
-    try:
-        from torchft import Manager, ProcessGroupGloo
-        from torchft.local_sgd import DiLoCo, LocalSGD
-    except ImportError as e:
-        sys.exit(f"torchft_async: cannot import torchft ({e}); install it beside this torch: "
-                 "scripts/install-torch2 --torchft")
+def make_manager(args, model, opt, rank, world, Manager, ProcessGroupGloo):
+    """This rank's torchft Manager (a replica group of one) on a gloo or chorus group, and the
+    lighthouse (rank 0 runs it; None elsewhere)."""
     from torch.distributed import TCPStore
-
-    rank, world, say = train_ddp.join_group(args, "torchft_async")
-
-    torch.manual_seed(args.seed)
-    train_set, test_set = train_ddp.load_data(args)
-    model = models.MODELS[args.model]()
-    if args.optimizer == "adam":
-        opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    else:
-        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
 
     timeout = datetime.timedelta(seconds=args.timeout)
     lighthouse, lighthouse_addr = start_lighthouse(rank, world, args.timeout)
@@ -173,6 +157,45 @@ def main():
         use_async_quorum=False,
         init_sync=False,
     )
+    manager.chorus_bench_store = store  # the TCPStore's server lives as long as the Manager
+    return lighthouse, manager, pg
+
+
+def final_sync(manager, model):
+    """The parameters averaged once through the Manager; whether that average was committed."""
+    manager.start_quorum()
+    averaged = [p.detach().clone() for p in model.parameters()]
+    for work in [manager.allreduce(a) for a in averaged]:
+        work.wait()
+    committed = manager.should_commit()
+    if committed:
+        with torch.no_grad():
+            for p, a in zip(model.parameters(), averaged):
+                p.copy_(a)
+    return committed
+
+
+def main():
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    try:
+        from torchft import Manager, ProcessGroupGloo
+        from torchft.local_sgd import DiLoCo, LocalSGD
+    except ImportError as e:
+        sys.exit(f"torchft_async: cannot import torchft ({e}); install it beside this torch: "
+                 "scripts/install-torch2 --torchft")
+    rank, world, say = train_ddp.join_group(args, "torchft_async")
+
+    torch.manual_seed(args.seed)
+    train_set, test_set = train_ddp.load_data(args)
+    model = models.MODELS[args.model]()
+    if args.optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+
+    lighthouse, manager, pg = make_manager(args, model, opt, rank, world, Manager,
+                                           ProcessGroupGloo)
     payload = [0]  # bytes the Manager all-reduced
     allreduce = manager.allreduce
 
@@ -245,16 +268,7 @@ def main():
             for fragment in wrapper._fragments:  # a fragment's all-reduce still in flight
                 if fragment._allreduce_work:
                     fragment.perform_sync()
-    # The final synchronisation: the parameters averaged once through the Manager.
-    manager.start_quorum()
-    averaged = [p.detach().clone() for p in model.parameters()]
-    for work in [manager.allreduce(a) for a in averaged]:
-        work.wait()
-    committed = manager.should_commit()
-    if committed:
-        with torch.no_grad():
-            for p, a in zip(model.parameters(), averaged):
-                p.copy_(a)
+    committed = final_sync(manager, model)  # the final synchronisation
     say(f"replicas' test accuracy before the final synchronisation: {before * 100:.2f} %"
         + ("" if committed else " (the final average was not committed)"))
     accuracy = train_ddp.test_accuracy(model, test_set, rank, world)
