@@ -37,6 +37,9 @@ def main():
     if not chorus.torch.can_shrink():
         raises(RuntimeError, ["C10D_BACKEND_HAS_RECONFIGURE"], chorus.torch.shrink)
         print(f"rank {rank}: ok (this torch cannot shrink in place: the error says so)")
+        # Rank 0 hosts torch's env:// store: it must not leave while another rank still uses it
+        # at the end of init_process_group.
+        dist.barrier()
         dist.destroy_process_group()
         return
 
