@@ -25,11 +25,12 @@ Exits 77 (skipped) where this torch cannot shrink a group in place.
 """
 
 import argparse
-import subprocess
 import sys
 import tempfile
 
 import torch
+
+import run_checked  # beside this script
 
 # The kill, inside a synchronisation that has already changed the wrapper's state on the
 # survivors (which must put it back): LocalSGD (H = 4) at step 8, in the first of the divergence
@@ -50,16 +51,7 @@ FAIL = {("delayed", False): (9, 0), ("delayed", True): (9, 0),
 
 
 def run(cmd, timeout, expect):
-    print("+", " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=timeout)
-    print(p.stdout, flush=True)
-    if p.returncode != 0:
-        sys.exit(f"check_async_kill: exit status {p.returncode}")
-    for text in expect:
-        if text not in p.stdout:
-            sys.exit(f"check_async_kill: the output lacks {text!r}")
-    return p.stdout
+    return run_checked.run(cmd, timeout, expect, "check_async_kill")
 
 
 def main():

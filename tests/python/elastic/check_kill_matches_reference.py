@@ -19,24 +19,16 @@ Exits 77 (skipped) where this torch cannot shrink a group in place.
 import argparse
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 import torch
 
+import run_checked  # beside this script
+
 
 def run(cmd, timeout, expect):
-    print("+", " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=timeout)
-    print(p.stdout, flush=True)
-    if p.returncode != 0:
-        sys.exit(f"check_kill_matches_reference: exit status {p.returncode}")
-    for text in expect:
-        if text not in p.stdout:
-            sys.exit(f"check_kill_matches_reference: the output lacks {text!r}")
-    return p.stdout
+    return run_checked.run(cmd, timeout, expect, "check_kill_matches_reference")
 
 
 def main():
