@@ -91,6 +91,10 @@ def parse_args():
     # run that starts from that state with the survivors' membership.
     p.add_argument("--save-before-failure", metavar="PATH")
     p.add_argument("--resume", metavar="PATH", help="start from a --save-before-failure state")
+    p.add_argument("--resume-buckets", choices=["ready", "joined"], default="ready",
+                   help="with --resume: DDP's buckets as in a running job (gradient-ready "
+                        "order), or as after a change that admitted newcomers (the reference "
+                        "of a run where a spare or replacement joined)")
     p.add_argument("--save", metavar="PATH", help="rank 0 saves the final state_dict here")
     # For bench/elastic/torch_goodput.py: a driver outside the job kills ranks and ends the run.
     p.add_argument("--step-log", metavar="PATH",
@@ -147,7 +151,8 @@ def arm_failure(args, model, store, elastic_hsdp, step_log):
     """In the first life, rank --fail-rank kills (or stops) itself in step --fail-step's
     backward, once the first layer's gradient is computed: other gradient buckets are already
     being all-reduced. The time goes to the store first, for the survivors' recovery time."""
-    first_life = os.environ.get("CHORUS_RESTART", "0") == "0"
+    first_life = (os.environ.get("CHORUS_RESTART", "0") == "0"
+                  and os.environ.get("CHORUS_JOIN") != "1")  # a spare is no first life
     if not first_life or dist.get_rank() not in args.fail_rank or args.fail_step < 0:
         return lambda step: None
     if args.fail_signal == "stall":
@@ -240,6 +245,8 @@ def report(args, store, changes, say):
         since = float(store.get(FAIL_TIME_KEY).decode()) if store.check([FAIL_TIME_KEY]) else 0
         if change.lost_ranks:
             what = f"lost {','.join(map(str, change.lost_ranks))}"
+            if -1 in change.former_ranks:  # a spare (chorus-run --spares) took the place
+                what += f", {change.former_ranks.count(-1)} spare(s) joined"
             how = (f"recovered in {time.time() - since:.3f} s (failure noticed after "
                    f"{change.noticed - since:.3f} s, shrink and catch-up {change.seconds:.3f} s)")
             if not since:  # killed from outside (bench/elastic/torch_goodput.py): no time
@@ -279,6 +286,7 @@ class StepLog:
         self.file = open(path, "a", buffering=1) if path else None
         self.log("start", env_rank=int(os.environ.get("RANK", "0")),
                  restart=int(os.environ.get("CHORUS_RESTART", "0")),
+                 spare=os.environ.get("CHORUS_SPARE") == "1",
                  process_start=process_start_time() if path else None)
 
     def log(self, kind, **fields):
@@ -302,6 +310,7 @@ def main():
     step_log = StepLog(args.step_log)  # before the join: a replacement's start-up is timed
     torch.set_num_threads(args.threads)
     rank, world, _ = join_group(args, "train_elastic")
+    step_log.log("group")
     import chorus.torch
     from chorus.torch import elastic
 
@@ -321,6 +330,7 @@ def main():
     torch.manual_seed(args.seed)
     train_set, test_set = load_data(args)
     x_all, y_all = train_set
+    step_log.log("data")
     # A replacement (chorus-run --elastic restarted a lost rank) joined the job inside
     # init_process_group; elastic.ddp leaves out DDP's initial collectives there.
     elastic_hsdp = None
@@ -344,6 +354,7 @@ def main():
         recovering.append(change)
 
     arm_awkward_failures(args, chorus.torch)
+    step_log.log("model")
     if args.hsdp:
         trainer = elastic.HSDPTrainer(model, opt, mesh, on_change=on_change, state=plan,
                                       admit_every=args.admit_every)
@@ -354,9 +365,14 @@ def main():
         saved_world = elastic_hsdp.load_shards(args.resume, model, opt, trainer, plan, mesh)
         set_lr(opt, opt.param_groups[0]["lr"] * world / saved_world)
     elif args.resume and not trainer.changes:
-        # One discarded backward first: DDP's first iteration averages the gradients with other
-        # roundings than the later ones, and the run being matched was past it.
-        F.cross_entropy(model(x_all[:1]), y_all[:1]).backward()
+        if args.resume_buckets == "joined":
+            # As after a change that admitted newcomers: DDP's buckets laid out in parameter
+            # order on every rank (elastic's _same_buckets).
+            elastic._same_buckets(model)
+        else:
+            # One discarded backward first: DDP's first iteration averages the gradients with
+            # other roundings than the later ones, and the run being matched was past it.
+            F.cross_entropy(model(x_all[:1]), y_all[:1]).backward()
         opt.zero_grad(set_to_none=True)
         state = torch.load(args.resume, weights_only=False)
         model.module.load_state_dict(state["model"])
@@ -365,6 +381,7 @@ def main():
         plan._order()
         set_lr(opt, opt.param_groups[0]["lr"] * world / state["world"])
 
+    step_log.log("ready", step=trainer.steps)
     failing = arm_failure(args, model, store, elastic_hsdp, step_log)
     n_params = sum(p.numel() for p in model.parameters())
     layout = f"HSDP {world // args.hsdp} x {args.hsdp}" if args.hsdp else "DDP"

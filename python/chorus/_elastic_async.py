@@ -292,7 +292,7 @@ class AsyncTrainer:
             former = [former[f] if f >= 0 else -1 for f in m.former_ranks]
             try:
                 self._follow()
-                self._catch_up()
+                self._catch_up(previous)
                 break
             except Exception as e:  # noqa: BLE001  only a failure of the group is handled
                 again = _chorus_torch.failure()
@@ -312,8 +312,7 @@ class AsyncTrainer:
         started = time.perf_counter()
         self.commits = -1  # behind everyone
         self._follow()
-        self._catch_up()
-        previous = sum(1 for f in m.former_ranks if f >= 0)
+        previous = self._catch_up(None)
         self._changed(_el.Change(self.steps, m.generation, m.rank, m.size, previous,
                                  m.former_ranks, [], "joined as a replacement", time.time(),
                                  time.perf_counter() - started))
@@ -323,20 +322,24 @@ class AsyncTrainer:
         if self.on_change is not None:
             self.on_change(change)
 
-    def _catch_up(self):
+    def _catch_up(self, previous):
         """The ranks with fewer committed synchronisations (a replacement has none) take the
-        whole state of the first rank with the most."""
+        whole state of the first rank with the most. previous and the value returned: as
+        Trainer._catch_up's (the size before the change, which a newcomer learns here)."""
         commits = torch.tensor([self.commits], dtype=torch.int64)
         every = torch.zeros(dist.get_world_size(), dtype=torch.int64)
         dist.all_gather_into_tensor(every, commits)
         newest = int(every.max())
         if int(every.min()) == newest:
-            return
+            return previous
         source = int((every == newest).nonzero()[0])
-        payload = _el._pack(self._state()) if dist.get_rank() == source else None
+        payload = None
+        if dist.get_rank() == source:
+            payload = _el._pack(dict(self._state(), previous_size=previous))
         state = _el._unpack(_el._broadcast_bytes(payload, source))
         if dist.get_rank() != source:
             self._load(state, f"rank {source}'s")
+        return state["previous_size"]
 
     def _load(self, state, whose):
         """Takes a state of _state()'s: a peer's (whose) or a saved one."""

@@ -34,6 +34,7 @@ rank").
 """
 
 import math
+import os
 import time
 
 import torch
@@ -51,6 +52,11 @@ def hsdp_mesh(shards):
     """This rank's replica group as a 1-D CPU DeviceMesh for ``fully_shard``: the world is
     dist.get_world_size() // shards replica groups of `shards` consecutive ranks. Collective on
     the default group (every rank makes every replica group's subgroup)."""
+    if os.environ.get("CHORUS_SPARES", "0") not in ("", "0"):
+        raise ValueError(
+            "chorus.torch.elastic.hsdp_mesh: HSDP does not take spares (chorus-run --spares) "
+            "yet: a spare replaces one rank and HSDP loses whole replica groups; start "
+            "replacements instead (--max-restarts)")
     from torch.distributed.device_mesh import DeviceMesh
 
     if _elastic.joining():

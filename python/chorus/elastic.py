@@ -237,7 +237,7 @@ class Trainer:
                 # DDP's reducer kept the failed step's state (its divisor among them): torch's
                 # own reset for a group whose size changed, on the same (shrunk) group.
                 self.model._update_process_group(self.model.process_group)
-                self._catch_up()
+                self._catch_up(previous)
                 if -1 in m.former_ranks:
                     _same_buckets(self.model)
                 break
@@ -275,9 +275,8 @@ class Trainer:
         catch-up) and applies the change's policy as they do."""
         started = time.perf_counter()
         self.steps = -1  # behind everyone
-        self._catch_up()
+        previous = self._catch_up(None)
         _same_buckets(self.model)
-        previous = sum(1 for f in m.former_ranks if f >= 0)
         self._changed(Change(self.steps, m.generation, m.rank, m.size, previous, m.former_ranks,
                              [], "joined as a replacement", time.time(),
                              time.perf_counter() - started))
@@ -287,17 +286,22 @@ class Trainer:
         if self.on_change is not None:
             self.on_change(change)
 
-    def _catch_up(self):
+    def _catch_up(self, previous):
         """A rank whose commit vote completed applied the step; one whose vote failed did not;
-        a replacement has nothing. The ranks behind take the state of the first rank ahead."""
+        a replacement has nothing. The ranks behind take the state of the first rank ahead.
+        previous: the group's size before the change (None in a newcomer, which does not know
+        it); returns the source's, the size the state was made for (a spare admitted with a
+        rank's loss replaces it: 4 ranks before and after)."""
         steps = torch.tensor([self.steps], dtype=torch.int64)
         every = torch.zeros(dist.get_world_size(), dtype=torch.int64)
         dist.all_gather_into_tensor(every, steps)
         newest = int(every.max())
         if int(every.min()) == newest:
-            return
+            return previous
         source = int((every == newest).nonzero()[0])
-        payload = _pack(self._state()) if dist.get_rank() == source else None
+        payload = None
+        if dist.get_rank() == source:
+            payload = _pack(dict(self._state(), previous_size=previous))
         state = _unpack(_broadcast_bytes(payload, source))
         if dist.get_rank() != source:
             self.model.module.load_state_dict(state["model"])
@@ -306,6 +310,7 @@ class Trainer:
             torch.set_rng_state(state["rng"])
             if self.state is not None:
                 self.state.load_state_dict(state["state"])
+        return state["previous_size"]
 
     def _state(self):
         return {"model": self.model.module.state_dict(),

@@ -14,6 +14,9 @@ inline constexpr const char* kExpectedJoinersKey = "chorus/elastic/expected_join
 inline constexpr const char* kLastChangeKey = "chorus/elastic/last_change";
 // Written by a launcher that restarts lost ranks (decimal text): how many restarts it has left.
 inline constexpr const char* kRestartsLeftKey = "chorus/elastic/restarts_left";
+// Written by a launcher that keeps spare processes waiting to join (decimal text): the most
+// members a membership change may have. Newcomers past it stay in the queue, not admitted.
+inline constexpr const char* kMaxSizeKey = "chorus/elastic/max_size";
 // Newcomers' tickets (Store::add), each newcomer's record ("host pid N") and its admission.
 inline constexpr const char* kJoinerTicketsKey = "chorus/elastic/joiners";
 inline std::string joinerKey(int64_t ticket) {

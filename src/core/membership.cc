@@ -13,8 +13,9 @@
 //   joiners                counter: tickets handed to newcomers
 //   joiner/<t>, withdrawn/<t>, admitted/<t> ("<G> <A>")   one newcomer's queue entry
 //   admitted               tickets consumed by decisions so far
-//   expected_joiners, restarts_left   written by a launcher (replacements announced; restarts
-//                          it has left)
+//   expected_joiners, restarts_left, max_size   written by a launcher (replacements announced;
+//                          restarts it has left; the most members a decision may have: spares
+//                          beyond it stay queued)
 // Slots of attempt 0 are the ranks of the communicator being replaced; those of attempt A > 0
 // the ranks of attempt A - 1's decision.
 #include "core/membership.h"
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -51,6 +53,16 @@ std::string admittedKey(int64_t t) { return elastic_keys::admittedKey(t); }
 std::string text(const Store::Bytes& b) { return std::string(b.begin(), b.end()); }
 Store::Bytes bytes(const std::string& s) { return Store::Bytes(s.begin(), s.end()); }
 bool has(Store& s, const std::string& key) { return s.check({key}); }
+// The launcher's cap on the members (kMaxSizeKey); no cap without the key.
+int64_t maxSize(Store& root) {
+  if (!has(root, kMaxSizeKey)) return std::numeric_limits<int64_t>::max();
+  try {
+    return std::stoll(text(root.get(kMaxSizeKey, std::chrono::seconds(5))));
+  } catch (const std::logic_error&) {
+    return std::numeric_limits<int64_t>::max();  // not a number: not a launcher this code knows
+  }
+}
+
 std::chrono::milliseconds left(const Deadline& d) {
   return std::chrono::milliseconds(d.remainingMs());
 }
@@ -235,14 +247,17 @@ Decision propose(Store& root, const std::string& at, const std::vector<Member>& 
   }
   const int64_t consumed = root.add(kConsumedKey, 0);
   const int64_t issued = root.add(kTicketsKey, 0);
+  const int64_t room = maxSize(root) - static_cast<int64_t>(d.members.size());
   d.consumedTo = consumed;
-  for (int64_t t = consumed + 1; t <= issued && has(root, joinerKey(t)); ++t) {
+  int64_t admitted = 0;
+  for (int64_t t = consumed + 1; t <= issued && has(root, joinerKey(t)) && admitted < room; ++t) {
     d.consumedTo = t;
     if (has(root, withdrawnKey(t))) continue;
     // Died while it waited (its sign of life went stale): passed over, and consumed.
     if (!joinerAlive(root, t, heartbeatSeconds)) continue;
     d.slots.push_back(-1);
     d.members.push_back({-1, t});
+    ++admitted;
   }
   return d;
 }
@@ -507,11 +522,12 @@ Outcome agreeAsNewcomer(const std::shared_ptr<Store>& root, uint64_t generation,
   return runAttempts(root, generation, attempt, {}, -1, ticket, {}, options, route, deadline);
 }
 
-int joinersWaiting(Store& root, double heartbeatSeconds) {
+int joinersWaiting(Store& root, double heartbeatSeconds, int size) {
   const int64_t consumed = root.add(kConsumedKey, 0);
   const int64_t issued = root.add(kTicketsKey, 0);
+  const int64_t room = size < 0 ? std::numeric_limits<int64_t>::max() : maxSize(root) - size;
   int waiting = 0;
-  for (int64_t t = consumed + 1; t <= issued; ++t) {
+  for (int64_t t = consumed + 1; t <= issued && waiting < room; ++t) {
     waiting += !has(root, withdrawnKey(t)) && joinerAlive(root, t, heartbeatSeconds);
   }
   return waiting;

@@ -20,6 +20,7 @@ namespace chorus::membership {
 // Keys under the root store's "chorus/elastic/" that launchers read or write too.
 using elastic_keys::kExpectedJoinersKey;
 using elastic_keys::kLastChangeKey;
+using elastic_keys::kMaxSizeKey;
 using elastic_keys::kRestartsLeftKey;
 
 // One member of the next communicator.
@@ -66,8 +67,10 @@ Outcome agreeAsNewcomer(const std::shared_ptr<Store>& root, uint64_t generation,
                         const Deadline& deadline);
 
 // Newcomers registered and not admitted yet, less those whose sign of life is older than
-// heartbeatSeconds (joiner_liveness.h; none left out when it is 0).
-int joinersWaiting(Store& root, double heartbeatSeconds = 0);
+// heartbeatSeconds (joiner_liveness.h; none left out when it is 0). size >= 0: the members
+// now, and at most as many as the launcher's cap (kMaxSizeKey) leaves room for are counted
+// (spares beyond it wait for a hole).
+int joinersWaiting(Store& root, double heartbeatSeconds = 0, int size = -1);
 
 // Test hook: called with the participant's rank (or -1 for a newcomer) right after it
 // registered for an attempt; a throw there makes that participant vanish mid-agreement.

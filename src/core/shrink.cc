@@ -11,6 +11,7 @@
 #include <chorus/error.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 #include <thread>
 #include <utility>
@@ -41,6 +42,24 @@ std::function<std::vector<int>()> silentPeersOf(const CommunicatorImpl& im) {
   auto subject = im.traceSubject();
   if (!subject || subject->settings.heartbeatSeconds <= 0 || !subject->rootStore) return {};
   return [subject] { return trace::silentPeers(*subject, trace::wallMicros()); };
+}
+
+// How long a newcomer waits to be admitted: the communicator's timeout, or CHORUS_JOIN_WAIT
+// seconds where a launcher set it (chorus-run --spares: a spare waits for a hole in the job; 0,
+// as long as the job's store answers).
+Deadline admissionDeadline(const Options& options) {
+  const char* wait = std::getenv("CHORUS_JOIN_WAIT");
+  if (!wait || !*wait) return Deadline::after(options.timeout);
+  char* end = nullptr;
+  const double seconds = std::strtod(wait, &end);
+  if (*end != '\0' || !(seconds >= 0)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string("join: CHORUS_JOIN_WAIT must be a number of seconds >= 0 (0: no "
+                            "limit), got '") +
+                    wait + "'");
+  }
+  if (seconds == 0) return Deadline::never();
+  return Deadline::after(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
 }
 
 }  // namespace
@@ -100,7 +119,8 @@ std::vector<int> Communicator::formerRanks() const {
 
 int Communicator::joinersWaiting() const {
   if (!impl_->elastic || !impl_->rootStore) return 0;
-  return membership::joinersWaiting(*impl_->rootStore, impl_->options.trace.heartbeatSeconds);
+  return membership::joinersWaiting(*impl_->rootStore, impl_->options.trace.heartbeatSeconds,
+                                    impl_->size);
 }
 
 std::unique_ptr<Communicator> Communicator::shrink() { return shrink(std::vector<int>{}); }
@@ -174,6 +194,7 @@ std::unique_ptr<Communicator> Communicator::joinVia(std::shared_ptr<Store> store
   if (!store) throw Error(ErrorCode::kInvalidArgument, "join: store is null");
   algo::validateAlgorithmSetting(options.algorithm);
   transport::printInitLine(options, -1, 0, libraryVersion());
+  const Deadline admitBy = admissionDeadline(options);
   const int64_t ticket = membership::enqueueJoiner(*store);
   const std::string where = "join (newcomer ticket " + std::to_string(ticket) + ")";
   // Its sign of life until it is in: the running ranks neither admit nor wait for it once dead.
@@ -181,8 +202,7 @@ std::unique_ptr<Communicator> Communicator::joinVia(std::shared_ptr<Store> store
   membership::Outcome out;
   uint64_t generation = 0;
   try {
-    auto [g, attempt] =
-        membership::awaitAdmission(*store, ticket, Deadline::after(options.timeout));
+    auto [g, attempt] = membership::awaitAdmission(*store, ticket, admitBy);
     generation = g;
     out = membership::agreeAsNewcomer(store, generation, attempt, ticket, options, route,
                                       Deadline::after(options.timeout));

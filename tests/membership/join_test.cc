@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 
 namespace chorus::testing {
 namespace {
@@ -132,6 +133,80 @@ TEST(Join, NoWaitWithoutRestartsLeft) {
     // Well under the 2 s a launcher with restarts left would be given.
     require(std::chrono::steady_clock::now() - t0 < milliseconds(1800), "shrink waited");
   });
+  EXPECT_TRUE(errors.empty()) << joinAll(errors);
+}
+
+// A spare (chorus-run --spares) waits while the job is full: under the launcher's cap
+// (chorus/elastic/max_size) the running ranks do not count it as waiting and a membership change
+// does not admit it; the change after a rank's loss does, into the lost rank's place.
+TEST(Join, SpareWaitsForAHoleUnderTheCap) {
+  auto store = makeHashStore();
+  const Options options = membershipOptions(seconds(20));
+  store->set(membership::kMaxSizeKey, Store::Bytes{'3'});
+  auto spare = [&] {
+    auto comm = Communicator::join(store, options);
+    require(comm->generation() == 2, "spare admitted at generation " +
+                                         std::to_string(comm->generation()) + ", not 2");
+    require(comm->formerRanks() == std::vector<int>({0, 2, -1}), "spare's formerRanks");
+    checkCollectives(*comm, idsOf(*comm));
+  };
+  auto errors = runElastic(
+      store, 3, options,
+      [&](int r, auto comm) {
+        // Until the spare is in the queue (its ticket, then its record: as propose() reads).
+        while (membership::joinersWaiting(*store) == 0) {
+          std::this_thread::sleep_for(milliseconds(5));
+        }
+        require(comm->joinersWaiting() == 0, "a full job counts the spare as waiting");
+        auto full = comm->shrink();
+        require(full->size() == 3 && full->formerRanks() == std::vector<int>({0, 1, 2}),
+                "the full job admitted the spare");
+        checkCollectives(*full, {0, 1, 2});
+        if (r == 1) return;  // lost: destroyed between collectives
+        try {
+          checkCollectives(*full, {0, 1, 2});
+          throw std::runtime_error("collectives went on without rank 1");
+        } catch (const Error&) {
+        }
+        auto next = full->shrink();
+        require(next->formerRanks() == std::vector<int>({0, 2, -1}),
+                "the spare did not take rank 1's place: size " + std::to_string(next->size()));
+        require(next->joinersWaiting() == 0, "joiners still waiting");
+        checkCollectives(*next, idsOf(*next));
+      },
+      {spare});
+  EXPECT_TRUE(errors.empty()) << joinAll(errors);
+}
+
+// CHORUS_JOIN_WAIT (set by chorus-run for spares): 0 lets a newcomer wait past its timeout for
+// the membership change that admits it; a value that is not a number of seconds is refused.
+TEST(Join, JoinWaitFromTheEnvironment) {
+  auto store = makeHashStore();
+  ::setenv("CHORUS_JOIN_WAIT", "soon", 1);
+  try {
+    Communicator::join(store, membershipOptions(seconds(5)));
+    ADD_FAILURE() << "join took CHORUS_JOIN_WAIT=soon";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("CHORUS_JOIN_WAIT"), std::string::npos) << e.what();
+  }
+  ::setenv("CHORUS_JOIN_WAIT", "0", 1);
+  auto late = [&] {
+    // Its own timeout is 200 ms; the ranks admit it after 800.
+    auto comm = Communicator::join(store, membershipOptions(milliseconds(200)));
+    require(comm->size() == 3, "newcomer got size " + std::to_string(comm->size()));
+    checkCollectives(*comm, idsOf(*comm));
+  };
+  auto errors = runElastic(
+      store, 2, membershipOptions(seconds(20)),
+      [&](int, auto comm) {
+        std::this_thread::sleep_for(milliseconds(800));
+        auto next = comm->shrink();
+        require(next->size() == 3, "size " + std::to_string(next->size()));
+        checkCollectives(*next, idsOf(*next));
+      },
+      {late});
+  ::unsetenv("CHORUS_JOIN_WAIT");
   EXPECT_TRUE(errors.empty()) << joinAll(errors);
 }
 

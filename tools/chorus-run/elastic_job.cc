@@ -39,11 +39,57 @@ ElasticJob::ElasticJob(ElasticSettings settings, Supervisor& supervisor, Starter
     : settings_(std::move(settings)),
       supervisor_(supervisor),
       start_(std::move(start)),
-      restartsOfRank_(static_cast<size_t>(settings_.ranks), 0) {
+      restartsOfRank_(static_cast<size_t>(settings_.ranks + settings_.spares), 0) {
   if (settings_.worldSize < settings_.ranks) settings_.worldSize = settings_.ranks;
+  currentSize_ = settings_.worldSize;
   // create() ranks the job's communicator as the launchers do (CHORUS_RANK).
   for (int rank = 0; rank < settings_.worldSize; ++rank) memberSlots_.push_back(rank);
-  publishRestartsLeft();
+  if (settings_.spares > 0) {
+    // The spares waiting are the replacements: the survivors need not wait for a restart to
+    // register (no restarts_left published), and admit no more than the job's size.
+    publishMaxSize();
+  } else {
+    publishRestartsLeft();
+  }
+}
+
+std::vector<std::string> ElasticJob::joinerEnv(int restartOfSlot) const {
+  std::vector<std::string> env = {"CHORUS_JOIN=1",
+                                  "CHORUS_RESTART=" + std::to_string(restartOfSlot)};
+  // With spares a joiner may wait long for a hole (the job is full until a rank is lost).
+  if (settings_.spares > 0) env.push_back("CHORUS_JOIN_WAIT=0");
+  return env;
+}
+
+void ElasticJob::startSpares() {
+  for (int k = 0; k < settings_.spares; ++k) {
+    const int slot = settings_.firstRank + settings_.ranks + k;
+    auto env = joinerEnv(0);
+    env.push_back("CHORUS_SPARE=1");
+    RankProcess spare = start_(slot, env);
+    supervisor_.add(spare);
+    pending_.push_back({slot, spare.pid});
+    replacements_.push_back(spare.pid);
+    report("spare " + std::to_string(k + 1) + " of " + std::to_string(settings_.spares) +
+           " started as pid " + std::to_string(spare.pid) +
+           " (CHORUS_JOIN=1 CHORUS_SPARE=1): it takes the place of the next rank lost");
+  }
+}
+
+void ElasticJob::publishMaxSize() {
+  Store* s = store();
+  if (!s) return;
+  const std::string size = std::to_string(settings_.worldSize);
+  try {
+    // The C++ communicator meets at the root, the torch backend's default group under "torch/".
+    for (const std::string prefix : {"", "torch/"}) {
+      s->set(prefix + elastic_keys::kMaxSizeKey, Store::Bytes(size.begin(), size.end()));
+    }
+  } catch (const std::exception& e) {
+    store_.reset();
+    report(std::string("cannot publish ") + elastic_keys::kMaxSizeKey + " (" + e.what() +
+           "); the spares may be admitted beside the ranks");
+  }
 }
 
 void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
@@ -63,18 +109,32 @@ void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
     }
   }
   // A replacement that ends before it was admitted will never be.
-  std::erase_if(pending_, [&process](const Pending& p) { return p.pid == process.pid; });
-  if (std::find(replacements_.begin(), replacements_.end(), process.pid) != replacements_.end()) {
+  const size_t pendingBefore = pending_.size();
+  const bool wasPending =
+      std::erase_if(pending_, [&process](const Pending& p) { return p.pid == process.pid; }) > 0;
+  // (With spares nothing was announced.)
+  if (settings_.spares == 0 &&
+      std::find(replacements_.begin(), replacements_.end(), process.pid) != replacements_.end()) {
     withdrawIfUnregistered(process);
   }
   const int exitCode = WIFEXITED(waitStatus) ? WEXITSTATUS(waitStatus) : 128 + WTERMSIG(waitStatus);
+  // More joiners waited than the job had holes: this one was a spare, not a rank of the job.
+  const bool spareLost =
+      settings_.spares > 0 && wasPending &&
+      static_cast<int>(pendingBefore) > settings_.worldSize - currentSize_;
+  if (spareLost && restartsUsed_ >= settings_.maxRestarts) {
+    report(failure + " while it waited as a spare; not restarted (no restarts left)");
+    return;
+  }
   if (restartsUsed_ < settings_.maxRestarts) {
     ++restartsUsed_;
     // First of all: the survivors' shrink, under way already, waits only for the joiners
     // announced by the time it decides, so the replacement is admitted at the membership change
     // that follows the failure only when this comes first.
-    announceJoiner(process.rank, 1);
-    publishRestartsLeft();
+    if (settings_.spares == 0) {
+      announceJoiner(process.rank, 1);
+      publishRestartsLeft();
+    }
     report(failure + "; restarting it (restart " + std::to_string(restartsUsed_) + " of " +
            std::to_string(settings_.maxRestarts) + ")");
     const int rank = process.rank;
@@ -83,7 +143,8 @@ void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
         restart(rank);
       } catch (const std::exception& e) {
         report("cannot restart rank " + std::to_string(rank) + ": " + e.what());
-        announceJoiner(rank, -1);  // no joiner will come: the survivors must not wait for one
+        // No joiner will come: the survivors must not wait for one.
+        if (settings_.spares == 0) announceJoiner(rank, -1);
         lose(failure, exitCode);
       }
     });
@@ -98,8 +159,7 @@ void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
 
 void ElasticJob::restart(int rank) {
   const int restartOfRank = ++restartsOfRank_.at(static_cast<size_t>(rank - settings_.firstRank));
-  RankProcess replacement =
-      start_(rank, {"CHORUS_JOIN=1", "CHORUS_RESTART=" + std::to_string(restartOfRank)});
+  RankProcess replacement = start_(rank, joinerEnv(restartOfRank));
   supervisor_.add(replacement);
   pending_.push_back({rank, replacement.pid});
   replacements_.push_back(replacement.pid);
@@ -260,6 +320,7 @@ void ElasticJob::followChange(const std::string& change) {
   uint64_t generation = 0;
   try {
     generation = std::stoull(fields.at("generation"));
+    currentSize_ = std::stoi(fields.at("size"));
     former = numbers("former");
     lost = numbers("lost");
   } catch (const std::exception&) {
@@ -273,12 +334,26 @@ void ElasticJob::followChange(const std::string& change) {
   generation_ = generation;
   std::vector<int> slots;
   const auto newcomers = static_cast<size_t>(std::count(former.begin(), former.end(), -1));
-  // One newcomer is the oldest replacement started; several at once come in an order this
-  // launcher cannot tell (the order in which they registered).
-  const bool newcomerKnown = newcomers == 1 && !pending_.empty() && oldestPendingAdmitted();
+  // With spares, the newcomers are told by their tickets (a decision admits them in ticket
+  // order, after the survivors). Without, one newcomer is the oldest replacement started;
+  // several at once come in an order this launcher cannot tell (the order they registered in).
+  std::vector<size_t> admittedHereIdx;
+  if (settings_.spares > 0 && newcomers > 0) {
+    try {
+      admittedHereIdx = admittedPending();
+    } catch (const std::exception&) {
+      store_.reset();  // cannot tell: the newcomers stay unknown (nobody killed for them)
+    }
+  }
+  const bool newcomersByTicket = settings_.spares > 0 && admittedHereIdx.size() == newcomers;
+  const bool newcomerKnown = settings_.spares == 0 && newcomers == 1 && !pending_.empty() &&
+                             oldestPendingAdmitted();
+  size_t nextNewcomer = 0;
   for (int old : former) {
     if (old >= 0 && old < static_cast<int>(memberSlots_.size())) {
       slots.push_back(memberSlots_[static_cast<size_t>(old)]);
+    } else if (newcomersByTicket) {
+      slots.push_back(pending_[admittedHereIdx[nextNewcomer++]].slot);
     } else {
       slots.push_back(newcomerKnown ? pending_.front().slot : -1);
     }
@@ -299,12 +374,33 @@ void ElasticJob::followChange(const std::string& change) {
       signalRank(*p, SIGKILL);
     }
   }
+  if (settings_.spares > 0) {
+    // The admitted ones leave the queue (from the back: the indexes stay valid).
+    std::sort(admittedHereIdx.rbegin(), admittedHereIdx.rend());
+    for (size_t i : admittedHereIdx) pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    memberSlots_ = std::move(slots);
+    return;
+  }
   // With one launcher per host, a newcomer that is not known to be ours is another host's.
   const size_t admittedHere = settings_.worldSize == settings_.ranks || newcomerKnown
                                   ? std::min(newcomers, pending_.size())
                                   : 0;
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(admittedHere));
   memberSlots_ = std::move(slots);
+}
+
+std::vector<size_t> ElasticJob::admittedPending() {
+  std::vector<std::pair<int64_t, size_t>> byTicket;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    const Ticket t = joinerTicket(pending_[i].pid);
+    if (t.number >= 0 && store()->check({t.prefix + elastic_keys::admittedKey(t.number)})) {
+      byTicket.emplace_back(t.number, i);
+    }
+  }
+  std::sort(byTicket.begin(), byTicket.end());
+  std::vector<size_t> out;
+  for (const auto& [ticket, i] : byTicket) out.push_back(i);
+  return out;
 }
 
 bool ElasticJob::oldestPendingAdmitted() {
@@ -335,10 +431,14 @@ std::unique_ptr<ElasticJob> makeElasticJob(const Options& options, const std::st
                                            const chorus::AuthOptions& auth,
                                            const LaunchEnvironment& launchEnv,
                                            Supervisor& supervisor) {
-  ElasticSettings settings{options.ranks, options.maxRestarts, options.minRanks, storeUrl,
-                           auth,          options.firstRank,   options.worldSize};
+  ElasticSettings settings{options.ranks, options.maxRestarts, options.minRanks, options.spares,
+                           storeUrl,      auth,                options.firstRank,
+                           options.worldSize};
   auto start = [&options, &launchEnv](int rank, const std::vector<std::string>& extraEnv) {
-    auto overrides = rankEnvironment(launchEnv, rank);
+    // A spare's slot is past this launcher's ranks: it has the last rank's environment until
+    // it is admitted and takes the rank it is given there.
+    const int lastRank = options.firstRank + options.ranks - 1;
+    auto overrides = rankEnvironment(launchEnv, std::min(rank, lastRank));
     overrides.insert(overrides.end(), extraEnv.begin(), extraEnv.end());
     int execErrno = 0;
     RankProcess process =

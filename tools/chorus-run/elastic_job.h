@@ -2,7 +2,8 @@
 // launcher announces a joiner in the store (chorus/elastic/expected_joiners) and starts a
 // replacement with CHORUS_JOIN=1; with none left, the job goes on while enough ranks remain.
 // It also logs each membership change the ranks publish (chorus/elastic/last_change), and kills
-// a rank the survivors declared dead that still runs. The keys are those of
+// a rank the survivors declared dead that still runs. With spares, processes wait, started and
+// ready, to take a lost rank's place at once (the job capped at its size). The keys are those of
 // docs/fault-tolerance.md.
 #pragma once
 
@@ -31,6 +32,7 @@ struct ElasticSettings {
   int ranks = 0;        // of this launcher: job ranks firstRank .. firstRank + ranks - 1
   int maxRestarts = 3;  // over all ranks
   int minRanks = 1;
+  int spares = 0;  // processes started to wait, ready, for a lost rank's place
   std::string storeUrl;
   chorus::AuthOptions auth;  // the key the launcher's store client proves
   int firstRank = 0;
@@ -48,6 +50,9 @@ class ElasticJob {
   void onFailure(const RankProcess& process, int waitStatus);
   // Called by the supervisor about every Supervisor tick: logs a new membership change.
   void tick();
+  // Starts the spares (--spares), after the ranks: slots past this launcher's ranks, the last
+  // rank's environment plus CHORUS_JOIN=1 and CHORUS_SPARE=1. Throws as Starter does.
+  void startSpares();
 
  private:
   // Logs a new value of chorus/elastic/last_change and follows it.
@@ -76,6 +81,14 @@ class ElasticJob {
   // same moment). Published at the start and after each announcement, never before one.
   void publishRestartsLeft();
   void restart(int rank);
+  // Extra variables of every joiner this launcher starts (spares and restarts).
+  std::vector<std::string> joinerEnv(int restartOfSlot) const;
+  // With spares: writes the cap on the job's members (chorus/elastic/max_size) where the C++
+  // communicator and the torch backend's default group meet.
+  void publishMaxSize();
+  // With spares: the pending processes a decision admitted (newest tickets checked), in ticket
+  // order; throws when the store cannot be read.
+  std::vector<size_t> admittedPending();
   // A rank that will not come back: the job goes on while at least minRanks remain.
   void lose(const std::string& failure, int exitCode);
   // The store, opened on first use; null (and the error reported once) when unreachable.
@@ -112,6 +125,7 @@ class ElasticJob {
   std::vector<std::string> lost_;  // "rank 2 (pid N) was killed by signal 9 (Killed)"
   int firstLostExitCode_ = -1;
   std::string lastChange_;
+  int currentSize_ = 0;  // members of the job's communicator at the last change seen
 };
 
 // The elastic job of a launch: a replacement gets its rank's environment from launchEnv (which

@@ -47,6 +47,7 @@ int launch(const Options& options) {
       options.ranks,     storeUrl,         options.timeoutSeconds, pickFreeLoopbackPort(), {}, {},
       options.firstRank, options.worldSize};
   if (jobKey) launchEnv.keyFile = jobKey->path();
+  launchEnv.spares = options.spares;
   Supervisor supervisor(options.tagOutput, options.graceSeconds);
   std::unique_ptr<HangWatch> hangWatch;
   if (options.hangSeconds) {
@@ -90,6 +91,14 @@ int launch(const Options& options) {
                       "': " + chorus::errnoText(execErrno) + "\n");
       if (elastic) supervisor.abort(127);  // not a failure to restart from
       break;
+    }
+  }
+  if (elastic && !supervisor.stopping()) {
+    try {
+      elastic->startSpares();
+    } catch (const std::exception& e) {
+      writeAll(2, std::string("chorus-run: cannot start the spares: ") + e.what() + "\n");
+      supervisor.abort(1);
     }
   }
   const int status = supervisor.run();

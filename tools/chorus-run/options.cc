@@ -46,7 +46,13 @@ joins when CHORUS_JOIN=1). With no restarts left, the job goes on while at least
 ranks remain (ranks that finished successfully count), else chorus-run stops every rank and
 names the failures. A rank that exits 0 is done and is not restarted. chorus-run logs every
 failure, restart and membership change (the ranks' chorus/elastic/last_change), and kills a rank
-the survivors declared dead that still runs (stuck or stopped), which then counts as failed. The store is
+the survivors declared dead that still runs (stuck or stopped), which then counts as failed.
+With --spares K, K more processes start beside the ranks with the environment of the last rank
+plus CHORUS_JOIN=1, CHORUS_SPARE=1 and CHORUS_JOIN_WAIT=0: each does its start-up and waits to
+be admitted, and the job never has more than its ranks (chorus-run writes the cap to
+chorus/elastic/max_size), so a spare takes a lost rank's place at the survivors' membership
+change, without the replacement's start-up; the process started for a lost rank (a restart)
+becomes the next spare. The store is
 the one chorus-run hosts, or the one --store names (which chorus-run must reach too). See
 docs/elastic-launch.md.)";
 
@@ -109,6 +115,10 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
                                   "With --elastic: the job goes on while at least M ranks "
                                   "remain (default 1)")
                        ->check(CLI::Range(1, 65536));
+  auto* spares = app.add_option("--spares", options.spares,
+                                "With --elastic: K more processes wait, ready, to take a lost "
+                                "rank's place (default 0)")
+                     ->check(CLI::Range(0, 1024));
   app.add_option("program", positional, "Program and arguments (or give them after --)");
 
   try {
@@ -129,7 +139,7 @@ std::optional<Options> parseOptions(int argc, char** argv, int& exitCode) {
   if (options.stopOnHang && !options.hangSeconds) {
     return usageError("--hang-action needs --hang-seconds", exitCode);
   }
-  for (auto* elasticOnly : {maxRestarts, minRanks}) {
+  for (auto* elasticOnly : {maxRestarts, minRanks, spares}) {
     if (elasticOnly->count() > 0 && !options.elastic) {
       return usageError(elasticOnly->get_name() + " needs --elastic", exitCode);
     }

@@ -31,6 +31,9 @@ struct Options {
   bool elastic = false;
   int maxRestarts = 3;
   int minRanks = 1;
+  // --spares: processes started beside the ranks with CHORUS_JOIN=1, each waiting (imports and
+  // set-up done) to take a lost rank's place at the survivors' next membership change.
+  int spares = 0;
   // Program and its arguments.
   std::vector<std::string> command;
 };

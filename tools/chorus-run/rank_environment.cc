@@ -38,6 +38,8 @@ std::vector<std::string> rankEnvironment(const LaunchEnvironment& launch, int ra
     env.push_back("CHORUS_TIMEOUT=" + shortest(*launch.timeoutSeconds));
   }
   if (!launch.keyFile.empty()) env.push_back("CHORUS_AUTH_KEY_FILE=" + launch.keyFile);
+  // Every process of the job learns that spares wait (a trainer that cannot take them says so).
+  if (launch.spares > 0) env.push_back("CHORUS_SPARES=" + std::to_string(launch.spares));
   if (!launch.traceDir.empty()) {
     env.push_back("CHORUS_TRACE_DIR=" + launch.traceDir);
     env.push_back("CHORUS_TRACE_SIGNAL=USR1");

@@ -17,6 +17,7 @@ struct LaunchEnvironment {
   std::string keyFile;                   // CHORUS_AUTH_KEY_FILE when set: the job's key
   int firstRank = 0;                     // job rank of this launcher's first rank
   int worldSize = 0;                     // CHORUS_WORLD_SIZE; 0: ranks
+  int spares = 0;                        // CHORUS_SPARES when above 0 (--spares)
 };
 
 // "NAME=value" overrides for one rank of the launch; rank is the job rank (CHORUS_RANK), its

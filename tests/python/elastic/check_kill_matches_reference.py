@@ -9,6 +9,11 @@ that saw the same membership:
   3. The two final models must be bit-identical: the failed step left nothing behind, and DDP
      averaged over the new size from then on.
 
+With --spares 1 chorus-run keeps a spare waiting beside the 4 ranks (the survivors look for
+newcomers at every step, and must not admit it while the job is full): it takes the killed
+rank's place in the membership change of the failure, and the reference runs on 4 ranks; the
+process chorus-run restarts becomes the next spare and is stopped at the end.
+
 With --hsdp S the example runs HSDP (replica groups of S ranks): the killed rank's replica group
 leaves, the reference runs on the 4 - S ranks left, from the shards that replica group 0 saved.
 
@@ -39,6 +44,7 @@ def main():
     p.add_argument("--fail-step", type=int, default=3)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--hsdp", type=int, default=0, metavar="S")
+    p.add_argument("--spares", type=int, default=0, choices=[0, 1])
     p.add_argument("--bound", type=float, default=0,
                    help="the recovery (kill to the next committed step) must take less (0: any)")
     args = p.parse_args()
@@ -56,20 +62,31 @@ def main():
         first = args.fail_rank // args.hsdp * args.hsdp
         lost, left = list(range(first, first + args.hsdp)), 4 - args.hsdp
     lost_text = ",".join(map(str, lost))
+    launch = ["--max-restarts", "0", "--min-ranks", str(left)]
+    change = f"4 -> {left} ranks (lost {lost_text})"
+    expect_end = []
+    if args.spares:
+        left = 4
+        launch = ["--spares", "1", "--max-restarts", "1"]
+        common += ["--admit-every", "1"]
+        change = f"generation 1, 4 -> 4 ranks (lost {lost_text}, 1 spare(s) joined)"
+        expect_end = ["spare 1 of 1 started", "were admitted; the job is done"]
     with tempfile.TemporaryDirectory() as tmp:
         before, elastic, reference = (os.path.join(tmp, f) for f in
                                       ("before.pt", "elastic.pt", "reference.pt"))
-        out = run([args.chorus_run, "-n", "4", "--elastic", "--max-restarts", "0", "--min-ranks",
-             str(left), "--", py] + common +
-            ["--fail-rank", str(args.fail_rank), "--fail-step", str(args.fail_step),
-             "--save-before-failure", before, "--save", elastic],
-            60, [f"4 -> {left} ranks (lost {lost_text})", "recovered in",
-                 f"parameters: bit-identical on all {left}"])
+        out = run([args.chorus_run, "-n", "4", "--elastic"] + launch + ["--", py] + common +
+                  ["--fail-rank", str(args.fail_rank), "--fail-step", str(args.fail_step),
+                   "--save-before-failure", before, "--save", elastic],
+                  60, [change, "recovered in", f"parameters: bit-identical on all {left}"]
+                  + expect_end)
         found = re.search(r"recovered in ([0-9.]+) s", out)
         if args.bound and float(found.group(1)) >= args.bound:
             sys.exit(f"check_kill_matches_reference: recovered in {found.group(1)} s, not under "
                      f"{args.bound} s")
-        run([args.chorus_run, "-n", str(left), "--", py] + common +
+        # A spare's admission lays DDP's buckets out anew (parameter order): the reference
+        # starts with that layout.
+        layout = ["--resume-buckets", "joined"] if args.spares else []
+        run([args.chorus_run, "-n", str(left), "--", py] + common + layout +
             ["--resume", before, "--save", reference], 60,
             [f"parameters: bit-identical on all {left}"])
         got, want = torch.load(elastic), torch.load(reference)
