@@ -10,7 +10,9 @@ Both systems train the CNN on Fashion-MNIST on 4 ranks (64 samples per rank and 
 0.05 momentum 0.9, one compute thread per rank), with the same collective timeout (--timeout).
 Chorus: `chorus-run -n 4 --elastic --max-restarts 100000 --min-ranks 2 -- train_elastic.py
 --model cnn` (chorus.torch.elastic.Trainer; chorus-run starts the replacements, which join at
-the next admission check, every 10 steps). torchft (PyPI `torchft`): its lighthouse
+the next admission check, every 10 steps; with --spares K, chorus-run keeps K processes waiting,
+set up, and one takes a lost rank's place in the survivors' membership change, the restarted
+process becoming the next spare). torchft (PyPI `torchft`): its lighthouse
 (`--min_replicas 2 --quorum_tick_ms 100 --join_timeout_ms 1000`) and 4 replica groups of one
 process each (torchft_trainer.py, its Manager and ProcessGroupGloo, min_replica_size 2); this
 driver restarts a killed replica at once, as a launcher would.
@@ -91,7 +93,8 @@ class Chorus:
     def __init__(self, args, log_path, stop_path):
         env = dict(os.environ, PYTHONPATH=os.path.join(args.build, "python"), OMP_NUM_THREADS="1")
         cmd = [os.path.join(args.build, "tools", "chorus-run", "chorus-run"), "-n", str(RANKS),
-               "--elastic", "--max-restarts", "100000", "--min-ranks", "2", "--", args.python,
+               "--elastic", "--max-restarts", "100000", "--min-ranks", "2",
+               "--spares", str(args.spares), "--", args.python,
                os.path.join(ROOT, "examples", "torch", "train_elastic.py"), "--backend",
                "chorus", "--model", "cnn", "--epochs", "100000", "--batch", str(BATCH),
                "--timeout", str(args.timeout), "--log-every", "1000000", "--step-log", log_path,
@@ -273,9 +276,10 @@ def run(args):
         n = sum(w for t, w in in_window.values() if lo <= t < hi) * BATCH
         windows.append(n / args.window_seconds)
     starts = [e for e in events if e["kind"] == "start" and e.get("restart", 0) != 0
-              or e["kind"] == "start" and e.get("replacement")]
+              or e["kind"] == "start" and (e.get("replacement") or e.get("spare"))]
     result = {
-        "system": args.system, "every": args.every, "seconds": args.seconds, "ranks": RANKS,
+        "system": args.system, "spares": args.spares if args.system == "chorus" else 0,
+        "every": args.every, "seconds": args.seconds, "ranks": RANKS,
         "batch": BATCH, "timeout": args.timeout, "seed": args.seed,
         "committed_steps": len(in_window), "useful_samples": samples,
         "samples_per_second": samples / args.seconds,
@@ -319,18 +323,22 @@ def failure_costs(run):
     for e in events:
         if e["kind"] == "commit" and e["pid"] not in first:
             first[e["pid"]] = e["t"]
-    joins = sorted((e["process_start"], e["t"], first.get(e["pid"])) for e in events
-                   if e["kind"] == "start" and e.get("process_start")
-                   and (e.get("restart") or e.get("replacement")))
+    # Joiners (replacements, spares) by their first committed step: the one that took a kill's
+    # place is the first to commit after it (a spare started long before the kill).
+    joins = sorted((first[e["pid"]], e["t"] - e["process_start"]) for e in events
+                   if e["kind"] == "start" and e.get("process_start") and e["pid"] in first
+                   and (e.get("restart") or e.get("replacement") or e.get("spare")))
     next_commit, replaced, startup = [], [], []
+    taken = set()
     for k in run["kills"]:
         after = [t for t in steps if t > k["t"]]
         if after:
             next_commit.append(after[0] - k["t"])
-        mine = [j for j in joins if j[0] >= k["t"]]
-        if mine and mine[0][2] is not None:
-            replaced.append(mine[0][2] - k["t"])
-            startup.append(mine[0][1] - mine[0][0])
+        mine = [j for j in joins if j[0] > k["t"] and j not in taken]
+        if mine:
+            taken.add(mine[0])
+            replaced.append(mine[0][0] - k["t"])
+            startup.append(mine[0][1])
     med = statistics.median
     return {"next_commit": med(next_commit) if next_commit else None,
             "replacement_commit": med(replaced) if replaced else None,
@@ -345,12 +353,13 @@ def table(paths):
           "|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in sorted(runs, key=lambda r: (r["system"], -(r["every"] or 1e9))):
         b = base.get(r["system"])
+        name = r["system"] + (f" + {r['spares']} spare" if r.get("spares") else "")
         eff = f"{r['samples_per_second'] / b['samples_per_second'] * 100:.1f} %" if b else "-"
         acc = f"{r['accuracy'] * 100:.2f} %" if r["accuracy"] is not None else "-"
         dacc = (f"{(r['accuracy'] - b['accuracy']) * 100:+.2f}" if b and r["accuracy"]
                 is not None and b["accuracy"] is not None else "-")
         every = f"{r['every']:g} s" if r["every"] else "never"
-        print(f"| {r['system']} | {every} | {len(r['kills'])} | "
+        print(f"| {name} | {every} | {len(r['kills'])} | "
               f"{r['committed_steps']} in {r['seconds']:.0f} s | "
               f"{r['samples_per_second']:.1f} | {eff} | {acc} | {dacc} | "
               f"{short_load(r.get('load_in_window'))} |")
@@ -374,6 +383,8 @@ def main():
     p.add_argument("--seconds", type=float, default=600, help="the measured window")
     p.add_argument("--timeout", type=float, default=5, help="collective timeout, both systems")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--spares", type=int, default=0,
+                   help="chorus: processes chorus-run keeps waiting to take a lost rank's place")
     p.add_argument("--window-seconds", type=float, default=10)
     p.add_argument("--startup-timeout", type=float, default=180)
     p.add_argument("--end-timeout", type=float, default=120)

@@ -1,6 +1,7 @@
 #!/bin/bash
 # A stand-in rank for elastic_test.sh: needs no library. It prints what chorus-run gave it, then
-# behaves as ELASTIC_FAKE asks (space-separated words, each RANK:ACTION):
+# behaves as ELASTIC_FAKE asks (space-separated words, each RANK:ACTION; RANK "spare" for a spare
+# of chorus-run --spares, CHORUS_SPARE=1):
 #   R:fail     rank R exits 3 on its first start, succeeds once restarted (CHORUS_RESTART set)
 #   R:kill     rank R SIGKILLs itself on its first start
 #   R:always   rank R exits 3 on every start
@@ -13,7 +14,8 @@
 #              join() does), then exits 3
 # Every other rank (and a rank once its action is done) sleeps ELASTIC_FAKE_SLEEP seconds (0.5), then
 # exits 0.
-echo "rank=$CHORUS_RANK join=${CHORUS_JOIN:-} restart=${CHORUS_RESTART:-} store=$CHORUS_STORE"
+echo "rank=$CHORUS_RANK join=${CHORUS_JOIN:-} restart=${CHORUS_RESTART:-} store=$CHORUS_STORE" \
+  "spare=${CHORUS_SPARE:-} join_wait=${CHORUS_JOIN_WAIT:-} spares=${CHORUS_SPARES:-}"
 
 # The file store's name for a key: "k" + the key in hex (src/store/file_store.cc).
 file_store_path() {
@@ -31,7 +33,11 @@ publish() {
 }
 
 for word in ${ELASTIC_FAKE:-}; do
-  [[ ${word%%:*} == "$CHORUS_RANK" ]] || continue
+  if [[ ${CHORUS_SPARE:-} == 1 ]]; then
+    [[ ${word%%:*} == spare ]] || continue
+  else
+    [[ ${word%%:*} == "$CHORUS_RANK" ]] || continue
+  fi
   case ${word#*:} in
     fail) [[ -n ${CHORUS_RESTART:-} ]] || exit 3 ;;
     kill) [[ -n ${CHORUS_RESTART:-} ]] || kill -KILL $$ ;;

@@ -154,12 +154,41 @@ check "--world-size without --store: usage error" logged usage3 '^chorus-run: --
 job usage4 -n 2 --first-rank 3 --world-size 4 --store "file://$store" -- "$rank"
 check "--first-rank beyond --world-size: usage error" logged usage4 '^chorus-run: ranks 3..4 do not fit in --world-size 4$'
 
+# Spares: started beside the ranks as joiners that may wait long, with the last rank's
+# environment; the cap on the job's size is published where the C++ communicator and the torch
+# backend's default group meet; every process learns of the spares. The spare ends with the job.
+store=$scratch/store-spares
+job spares -n 2 --elastic --spares 1 --store "file://$store" -- "$rank"
+check "spares: exit 0 (got $code)" [ "$code" -eq 0 ]
+check "spares: the log names the spare" logged spares \
+  '^chorus-run: spare 1 of 1 started as pid [0-9]+ \(CHORUS_JOIN=1 CHORUS_SPARE=1\)'
+check "spares: the spare got CHORUS_JOIN=1, CHORUS_SPARE=1, CHORUS_JOIN_WAIT=0" printed spares \
+  '^rank=1 join=1 restart=0 store=file://[^ ]* spare=1 join_wait=0 spares=1$'
+check "spares: the ranks got CHORUS_SPARES=1 and no CHORUS_JOIN" printed spares \
+  '^rank=0 join= restart= store=file://[^ ]* spare= join_wait= spares=1$'
+check "spares: 3 starts in all" [ "$(grep -c '^rank=' "$scratch/spares.out")" -eq 3 ]
+check "spares: chorus/elastic/max_size is 2" \
+  [ "$(store_value "$store" chorus/elastic/max_size)" = 2 ]
+check "spares: torch/chorus/elastic/max_size is 2" \
+  [ "$(store_value "$store" torch/chorus/elastic/max_size)" = 2 ]
+check "spares: no replacement announced (the spares are the replacements)" \
+  [ -z "$(store_value "$store" chorus/elastic/restarts_left)" ]
+# A spare that fails with no restarts left is no lost rank: the job keeps its 2 (--min-ranks 2).
+store=$scratch/store-spare-lost
+ELASTIC_FAKE="spare:always" ELASTIC_FAKE_SLEEP=2 \
+  job spare_lost -n 2 --elastic --spares 1 --max-restarts 0 --min-ranks 2 --store "file://$store" -- "$rank"
+check "spare lost: exit 0 (got $code)" [ "$code" -eq 0 ]
+check "spare lost: said so" logged spare_lost \
+  '^chorus-run: a spare \(pid [0-9]+\) exited with status 3 while it waited to join; not restarted \(no restarts left\)$'
+
 # Options.
 job usage1 -n 4 --elastic --min-ranks 5 -- "$rank"
 check "--min-ranks larger than -n: usage error" [ "$code" -eq 2 ]
 check "--min-ranks larger than -n: says so" logged usage1 '^chorus-run: --min-ranks 5 is larger than -n 4$'
 job usage2 -n 4 --max-restarts 1 -- "$rank"
 check "--max-restarts without --elastic: usage error" logged usage2 '^chorus-run: --max-restarts needs --elastic$'
+job usage5 -n 4 --spares 1 -- "$rank"
+check "--spares without --elastic: usage error" logged usage5 '^chorus-run: --spares needs --elastic$'
 job help --help
 check "--help describes --elastic" grep -q 'CHORUS_JOIN=1' "$scratch/help.out"
 

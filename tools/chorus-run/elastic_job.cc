@@ -123,7 +123,8 @@ void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
       settings_.spares > 0 && wasPending &&
       static_cast<int>(pendingBefore) > settings_.worldSize - currentSize_;
   if (spareLost && restartsUsed_ >= settings_.maxRestarts) {
-    report(failure + " while it waited as a spare; not restarted (no restarts left)");
+    report("a spare (pid " + std::to_string(process.pid) + ") " + describeExit(waitStatus) +
+           " while it waited to join; not restarted (no restarts left)");
     return;
   }
   if (restartsUsed_ < settings_.maxRestarts) {
