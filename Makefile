@@ -123,8 +123,10 @@ bench-recovery-torch: deps
 # Goodput under repeated failures, Chorus's elastic Trainer against torchft: 4 ranks, a rank
 # SIGKILLed every 60 s and every 15 s and no failure, GOODPUT_SECONDS each (six runs in a row,
 # an hour at the default), replacements restarted; the table (useful samples/s, efficiency,
-# accuracy) and the plot in $(GOODPUT_OUT) (bench/elastic/torch_goodput.py).
+# accuracy) and the plot in $(GOODPUT_OUT) (bench/elastic/torch_goodput.py). Chorus runs with
+# GOODPUT_SPARES spares (chorus-run --spares; 0: replacements started after each failure only).
 GOODPUT_SECONDS ?= 600
+GOODPUT_SPARES ?= 1
 GOODPUT_OUT ?= $(BUILD)/goodput
 bench-goodput-torch: deps
 	set -e; py=$$(scripts/install-torch2 --torchft newest | tail -n 1)/bin/python; \
@@ -133,7 +135,8 @@ bench-goodput-torch: deps
 	  cmake --build $(BUILD) -j $(JOBS) --target chorus-run chorus_py_core chorus_py_torch; \
 	  for every in 0 60 15; do for system in chorus torchft; do \
 	    $$py bench/elastic/torch_goodput.py --build $(BUILD) --python $$py --system $$system \
-	      --every $$every --seconds $(GOODPUT_SECONDS) --out $(GOODPUT_OUT)/$$system-$$every.json; \
+	      --every $$every --seconds $(GOODPUT_SECONDS) --spares $(GOODPUT_SPARES) \
+	      --out $(GOODPUT_OUT)/$$system-$$every.json; \
 	  done; done; \
 	  $$py bench/elastic/torch_goodput.py --table $(GOODPUT_OUT)/*.json; \
 	  /usr/bin/python3 bench/elastic/torch_goodput_plot.py $(GOODPUT_OUT) $(GOODPUT_OUT)/goodput.png
