@@ -26,6 +26,9 @@ its imports, `import torch` mostly, measured in the process from /proc) and the 
 admission at the next check, state from a peer, its first step). Every rank logs its start and
 its committed steps (train_elastic.py --step-log, torchft_trainer.py --events); the run is ended
 (--stop-file) 20 steps after the replacement's first commit.
+--spares K (with --replacement): chorus-run keeps K spares waiting, set up; one takes the killed
+rank's place in the survivors' membership change (its launch and start-up come before the kill,
+negative and apart).
 --torchft-pg: the process group(s) torchft's Manager gets, gloo (its own ProcessGroupGloo, the
 default) and/or chorus (chorus.torchft.ProcessGroupChorus), each a system of its own in the table.
 """
@@ -67,14 +70,19 @@ def replacement_times(ev, is_replacement):
     """{total, launch, startup, join}: kill to the replacement's first commit, and its parts."""
     kill = [e["t"] for e in ev if e["kind"] == "kill"]
     starts = [e for e in ev if e["kind"] == "start" and is_replacement(e)]
-    if not kill or not starts:
+    first = {}
+    for e in ev:
+        if e["kind"] == "commit":
+            first.setdefault(e["pid"], e["t"])
+    # The joiner that took the killed rank's place: the first to commit after the kill (a spare
+    # started before it: its launch is negative).
+    took = sorted((first[s["pid"]], i) for i, s in enumerate(starts)
+                  if s["pid"] in first and kill and first[s["pid"]] > kill[0])
+    if not kill or not took:
         return None
-    start = starts[0]
-    commits = [e["t"] for e in ev if e["kind"] == "commit" and e["pid"] == start["pid"]]
-    if not commits:
-        return None
-    return {"total": commits[0] - kill[0], "launch": start["process_start"] - kill[0],
-            "startup": start["t"] - start["process_start"], "join": commits[0] - start["t"]}
+    commit, start = took[0][0], starts[took[0][1]]
+    return {"total": commit - kill[0], "launch": start["process_start"] - kill[0],
+            "startup": start["t"] - start["process_start"], "join": commit - start["t"]}
 
 
 def stop_after_replacement(args, events_path, stop_path, is_replacement, done, deadline):
@@ -91,13 +99,18 @@ def stop_after_replacement(args, events_path, stop_path, is_replacement, done, d
         time.sleep(0.1)
 
 
+def joiner(e):
+    """A Chorus process that joined the running job: a restart or a spare."""
+    return e["restart"] > 0 or e.get("spare")
+
+
 def chorus_run(args, python, n):
     env = dict(os.environ, PYTHONPATH=os.path.join(args.build, "python"), OMP_NUM_THREADS="1")
     workdir = tempfile.mkdtemp(prefix="torch-recovery-")
     events, stop = os.path.join(workdir, "steps.jsonl"), os.path.join(workdir, "stop")
     cmd = [os.path.join(args.build, "tools", "chorus-run", "chorus-run"), "-n", str(n),
            "--elastic", "--max-restarts", "1" if args.replacement else "0", "--min-ranks",
-           str(min(2, n - 1)), "--", python,
+           str(min(2, n - 1)), "--spares", str(args.spares), "--", python,
            os.path.join(ROOT, "examples", "torch", "train_elastic.py"), "--backend", "chorus",
            "--fail-rank", str(fail_rank(n)), "--fail-step", str(args.fail_step),
            "--timeout", str(args.timeout)]
@@ -113,7 +126,7 @@ def chorus_run(args, python, n):
         try:
             deadline = time.monotonic() + args.run_timeout
             if args.replacement:
-                stop_after_replacement(args, events, stop, lambda e: e["restart"] > 0,
+                stop_after_replacement(args, events, stop, joiner,
                                        lambda: proc.poll() is not None, deadline)
             proc.wait(timeout=max(1, deadline - time.monotonic()))
         finally:
@@ -128,7 +141,7 @@ def chorus_run(args, python, n):
                            + text[-3000:])
     result = {"shrink": float(m.group(1))}
     if args.replacement:
-        r = replacement_times(read_events(events), lambda e: e["restart"] > 0)
+        r = replacement_times(read_events(events), joiner)
         if r is None:
             raise RuntimeError(f"chorus run: the replacement committed no step (exit "
                                f"{proc.returncode}):\n" + text[-3000:])
@@ -224,6 +237,9 @@ def main():
     p.add_argument("--replacement", action="store_true",
                    help="restart the killed rank; time until the replacement's first commit")
     p.add_argument("--synthetic", action="store_true")
+    p.add_argument("--spares", type=int, default=0,
+                   help="chorus: spares chorus-run keeps waiting (with --replacement, one takes "
+                        "the killed rank's place: its start-up is done before the kill)")
     p.add_argument("--torchft-pg", default="gloo",
                    help="torchft's process group(s), comma-separated: gloo, chorus")
     p.add_argument("--json")

@@ -145,8 +145,8 @@ TEST(Join, SpareWaitsForAHoleUnderTheCap) {
   store->set(membership::kMaxSizeKey, Store::Bytes{'3'});
   auto spare = [&] {
     auto comm = Communicator::join(store, options);
-    require(comm->generation() == 2, "spare admitted at generation " +
-                                         std::to_string(comm->generation()) + ", not 2");
+    require(comm->generation() == 2,
+            "spare admitted at generation " + std::to_string(comm->generation()) + ", not 2");
     require(comm->formerRanks() == std::vector<int>({0, 2, -1}), "spare's formerRanks");
     checkCollectives(*comm, idsOf(*comm));
   };
@@ -197,15 +197,14 @@ TEST(Join, JoinWaitFromTheEnvironment) {
     require(comm->size() == 3, "newcomer got size " + std::to_string(comm->size()));
     checkCollectives(*comm, idsOf(*comm));
   };
-  auto errors = runElastic(
-      store, 2, membershipOptions(seconds(20)),
-      [&](int, auto comm) {
-        std::this_thread::sleep_for(milliseconds(800));
-        auto next = comm->shrink();
-        require(next->size() == 3, "size " + std::to_string(next->size()));
-        checkCollectives(*next, idsOf(*next));
-      },
-      {late});
+  auto errors = runElastic(store, 2, membershipOptions(seconds(20)),
+                           [&](int, auto comm) {
+                             std::this_thread::sleep_for(milliseconds(800));
+                             auto next = comm->shrink();
+                             require(next->size() == 3, "size " + std::to_string(next->size()));
+                             checkCollectives(*next, idsOf(*next));
+                           },
+                           {late});
   ::unsetenv("CHORUS_JOIN_WAIT");
   EXPECT_TRUE(errors.empty()) << joinAll(errors);
 }

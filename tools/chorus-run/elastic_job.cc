@@ -119,9 +119,8 @@ void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
   }
   const int exitCode = WIFEXITED(waitStatus) ? WEXITSTATUS(waitStatus) : 128 + WTERMSIG(waitStatus);
   // More joiners waited than the job had holes: this one was a spare, not a rank of the job.
-  const bool spareLost =
-      settings_.spares > 0 && wasPending &&
-      static_cast<int>(pendingBefore) > settings_.worldSize - currentSize_;
+  const bool spareLost = settings_.spares > 0 && wasPending &&
+                         static_cast<int>(pendingBefore) > settings_.worldSize - currentSize_;
   if (spareLost && restartsUsed_ >= settings_.maxRestarts) {
     report("a spare (pid " + std::to_string(process.pid) + ") " + describeExit(waitStatus) +
            " while it waited to join; not restarted (no restarts left)");
@@ -347,8 +346,8 @@ void ElasticJob::followChange(const std::string& change) {
     }
   }
   const bool newcomersByTicket = settings_.spares > 0 && admittedHereIdx.size() == newcomers;
-  const bool newcomerKnown = settings_.spares == 0 && newcomers == 1 && !pending_.empty() &&
-                             oldestPendingAdmitted();
+  const bool newcomerKnown =
+      settings_.spares == 0 && newcomers == 1 && !pending_.empty() && oldestPendingAdmitted();
   size_t nextNewcomer = 0;
   for (int old : former) {
     if (old >= 0 && old < static_cast<int>(memberSlots_.size())) {
@@ -378,7 +377,8 @@ void ElasticJob::followChange(const std::string& change) {
   if (settings_.spares > 0) {
     // The admitted ones leave the queue (from the back: the indexes stay valid).
     std::sort(admittedHereIdx.rbegin(), admittedHereIdx.rend());
-    for (size_t i : admittedHereIdx) pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    for (size_t i : admittedHereIdx)
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
     memberSlots_ = std::move(slots);
     return;
   }
@@ -432,9 +432,9 @@ std::unique_ptr<ElasticJob> makeElasticJob(const Options& options, const std::st
                                            const chorus::AuthOptions& auth,
                                            const LaunchEnvironment& launchEnv,
                                            Supervisor& supervisor) {
-  ElasticSettings settings{options.ranks, options.maxRestarts, options.minRanks, options.spares,
-                           storeUrl,      auth,                options.firstRank,
-                           options.worldSize};
+  ElasticSettings settings{
+      options.ranks, options.maxRestarts, options.minRanks, options.spares, storeUrl,
+      auth,          options.firstRank,   options.worldSize};
   auto start = [&options, &launchEnv](int rank, const std::vector<std::string>& extraEnv) {
     // A spare's slot is past this launcher's ranks: it has the last rank's environment until
     // it is admitted and takes the rank it is given there.
