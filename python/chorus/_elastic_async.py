@@ -27,6 +27,7 @@ step's compute and are completed (and committed) in the next step's transaction.
 """
 
 import copy
+import os
 import time
 
 import torch
@@ -77,6 +78,13 @@ class AsyncTrainer:
             raise RuntimeError(
                 "chorus.torch.elastic.AsyncTrainer needs a torch whose c10d lets a backend's "
                 f"size change (C10D_BACKEND_HAS_RECONFIGURE); torch {torch.__version__} has none")
+        if os.environ.get("CHORUS_SPARES", "0") not in ("", "0"):
+            # The survivors redo a failed synchronisation within the same step(), which a spare
+            # admitted by the failure's membership change would not take part in.
+            raise ValueError(
+                "chorus.torch.elastic.AsyncTrainer does not take spares (chorus-run --spares) "
+                "yet: start replacements instead (--max-restarts); they are admitted between "
+                "steps")
         self.wrapper = wrapper
         self.model, self.optimizer = wrapper.model, wrapper.optimizer
         self.on_change, self.state, self.admit_every = on_change, state, admit_every

@@ -8,6 +8,7 @@ is refused. Prints "rank R: ok". Where the torch has no in-place reconfigure, ch
 trainer says so instead."""
 
 import datetime
+import os
 import sys
 
 import torch
@@ -69,6 +70,10 @@ def main():
            lambda: elastic.AsyncTrainer(torch.nn.Linear(2, 2)))
     raises(TypeError, ["state_dict"], lambda: elastic.AsyncTrainer(wrapper, state=object()))
     raises(ValueError, ["admit_every"], lambda: elastic.AsyncTrainer(wrapper, admit_every=-1))
+    os.environ["CHORUS_SPARES"] = "1"  # as chorus-run --spares sets it
+    raises(ValueError, ["does not take spares", "--max-restarts"],
+           lambda: elastic.AsyncTrainer(wrapper))
+    del os.environ["CHORUS_SPARES"]
     sub = dist.new_group([0, 1])
     sub_model, sub_opt = model_and_opt()
     raises(ValueError, ["default group"],

@@ -4,6 +4,7 @@ reconfigure contract when nothing failed, and the errors a misuse gets. Prints "
 Where the torch has no in-place reconfigure, checks that shrink says so instead."""
 
 import datetime
+import os
 import sys
 
 import torch
@@ -59,6 +60,11 @@ def main():
     # join() is for a replacement (CHORUS_JOIN=1) only.
     assert not elastic.joining()
     raises(ValueError, ["not a replacement", "CHORUS_JOIN=1"], chorus.torch.join)
+    # HSDP takes no spares (chorus-run --spares sets CHORUS_SPARES in every process).
+    os.environ["CHORUS_SPARES"] = "1"
+    raises(ValueError, ["HSDP does not take spares", "--max-restarts"],
+           lambda: elastic.hsdp_mesh(2))
+    del os.environ["CHORUS_SPARES"]
     # A step whose loss function fails for a reason of its own is not a membership change.
     trainer = elastic.Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1))
     raises(ZeroDivisionError, [], lambda: trainer.step(lambda: 1 / 0))
