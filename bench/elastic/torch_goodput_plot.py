@@ -72,8 +72,9 @@ def main():
             xs, ys = curve(r, args.window)
             eff = (f", {r['samples_per_second'] / base[system]['samples_per_second'] * 100:.0f}%"
                    " of no failure" if system in base else "")
+            name = system + (f" + {r['spares']} spare" if r.get("spares") else "")
             ax.plot(xs, ys, lw=1, color=COLORS[system],
-                    label=f"{system}: {r['samples_per_second']:.0f} samples/s{eff}")
+                    label=f"{name}: {r['samples_per_second']:.0f} samples/s{eff}")
             rows += [(system, every, x, y) for x, y in zip(xs, ys)]
             for i, k in enumerate(r["kills"]):
                 ax.axvline(k["at"], color=COLORS[system], lw=0.6, ls=":",
