@@ -345,6 +345,24 @@ def failure_costs(run):
             "startup": med(startup) if startup else None}
 
 
+def kill_window_loss(run):
+    """What the 10 s windows holding a kill made less than the mean of their neighbours without
+    one, in seconds of the run's mean throughput, and as a share of the run: a measure within
+    the run, which the machine's drift between runs moves less than the efficiency (where kills
+    come more often than every other window, neighbours carry some of the cost: a lower bound)."""
+    w, width = run["samples_per_second_windows"], run["window_seconds"]
+    hit = sorted({int(k["at"] // width) for k in run["kills"]})
+    lost = 0.0
+    for i in hit:
+        near = [w[j] for j in (i - 1, i + 1) if 0 <= j < len(w) and j not in hit]
+        if near and i < len(w):
+            lost += (sum(near) / len(near) - w[i]) * width
+    mean = sum(w) / len(w) if w else 0
+    if not hit or not mean:
+        return None
+    return lost / mean, lost / (mean * run["seconds"])
+
+
 def table(paths):
     runs = [json.load(open(p)) for p in paths]
     base = {r["system"]: r for r in runs if not r["every"]}
@@ -363,6 +381,12 @@ def table(paths):
               f"{r['committed_steps']} in {r['seconds']:.0f} s | "
               f"{r['samples_per_second']:.1f} | {eff} | {acc} | {dacc} | "
               f"{short_load(r.get('load_in_window'))} |")
+    print("\nWithin each run: the windows holding a kill against their neighbours without one")
+    for r in runs:
+        k = kill_window_loss(r)
+        if k:
+            print(f"{r['system']}, every {r['every']:g} s: {k[0] / len(r['kills']):.2f} s of the "
+                  f"run's mean throughput per kill, {k[1] * 100:.1f} % of the run")
     print("\nPer kill, medians: kill to the next committed step; kill to the replacement's first "
           "committed step (of which its start-up, exec to the end of its imports)")
     for r in runs:
