@@ -6,6 +6,7 @@
 
 #include <chorus/error.hpp>
 
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -145,6 +146,19 @@ std::string missingStoreHint(const Launcher& l) {
 bool startedAsReplacement() {
   auto joining = envVar("CHORUS_JOIN");
   return joining && *joining == "1";
+}
+
+std::optional<double> joinWaitSeconds() {
+  const auto wait = envVar("CHORUS_JOIN_WAIT");
+  if (!wait || wait->empty()) return std::nullopt;
+  char* end = nullptr;
+  const double seconds = std::strtod(wait->c_str(), &end);
+  if (*end != '\0' || !(seconds >= 0)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "CHORUS_JOIN_WAIT must be a number of seconds >= 0 (0: no limit), got '" + *wait +
+                    "'");
+  }
+  return seconds;
 }
 
 bool launchedAlone() { return !launcherInEnv() && !envVar("CHORUS_STORE"); }

@@ -2,6 +2,7 @@
 // The agreement itself is in membership.cc.
 #include "core/connect.h"
 #include "core/joiner_liveness.h"
+#include "core/launch_env.h"
 #include "core/library_version.h"
 #include "core/membership.h"
 #include "trace/clock.h"
@@ -11,7 +12,6 @@
 #include <chorus/error.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <numeric>
 #include <thread>
 #include <utility>
@@ -48,18 +48,10 @@ std::function<std::vector<int>()> silentPeersOf(const CommunicatorImpl& im) {
 // seconds where a launcher set it (chorus-run --spares: a spare waits for a hole in the job; 0,
 // as long as the job's store answers).
 Deadline admissionDeadline(const Options& options) {
-  const char* wait = std::getenv("CHORUS_JOIN_WAIT");
-  if (!wait || !*wait) return Deadline::after(options.timeout);
-  char* end = nullptr;
-  const double seconds = std::strtod(wait, &end);
-  if (*end != '\0' || !(seconds >= 0)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                std::string("join: CHORUS_JOIN_WAIT must be a number of seconds >= 0 (0: no "
-                            "limit), got '") +
-                    wait + "'");
-  }
-  if (seconds == 0) return Deadline::never();
-  return Deadline::after(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+  const std::optional<double> seconds = joinWaitSeconds();
+  if (!seconds) return Deadline::after(options.timeout);
+  if (*seconds == 0) return Deadline::never();
+  return Deadline::after(std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000)));
 }
 
 }  // namespace
