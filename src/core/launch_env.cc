@@ -154,9 +154,9 @@ std::optional<double> joinWaitSeconds() {
   char* end = nullptr;
   const double seconds = std::strtod(wait->c_str(), &end);
   if (*end != '\0' || !(seconds >= 0)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "CHORUS_JOIN_WAIT must be a number of seconds >= 0 (0: no limit), got '" + *wait +
-                    "'");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        "CHORUS_JOIN_WAIT must be a number of seconds >= 0 (0: no limit), got '" + *wait + "'");
   }
   return seconds;
 }
