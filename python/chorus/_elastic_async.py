@@ -332,22 +332,8 @@ class AsyncTrainer:
 
     def _catch_up(self, previous):
         """The ranks with fewer committed synchronisations (a replacement has none) take the
-        whole state of the first rank with the most. previous and the value returned: as
-        Trainer._catch_up's (the size before the change, which a newcomer learns here)."""
-        commits = torch.tensor([self.commits], dtype=torch.int64)
-        every = torch.zeros(dist.get_world_size(), dtype=torch.int64)
-        dist.all_gather_into_tensor(every, commits)
-        newest = int(every.max())
-        if int(every.min()) == newest:
-            return previous
-        source = int((every == newest).nonzero()[0])
-        payload = None
-        if dist.get_rank() == source:
-            payload = _el._pack(dict(self._state(), previous_size=previous))
-        state = _el._unpack(_el._broadcast_bytes(payload, source))
-        if dist.get_rank() != source:
-            self._load(state, f"rank {source}'s")
-        return state["previous_size"]
+        whole state of the first rank with the most (elastic._take_newest)."""
+        return _el._take_newest(self.commits, self._state, self._load, previous)
 
     def _load(self, state, whose):
         """Takes a state of _state()'s: a peer's (whose) or a saved one."""

@@ -288,35 +288,45 @@ class Trainer:
 
     def _catch_up(self, previous):
         """A rank whose commit vote completed applied the step; one whose vote failed did not;
-        a replacement has nothing. The ranks behind take the state of the first rank ahead.
-        previous: the group's size before the change (None in a newcomer, which does not know
-        it); returns the source's, the size the state was made for (a spare admitted with a
-        rank's loss replaces it: 4 ranks before and after)."""
-        steps = torch.tensor([self.steps], dtype=torch.int64)
-        every = torch.zeros(dist.get_world_size(), dtype=torch.int64)
-        dist.all_gather_into_tensor(every, steps)
-        newest = int(every.max())
-        if int(every.min()) == newest:
-            return previous
-        source = int((every == newest).nonzero()[0])
-        payload = None
-        if dist.get_rank() == source:
-            payload = _pack(dict(self._state(), previous_size=previous))
-        state = _unpack(_broadcast_bytes(payload, source))
-        if dist.get_rank() != source:
-            self.model.module.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.steps = state["steps"]
-            torch.set_rng_state(state["rng"])
-            if self.state is not None:
-                self.state.load_state_dict(state["state"])
-        return state["previous_size"]
+        a replacement has nothing. The ranks behind take the state of the first rank ahead
+        (_take_newest)."""
+        return _take_newest(self.steps, self._state, self._load, previous)
+
+    def _load(self, state, whose):
+        self.model.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.steps = state["steps"]
+        torch.set_rng_state(state["rng"])
+        if self.state is not None:
+            self.state.load_state_dict(state["state"])
 
     def _state(self):
         return {"model": self.model.module.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "steps": self.steps,
                 "rng": torch.get_rng_state(),
                 "state": None if self.state is None else self.state.state_dict()}
+
+
+def _take_newest(count, make_state, load, previous):
+    """Collective: the ranks whose `count` (committed steps or synchronisations; -1 in a
+    replacement) is below the highest take the state (make_state()) of the first rank with it,
+    through load(state, whose). previous: the group's size before the change (None in a
+    newcomer, which does not know it); returns the source's, the size the state was made for (a
+    spare admitted with a rank's loss replaces it: 4 ranks before and after)."""
+    mine = torch.tensor([count], dtype=torch.int64)
+    every = torch.zeros(dist.get_world_size(), dtype=torch.int64)
+    dist.all_gather_into_tensor(every, mine)
+    newest = int(every.max())
+    if int(every.min()) == newest:
+        return previous
+    source = int((every == newest).nonzero()[0])
+    payload = None
+    if dist.get_rank() == source:
+        payload = _pack(dict(make_state(), previous_size=previous))
+    state = _unpack(_broadcast_bytes(payload, source))
+    if dist.get_rank() != source:
+        load(state, f"rank {source}'s")
+    return state["previous_size"]
 
 
 def _stall_seconds(value):
