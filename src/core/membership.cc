@@ -527,7 +527,9 @@ int joinersWaiting(Store& root, double heartbeatSeconds, int size) {
   const int64_t issued = root.add(kTicketsKey, 0);
   const int64_t room = size < 0 ? std::numeric_limits<int64_t>::max() : maxSize(root) - size;
   int waiting = 0;
-  for (int64_t t = consumed + 1; t <= issued && waiting < room; ++t) {
+  // As propose() counts them: a ticket whose record is not written yet (enqueueJoiner adds, then
+  // sets) is not admitted by a decision now, so it is not waiting yet either.
+  for (int64_t t = consumed + 1; t <= issued && waiting < room && has(root, joinerKey(t)); ++t) {
     waiting += !has(root, withdrawnKey(t)) && joinerAlive(root, t, heartbeatSeconds);
   }
   return waiting;
