@@ -268,6 +268,36 @@ def report(args, store, changes, say):
     changes.clear()
 
 
+def bucket_sizes(model):
+    """DDP's gradient buckets, elements in each, in the order they are all-reduced."""
+    return [b.buffer().numel() for b in model.reducer._get_zeros_like_grad_buckets()]
+
+
+def buckets_check(model, before, world):
+    """Collective: every rank's bucket layout against rank 0's, and rank 0's against the one it
+    had before any change (`before`, from the first life's step 2, after DDP's own rebuild in
+    gradient-ready order; None when there is none). A line for the end of the run."""
+    mine = torch.tensor(bucket_sizes(model), dtype=torch.int64)
+    count = torch.tensor([mine.numel()], dtype=torch.int64)
+    counts = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
+    dist.all_gather(counts, count)
+    width = int(max(c.item() for c in counts))
+    padded = torch.full((width,), -1, dtype=torch.int64)
+    padded[: mine.numel()] = mine
+    rows = [torch.zeros(width, dtype=torch.int64) for _ in range(world)]
+    dist.all_gather(rows, padded)
+    layouts = [[int(v) for v in r if v >= 0] for r in rows]
+    others = [r for r in range(world) if layouts[r] != layouts[0]]
+    if others:
+        return (f"DDP buckets: ranks {others} differ from rank 0 ({layouts[others[0]]} against "
+                f"{layouts[0]} elements)")
+    if before is not None and layouts[0] != before:
+        return (f"DDP buckets: {layouts[0]} elements on all {world} ranks, differ from rank 0's "
+                f"before the changes ({before}, gradient-ready order)")
+    said = ", as before the changes" if before is not None else ""
+    return f"DDP buckets: {layouts[0]} elements on all {world} ranks{said}"
+
+
 def process_start_time():
     """Wall-clock time this process was started (exec), from /proc (10 ms ticks): a
     replacement's start-up is timed from there, imports included."""
@@ -390,6 +420,9 @@ def main():
         f"{args.momentum}, {'synthetic data' if args.synthetic else args.data}")
     start = time.perf_counter()
     stop_at = []
+    joined = (os.environ.get("CHORUS_RESTART", "0") != "0"
+              or os.environ.get("CHORUS_JOIN") == "1")
+    layout_before = None
     while not args.steps or trainer.steps < args.steps:
         if stop_step(args, stop_at) is not None and trainer.steps >= stop_at[0]:
             break
@@ -416,6 +449,9 @@ def main():
         if loss is None:
             continue  # discarded: the group shrank; the batch is dealt again
         plan.commit(dist.get_world_size())
+        if (trainer.steps == 2 and not trainer.changes and not args.hsdp and not args.resume
+                and not joined):
+            layout_before = bucket_sizes(model)  # DDP rebuilt them in step 1's forward
         step_log.log("commit", step=trainer.steps, world=dist.get_world_size(),
                      rank=dist.get_rank())
         report(args, store, recovering, say)
@@ -437,6 +473,8 @@ def main():
     say(f"test accuracy: {accuracy * 100:.2f} %")
     if dist.get_rank() == 0:
         step_log.log("accuracy", accuracy=accuracy, step=trainer.steps)
+    if not args.hsdp:
+        say(buckets_check(model, layout_before, world))
     if differing == 0:
         say(f"parameters: bit-identical on all {world} ranks")
     else:

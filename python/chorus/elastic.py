@@ -344,11 +344,18 @@ def _stall_seconds(value):
 
 def _same_buckets(model):
     """After replacements joined: every member rebuilds DDP's gradient buckets now, from rank 0's
-    layout. A fresh DDP (the replacement's) starts with one bucket of all parameters and the
-    running ranks' have been rebuilt: their first all-reduces would not match."""
+    layout. A fresh DDP (the replacement's) starts with its first layout and the running ranks'
+    have been rebuilt in gradient-ready order: their first all-reduces would not match.
+
+    The layout they agree on now is in parameter order (the only order torch lets every rank
+    push at once), whose first bucket, the first layers', is ready last: no all-reduce would
+    start before the whole backward ends. So the reducer is reset as DDP starts: the next
+    backward records the ready order on every rank and the forward after it rebuilds the
+    buckets in that order, on every member at the same step, as before the change."""
     model.reducer._push_all_rebuilt_params()
     model.reducer._rebuild_buckets()  # collective: rank 0 broadcasts its bucket layout
-    model._has_rebuilt_buckets = True
+    model.reducer._reset_state()
+    model._has_rebuilt_buckets = False
 
 
 def _pack(state):
