@@ -93,7 +93,7 @@ class Chorus:
     def __init__(self, args, log_path, stop_path):
         env = dict(os.environ, PYTHONPATH=os.path.join(args.build, "python"), OMP_NUM_THREADS="1")
         cmd = [os.path.join(args.build, "tools", "chorus-run", "chorus-run"), "-n", str(RANKS),
-               "--elastic", "--max-restarts", "100000", "--min-ranks", "2",
+               "--elastic", "--max-restarts", str(args.restarts), "--min-ranks", "2",
                "--spares", str(args.spares), "--", args.python,
                os.path.join(ROOT, "examples", "torch", "train_elastic.py"), "--backend",
                "chorus", "--model", "cnn", "--epochs", "100000", "--batch", str(BATCH),
@@ -231,7 +231,16 @@ def run(args):
                 first = [e["t"] for e in events if e["kind"] == "commit"]
                 if not first:
                     continue
-                t0 = min(first)
+                if args.spares_first:
+                    spares = {e["pid"] for e in events if e["kind"] == "start" and e.get("spare")}
+                    ready = {e["pid"] for e in events if e["kind"] == "model"} & spares
+                    if len(ready) < args.spares:
+                        continue
+                    t0 = time.time()
+                    print(f"{args.system}: all {args.spares} spares set up and waiting, "
+                          f"{t0 - min(first):.1f} s after the first committed step", flush=True)
+                else:
+                    t0 = min(first)
                 next_kill = t0 + args.every if args.every > 0 else float("inf")
                 print(f"{args.system}: first committed step; window of {args.seconds} s starts "
                       f"(log {log_path})", flush=True)
@@ -279,6 +288,8 @@ def run(args):
               or e["kind"] == "start" and (e.get("replacement") or e.get("spare"))]
     result = {
         "system": args.system, "spares": args.spares if args.system == "chorus" else 0,
+        "restarts": args.restarts if args.system == "chorus" else None,
+        "spares_first": bool(args.spares_first),
         "every": args.every, "seconds": args.seconds, "ranks": RANKS,
         "batch": BATCH, "timeout": args.timeout, "seed": args.seed,
         "committed_steps": len(in_window), "useful_samples": samples,
@@ -409,8 +420,16 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--spares", type=int, default=0,
                    help="chorus: processes chorus-run keeps waiting to take a lost rank's place")
+    p.add_argument("--restarts", type=int, default=100000,
+                   help="chorus-run --max-restarts (chorus)")
+    p.add_argument("--spares-first", action="store_true",
+                   help="the window starts once every spare is set up and waiting (chorus; "
+                        "with --restarts 0 and a spare per kill, no process starts in the "
+                        "window: the replacements' start-up is off the ranks' CPUs, as where "
+                        "they start on other hosts)")
     p.add_argument("--window-seconds", type=float, default=10)
-    p.add_argument("--startup-timeout", type=float, default=180)
+    p.add_argument("--startup-timeout", type=float, default=180,
+                   help="seconds to the start of the window")
     p.add_argument("--end-timeout", type=float, default=120)
     p.add_argument("--out", help="write the result here (JSON)")
     p.add_argument("--table", nargs="+", metavar="JSON", help="print the table of these runs")

@@ -56,12 +56,21 @@ def parse_args():
     p.add_argument("--evaluate", action="store_true",
                    help="replica 0 logs the test accuracy at the end (event \"accuracy\")")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--host-addr", default="127.0.0.1",
+                   help="the address this replica's store and Manager advertise (a namespace's "
+                        "own on the emulated cluster, where every host has the machine's name)")
     return p.parse_args()
 
 
 def main():
     args = parse_args()
     torch.set_num_threads(1)
+    if args.host_addr != "127.0.0.1":
+        # torchft's checkpoint server (a replacement's recovery from a peer) advertises
+        # socket.gethostname(), which on the emulated cluster names every namespace alike.
+        import socket
+
+        socket.gethostname = lambda: args.host_addr
     from torchft import Manager, Optimizer, ProcessGroupGloo
     from torch.distributed import TCPStore
 
@@ -89,7 +98,7 @@ def main():
         model.load_state_dict(sd["model"])
         opt.load_state_dict(sd["optim"])
 
-    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    store = TCPStore(args.host_addr, 0, is_master=True, wait_for_workers=False)
     timeout = datetime.timedelta(seconds=args.timeout)
     if args.pg == "chorus":
         from chorus.torchft import ProcessGroupChorus
@@ -108,7 +117,8 @@ def main():
         connect_timeout=timeout,
         rank=0,
         world_size=1,
-        store_addr="127.0.0.1",
+        store_addr=args.host_addr,
+        **({} if args.host_addr == "127.0.0.1" else {"hostname": args.host_addr}),
         store_port=store.port,
     )
     # Gradients averaged by the Manager's own all-reduce in one flat buffer (DDP's bucketing in
