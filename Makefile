@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 RANKS ?= 4
 
-.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite bench-torch bench-async bench-recovery-torch bench-goodput-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier chaos install docs format clean
+.PHONY: all deps build demo demo-c demo-train demo-torch test test-torch test-torch-suite bench-torch bench-async bench-recovery-torch bench-recovery-torch-cluster bench-goodput-torch test-pip test-sanitize test-tsan fuzz bench compare compare-cluster compare-host compare-hier chaos install docs format clean
 
 all: build
 
@@ -120,13 +120,27 @@ bench-recovery-torch: deps
 	  cmake --build $(BUILD) -j $(JOBS) --target chorus-run chorus_py_core chorus_py_torch; \
 	  $$py bench/elastic/torch_recovery.py --build $(BUILD) --python $$py $(BENCH_RECOVERY_ARGS)
 
+# The same comparison on the emulated cluster (root: network namespaces), ranks spread over hosts.
+BENCH_CLUSTER_RECOVERY_ARGS ?= --layouts 2x1 2x2 4x2 --runs 3
+bench-recovery-torch-cluster: deps
+	set -e; py=$$(scripts/install-torch2 --torchft newest | tail -n 1)/bin/python; \
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DPython3_EXECUTABLE=$$py \
+	    $(CMAKE_FLAGS); \
+	  cmake --build $(BUILD) -j $(JOBS) --target chorus-store chorus_py_core chorus_py_torch; \
+	  $$py bench/elastic/torch_cluster_recovery.py --build $(BUILD) --python $$py \
+	    $(BENCH_CLUSTER_RECOVERY_ARGS)
+
 # Goodput under repeated failures, Chorus's elastic Trainer against torchft: 4 ranks, a rank
 # SIGKILLed every 60 s and every 15 s and no failure, GOODPUT_SECONDS each (six runs in a row,
 # an hour at the default), replacements restarted; the table (useful samples/s, efficiency,
 # accuracy) and the plot in $(GOODPUT_OUT) (bench/elastic/torch_goodput.py). Chorus runs with
 # GOODPUT_SPARES spares (chorus-run --spares; 0: replacements started after each failure only).
+# GOODPUT_ARGS go to every run: "--spares 10 --restarts 0 --spares-first" starts every
+# replacement Chorus needs before the window (a spare per kill, no restart), as where the
+# replacements start on other hosts (docs/torch-goodput.md, "Fourth sitting").
 GOODPUT_SECONDS ?= 600
 GOODPUT_SPARES ?= 1
+GOODPUT_ARGS ?=
 GOODPUT_OUT ?= $(BUILD)/goodput
 bench-goodput-torch: deps
 	set -e; py=$$(scripts/install-torch2 --torchft newest | tail -n 1)/bin/python; \
@@ -136,7 +150,7 @@ bench-goodput-torch: deps
 	  for every in 0 60 15; do for system in chorus torchft; do \
 	    $$py bench/elastic/torch_goodput.py --build $(BUILD) --python $$py --system $$system \
 	      --every $$every --seconds $(GOODPUT_SECONDS) --spares $(GOODPUT_SPARES) \
-	      --out $(GOODPUT_OUT)/$$system-$$every.json; \
+	      $(GOODPUT_ARGS) --out $(GOODPUT_OUT)/$$system-$$every.json; \
 	  done; done; \
 	  $$py bench/elastic/torch_goodput.py --table $(GOODPUT_OUT)/*.json; \
 	  /usr/bin/python3 bench/elastic/torch_goodput_plot.py $(GOODPUT_OUT) $(GOODPUT_OUT)/goodput.png

@@ -99,6 +99,8 @@ class Chorus:
                "chorus", "--model", "cnn", "--epochs", "100000", "--batch", str(BATCH),
                "--timeout", str(args.timeout), "--log-every", "1000000", "--step-log", log_path,
                "--stop-file", stop_path, "--seed", str(args.seed)]
+        if args.data_cache:
+            cmd += ["--data-cache", args.data_cache]
         self.out = open(log_path + ".out", "w")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.out, stderr=subprocess.STDOUT)
 
@@ -160,6 +162,8 @@ class Torchft:
                "--timeout", str(self.args.timeout), "--events", self.log_path,
                "--min-replicas", "2", "--stop-file", self.stop_path, "--evaluate",
                "--seed", str(self.args.seed)]
+        if self.args.data_cache:
+            cmd += ["--data-cache", self.args.data_cache]
         env = dict(self.env, TORCHFT_BENCH_REPLACEMENT="1") if replacement else self.env
         p = subprocess.Popen(cmd, env=env, stdout=self.out, stderr=subprocess.STDOUT)
         self.procs[replica] = p
@@ -289,7 +293,7 @@ def run(args):
     result = {
         "system": args.system, "spares": args.spares if args.system == "chorus" else 0,
         "restarts": args.restarts if args.system == "chorus" else None,
-        "spares_first": bool(args.spares_first),
+        "spares_first": bool(args.spares_first), "data_cache": bool(args.data_cache),
         "every": args.every, "seconds": args.seconds, "ranks": RANKS,
         "batch": BATCH, "timeout": args.timeout, "seed": args.seed,
         "committed_steps": len(in_window), "useful_samples": samples,
@@ -427,6 +431,10 @@ def main():
                         "with --restarts 0 and a spare per kill, no process starts in the "
                         "window: the replacements' start-up is off the ranks' CPUs, as where "
                         "they start on other hosts)")
+    p.add_argument("--data-cache", metavar="DIR",
+                   help="both systems keep the decoded data here and map it when a process "
+                        "starts (fashion_mnist.load's cache_dir): a restart spends no CPU "
+                        "decoding it")
     p.add_argument("--window-seconds", type=float, default=10)
     p.add_argument("--startup-timeout", type=float, default=180,
                    help="seconds to the start of the window")

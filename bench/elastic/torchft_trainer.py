@@ -44,6 +44,7 @@ def parse_args():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--model", choices=sorted(models.MODELS), default="mlp")
     p.add_argument("--data", default=fashion_mnist.DEFAULT_DIR)
+    p.add_argument("--data-cache", metavar="DIR", help="as train_elastic.py's")
     p.add_argument("--synthetic", action="store_true")
     p.add_argument("--timeout", type=float, default=10, help="seconds, collectives and RPCs")
     p.add_argument("--fail-step", type=int, default=-1)
@@ -88,7 +89,7 @@ def main():
     if args.synthetic:
         x_all, y_all = fashion_mnist.synthetic("train", 8192, 1)
     else:
-        x_all, y_all = fashion_mnist.load("train", args.data)
+        x_all, y_all = fashion_mnist.load("train", args.data, args.data_cache)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 
     def state_dict():
@@ -161,7 +162,7 @@ def main():
         if args.synthetic:
             x_test, y_test = fashion_mnist.synthetic("t10k", 256, 1)
         else:
-            x_test, y_test = fashion_mnist.load("t10k", args.data)
+            x_test, y_test = fashion_mnist.load("t10k", args.data, args.data_cache)
         with torch.no_grad():
             correct = (model(x_test).argmax(dim=1) == y_test).sum().item()
         log("accuracy", accuracy=correct / len(x_test), step=manager.current_step())

@@ -4,6 +4,7 @@ synthetic stand-in of the same shape for tests and machines without the data."""
 import gzip
 import os
 import struct
+import sys
 
 import torch
 
@@ -16,10 +17,7 @@ def _read_idx(path, magic, item_shape):
         with gzip.open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{path}: not found (install it with scripts/install-deps --train, or pass --data DIR "
-            "or --synthetic)"
-        ) from None
+        raise _missing(path) from None
     dims = len(item_shape) + 1
     header = struct.unpack(f">{dims + 1}I", data[: 4 * (dims + 1)])
     if header[0] != magic or list(header[2:]) != list(item_shape):
@@ -36,14 +34,55 @@ def _prod(shape):
     return n
 
 
-def load(split, data_dir=DEFAULT_DIR):
-    """(images [N,1,28,28] float normalised, labels [N] int64) of split "train" or "t10k"."""
-    images = _read_idx(os.path.join(data_dir, f"{split}-images-idx3-ubyte.gz"), 0x803, (28, 28))
-    labels = _read_idx(os.path.join(data_dir, f"{split}-labels-idx1-ubyte.gz"), 0x801, ())
+def load(split, data_dir=DEFAULT_DIR, cache_dir=None):
+    """(images [N,1,28,28] float normalised, labels [N] int64) of split "train" or "t10k".
+
+    cache_dir: keeps the decoded tensors there, one file per split and version of the source
+    files, and maps that file on later loads: a process started again (a replacement) spends no
+    CPU decoding, and the pages are shared among the processes of the machine."""
+    paths = [os.path.join(data_dir, f"{split}-images-idx3-ubyte.gz"),
+             os.path.join(data_dir, f"{split}-labels-idx1-ubyte.gz")]
+    cache = _cache_path(split, paths, cache_dir) if cache_dir else None
+    if cache and os.path.exists(cache):
+        try:
+            try:
+                saved = torch.load(cache, mmap=True, weights_only=True)
+            except TypeError:  # a torch without mmap loading
+                saved = torch.load(cache)
+            return saved["x"], saved["y"]
+        except Exception as e:  # noqa: BLE001  a damaged cache is rebuilt, not trusted
+            print(f"fashion_mnist: {cache}: unreadable ({e}); decoding the data again",
+                  file=sys.stderr)
+    images = _read_idx(paths[0], 0x803, (28, 28))
+    labels = _read_idx(paths[1], 0x801, ())
     if len(images) != len(labels):
         raise ValueError(f"{data_dir}: {split} has {len(images)} images but {len(labels)} labels")
     x = (images.float().div_(255.0) - MEAN) / STD
-    return x.unsqueeze(1), labels.long()
+    x, y = x.unsqueeze(1), labels.long()
+    if cache:
+        os.makedirs(cache_dir, exist_ok=True)
+        partial = f"{cache}.{os.getpid()}.tmp"  # processes loading at once each write their own
+        torch.save({"x": x, "y": y}, partial)
+        os.replace(partial, cache)
+    return x, y
+
+
+def _cache_path(split, paths, cache_dir):
+    """The cache file's name carries the size and modification time of both source files."""
+    stamp = "-".join(f"{st.st_size}-{st.st_mtime_ns}" for st in map(_stat, paths))
+    return os.path.join(cache_dir, f"fashion-mnist-{split}-{stamp}.pt")
+
+
+def _stat(path):
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        raise _missing(path) from None
+
+
+def _missing(path):
+    return FileNotFoundError(f"{path}: not found (install it with scripts/install-deps --train, "
+                             "or pass --data DIR or --synthetic)")
 
 
 def synthetic(split, count, seed=0):

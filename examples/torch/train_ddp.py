@@ -52,7 +52,9 @@ def load_data(args):
     if args.synthetic:
         return (fashion_mnist.synthetic("train", 2048, args.seed),
                 fashion_mnist.synthetic("t10k", 256, args.seed))
-    return fashion_mnist.load("train", args.data), fashion_mnist.load("t10k", args.data)
+    cache = getattr(args, "data_cache", None)
+    return (fashion_mnist.load("train", args.data, cache),
+            fashion_mnist.load("t10k", args.data, cache))
 
 
 def train(args, model, train_set, rank, world, say):

@@ -57,6 +57,8 @@ def parse_args():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", type=int, default=1, help="compute threads per rank")
     p.add_argument("--data", default=fashion_mnist.DEFAULT_DIR)
+    p.add_argument("--data-cache", metavar="DIR",
+                   help="keep the decoded data here and map it on later starts (replacements)")
     p.add_argument("--synthetic", action="store_true", help="random learnable data, no files")
     p.add_argument("--timeout", type=float, default=60, help="seconds, for every collective")
     p.add_argument("--log-every", type=int, default=100)
