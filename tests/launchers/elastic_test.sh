@@ -180,6 +180,14 @@ ELASTIC_FAKE="spare:always" ELASTIC_FAKE_SLEEP=2 \
 check "spare lost: exit 0 (got $code)" [ "$code" -eq 0 ]
 check "spare lost: said so" logged spare_lost \
   '^chorus-run: a spare \(pid [0-9]+\) exited with status 3 while it waited to join; not restarted \(no restarts left\)$'
+# A rank lost with no restarts while a spare waits: the spare takes its place, so the job still
+# has 2 (--min-ranks 2) and goes on (it was stopped as if down to 1).
+store=$scratch/store-spare-fills
+ELASTIC_FAKE="1:kill" ELASTIC_FAKE_SLEEP=2 \
+  job spare_fills -n 2 --elastic --spares 1 --max-restarts 0 --min-ranks 2 --store "file://$store" -- "$rank"
+check "spare fills a hole: exit 0 (got $code)" [ "$code" -eq 0 ]
+check "spare fills a hole: the job continues with 2" logged spare_fills \
+  '^chorus-run: the job continues with 2 of 2 ranks \(--min-ranks 2\)$'
 
 # Options.
 job usage1 -n 4 --elastic --min-ranks 5 -- "$rank"

@@ -28,9 +28,13 @@ void report(const std::string& message) {
 
 std::string ranksWord(int n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); }
 
-std::string describeFailure(const RankProcess& process, int waitStatus) {
-  return "rank " + std::to_string(process.rank) + " (pid " + std::to_string(process.pid) + ") " +
-         describeExit(waitStatus);
+// Slots past the launcher's ranks are its spares' (startSpares), named so.
+std::string describeFailure(const RankProcess& process, int waitStatus,
+                            const ElasticSettings& settings) {
+  const int spare = process.rank - settings.firstRank - settings.ranks;
+  const std::string who =
+      spare >= 0 ? "spare " + std::to_string(spare + 1) : "rank " + std::to_string(process.rank);
+  return who + " (pid " + std::to_string(process.pid) + ") " + describeExit(waitStatus);
 }
 
 }  // namespace
@@ -93,7 +97,7 @@ void ElasticJob::publishMaxSize() {
 }
 
 void ElasticJob::onFailure(const RankProcess& process, int waitStatus) {
-  const std::string failure = describeFailure(process, waitStatus);
+  const std::string failure = describeFailure(process, waitStatus, settings_);
   // A replacement failing soon after its start is likely to fail the same way every time: say
   // so, so that a crash loop using up the restarts shows in the log.
   if (const auto started = replacementStarted_.find(process.pid);
@@ -198,8 +202,12 @@ void ElasticJob::publishRestartsLeft() {
 void ElasticJob::lose(const std::string& failure, int exitCode) {
   lost_.push_back(failure);
   if (firstLostExitCode_ < 0) firstLostExitCode_ = exitCode;
-  // Ranks that already finished successfully are not lost: they count as remaining.
-  const int remaining = settings_.ranks - static_cast<int>(lost_.size());
+  // Who is left: the processes still running (ranks, and the spares and replacements that take
+  // lost ranks' places: a spare admitted for a lost rank keeps the job at its size) and the ranks
+  // that finished well, at most this launcher's ranks.
+  const int remaining =
+      std::min(settings_.ranks,
+               static_cast<int>(supervisor_.liveProcesses().size()) + supervisor_.succeeded());
   if (remaining >= settings_.minRanks) {
     report("the job continues with " + std::to_string(remaining) + " of " +
            ranksWord(settings_.ranks) + " (--min-ranks " + std::to_string(settings_.minRanks) +
