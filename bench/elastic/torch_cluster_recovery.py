@@ -21,7 +21,9 @@ torchft has none).
 torchft (PyPI torchft): its lighthouse on host 0, replica group r (one process) on host r / L
 with torchft_trainer.py --host-addr <its host's address> (its store and Manager advertise that
 address, not the machine's name, which every namespace shares) and GLOO_SOCKET_IFNAME = its
-host's link; --replacement: this script starts the replica again once the killed one has exited.
+host's link, and a quorum timeout of --torchft-quorum-timeout (30 s: an upper bound, which the
+collective timeout was too short to be at N = 2); --replacement: this script starts the replica
+again once the killed one has exited.
 
 Needs root (ip netns). The cluster (prefix $CHORUS_CLUSTER_PREFIX, default "crec") is brought up
 per layout and taken down at the end, also on failure. --tcp also prints bare TCP between host 0
@@ -174,7 +176,8 @@ def torchft_one(args, size, per_host, replace, logdir):
         argv = [args.python, os.path.join(HERE, "torchft_trainer.py"), "--replica", str(r),
                 "--timeout", str(args.timeout), "--events", events, "--min-replicas",
                 str(size - 1), "--fail-step", str(args.fail_step if r == failing else -1),
-                "--steps", "1000000", "--stop-file", stop, "--host-addr", cr.addr(host)]
+                "--steps", "1000000", "--stop-file", stop, "--host-addr", cr.addr(host),
+                "--quorum-timeout", str(args.torchft_quorum_timeout)]
         out = open(os.path.join(logdir, f"replica{r}{'r' if replacement else ''}.out"), "w")
         outs.append(out)
         procs.append(subprocess.Popen(netns_cmd(host, env, argv), stdout=out,
@@ -247,6 +250,10 @@ def main():
     p.add_argument("--timeout", type=float, default=5, help="collective timeout, seconds, both")
     p.add_argument("--run-timeout", type=float, default=300)
     p.add_argument("--replacement", action="store_true")
+    p.add_argument("--torchft-quorum-timeout", type=float, default=30,
+                   help="torchft's quorum timeout, seconds (its survivors' quorum waits for the "
+                        "lighthouse to find the dead replica's heartbeat stale, 5 s; at the "
+                        "collective timeout it expired first at N = 2 and the Manager raised)")
     p.add_argument("--systems", default="chorus,torchft")
     p.add_argument("--rate", default="1gbit")
     p.add_argument("--tcp", action="store_true")

@@ -174,6 +174,8 @@ def torchft_run(args, python, n, pg="gloo"):
                    "--timeout", str(args.timeout), "--events", events, "--min-replicas",
                    str(n - 1), "--fail-step", str(args.fail_step if r == failing else -1),
                    "--pg", pg]
+            if args.torchft_quorum_timeout:
+                cmd += ["--quorum-timeout", str(args.torchft_quorum_timeout)]
             cmd += (["--steps", "1000000", "--stop-file", stop] if args.replacement
                     else ["--steps", str(args.steps)])
             if args.synthetic:
@@ -242,6 +244,9 @@ def main():
                         "the killed rank's place: its start-up is done before the kill)")
     p.add_argument("--torchft-pg", default="gloo",
                    help="torchft's process group(s), comma-separated: gloo, chorus")
+    p.add_argument("--torchft-quorum-timeout", type=float, default=None,
+                   help="torchft's quorum timeout, seconds (default: --timeout); see "
+                        "torchft_trainer.py --quorum-timeout")
     p.add_argument("--json")
     args = p.parse_args()
     pgs = args.torchft_pg.split(",")

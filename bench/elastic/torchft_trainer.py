@@ -47,6 +47,10 @@ def parse_args():
     p.add_argument("--data-cache", metavar="DIR", help="as train_elastic.py's")
     p.add_argument("--synthetic", action="store_true")
     p.add_argument("--timeout", type=float, default=10, help="seconds, collectives and RPCs")
+    p.add_argument("--quorum-timeout", type=float, default=None,
+                   help="seconds for the Manager's quorum (default: --timeout); the lighthouse "
+                        "waits for a dead replica's heartbeat to go stale (5 s) before a quorum "
+                        "without it, and a survivor whose quorum times out first raises")
     p.add_argument("--fail-step", type=int, default=-1)
     p.add_argument("--events", required=True)
     p.add_argument("--min-replicas", type=int, default=1)
@@ -114,7 +118,8 @@ def main():
         state_dict=state_dict,
         replica_id=f"chorus_bench_{args.replica}",
         timeout=timeout,
-        quorum_timeout=timeout,
+        quorum_timeout=(timeout if args.quorum_timeout is None
+                        else datetime.timedelta(seconds=args.quorum_timeout)),
         connect_timeout=timeout,
         rank=0,
         world_size=1,
