@@ -25,6 +25,11 @@ host's link, and a quorum timeout of --torchft-quorum-timeout (30 s: an upper bo
 collective timeout was too short to be at N = 2); --replacement: this script starts the replica
 again once the killed one has exited.
 
+--spares 1 (with --replacement): Chorus's replacement is a spare, started with the ranks on the
+killed rank's host and waiting, set up, to be admitted in the survivors' membership change, as
+chorus-run --spares 1 does (the cap torch/chorus/elastic/max_size, CHORUS_SPARES=1 everywhere,
+CHORUS_JOIN=1 CHORUS_SPARE=1 CHORUS_JOIN_WAIT=0 in the spare); torchft unchanged.
+
 Needs root (ip netns). The cluster (prefix $CHORUS_CLUSTER_PREFIX, default "crec") is brought up
 per layout and taken down at the end, also on failure. --tcp also prints bare TCP between host 0
 and host 1 (ping, one iperf3 stream), the context for the figures.
@@ -113,13 +118,23 @@ def chorus_one(args, size, per_host, replace, logdir):
         return procs[-1]
 
     try:
-        # What chorus-run --elastic publishes where the torch backend's default group meets.
-        client.request("set", "torch/chorus/elastic/restarts_left", 1 if replace else 0)
-        ranks = [start(r, {}, str(r)) for r in range(size)]
         deadline = time.monotonic() + args.run_timeout
+        if args.spares:
+            # What chorus-run --elastic --spares publishes and gives: the cap on the job's size,
+            # CHORUS_SPARES to everyone, no restarts_left (the spare is the replacement); the
+            # spare runs on the killed rank's host with that rank's environment.
+            client.request("set", "torch/chorus/elastic/max_size", size)
+            spares = {"CHORUS_SPARES": "1"}
+            ranks = [start(r, spares, str(r)) for r in range(size)]
+            start(victim, dict(spares, CHORUS_JOIN="1", CHORUS_SPARE="1", CHORUS_JOIN_WAIT="0",
+                               CHORUS_RESTART="0"), f"{victim}s")
+        else:
+            # What chorus-run --elastic publishes where the torch backend's default group meets.
+            client.request("set", "torch/chorus/elastic/restarts_left", 1 if replace else 0)
+            ranks = [start(r, {}, str(r)) for r in range(size)]
         while ranks[victim].poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        if replace:
+        if replace and not args.spares:
             client.request("add", "torch/chorus/elastic/expected_joiners", 1)
             client.request("set", "torch/chorus/elastic/restarts_left", 0)
             start(victim, {"CHORUS_JOIN": "1", "CHORUS_RESTART": "1"}, f"{victim}r")
@@ -250,6 +265,10 @@ def main():
     p.add_argument("--timeout", type=float, default=5, help="collective timeout, seconds, both")
     p.add_argument("--run-timeout", type=float, default=300)
     p.add_argument("--replacement", action="store_true")
+    p.add_argument("--spares", type=int, choices=[0, 1], default=0,
+                   help="with --replacement: Chorus's replacement is a spare started beside the "
+                        "ranks on the killed rank's host, set up and waiting (chorus-run "
+                        "--spares 1), not a process started after the kill")
     p.add_argument("--torchft-quorum-timeout", type=float, default=30,
                    help="torchft's quorum timeout, seconds (its survivors' quorum waits for the "
                         "lighthouse to find the dead replica's heartbeat stale, 5 s; at the "

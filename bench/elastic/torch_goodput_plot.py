@@ -47,6 +47,8 @@ def main():
     p.add_argument("png")
     p.add_argument("--window", type=float, default=5, help="seconds per point")
     p.add_argument("--csv")
+    p.add_argument("--how", default="replacements restarted",
+                   help="how the lost ranks are replaced, for the titles")
     args = p.parse_args()
     import matplotlib
     matplotlib.use("Agg")
@@ -72,7 +74,8 @@ def main():
             xs, ys = curve(r, args.window)
             eff = (f", {r['samples_per_second'] / base[system]['samples_per_second'] * 100:.0f}%"
                    " of no failure" if system in base else "")
-            name = system + (f" + {r['spares']} spare" if r.get("spares") else "")
+            spares = r.get("spares") or 0
+            name = system + (f" + {spares} spare{'s' if spares > 1 else ''}" if spares else "")
             ax.plot(xs, ys, lw=1, color=COLORS[system],
                     label=f"{name}: {r['samples_per_second']:.0f} samples/s{eff}")
             rows += [(system, every, x, y) for x, y in zip(xs, ys)]
@@ -89,7 +92,7 @@ def main():
         ax.set_xlabel("time since the first committed step, s")
         ax.set_ylabel(f"useful samples/s ({args.window:g} s windows)")
         ax.set_title(f"4 ranks, CNN on Fashion-MNIST, one rank SIGKILLed every {every:g} s "
-                     "(replacements restarted)", fontsize=10)
+                     f"({args.how})", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="lower right", ncol=2)
     fig.tight_layout()
