@@ -281,7 +281,7 @@ def run(args):
         system.stop()
     events = log.poll()
     steps = steps_of(events)
-    in_window = {s: v for s, v in steps.items() if v[0] <= t0 + args.seconds}
+    in_window = {s: v for s, v in steps.items() if t0 <= v[0] <= t0 + args.seconds}
     samples = sum(w for _, w in in_window.values()) * BATCH
     windows = []
     for i in range(int(args.seconds // args.window_seconds)):
@@ -298,7 +298,8 @@ def run(args):
         "batch": BATCH, "timeout": args.timeout, "seed": args.seed,
         "committed_steps": len(in_window), "useful_samples": samples,
         "samples_per_second": samples / args.seconds,
-        "steps_after_window": len(steps) - len(in_window), "accuracy": accuracy,
+        "steps_after_window": sum(1 for t, _ in steps.values() if t > t0 + args.seconds),
+        "accuracy": accuracy,
         "kills": [dict(k, at=k["t"] - t0) for k in kills],
         "replacements_started": len(starts),
         "window_seconds": args.window_seconds, "samples_per_second_windows": windows,
