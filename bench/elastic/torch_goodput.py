@@ -292,7 +292,7 @@ def run(args):
               or e["kind"] == "start" and (e.get("replacement") or e.get("spare"))]
     result = {
         "system": args.system, "spares": args.spares if args.system == "chorus" else 0,
-        "restarts": args.restarts if args.system == "chorus" else None,
+        "restarts": args.restarts if args.system == "chorus" else None, "t0": t0,
         "spares_first": bool(args.spares_first), "data_cache": bool(args.data_cache),
         "every": args.every, "seconds": args.seconds, "ranks": RANKS,
         "batch": BATCH, "timeout": args.timeout, "seed": args.seed,
