@@ -135,9 +135,9 @@ bench-recovery-torch-cluster: deps
 # an hour at the default), replacements restarted; the table (useful samples/s, efficiency,
 # accuracy) and the plot in $(GOODPUT_OUT) (bench/elastic/torch_goodput.py). Chorus runs with
 # GOODPUT_SPARES spares (chorus-run --spares; 0: replacements started after each failure only).
-# GOODPUT_ARGS go to every run: "--spares 10 --restarts 0 --spares-first" starts every
-# replacement Chorus needs before the window (a spare per kill, no restart), as where the
-# replacements start on other hosts (docs/torch-goodput.md, "Fourth sitting").
+# GOODPUT_ARGS go to every run: "--data-cache DIR" gives both systems the examples' decoded-data
+# cache (docs/torch-goodput.md, "Fifth sitting"). The fourth sitting's cells (a spare per kill,
+# all ready before the window) are torch_goodput.py commands of their own (see there).
 GOODPUT_SECONDS ?= 600
 GOODPUT_SPARES ?= 1
 GOODPUT_ARGS ?=
