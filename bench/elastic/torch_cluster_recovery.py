@@ -84,21 +84,35 @@ def chorus_rank(args, rank, size, per_host, store_port, master_port, events, sto
                             stdin=subprocess.DEVNULL)
 
 
-def stop_after(events, stop, is_joiner, replace, fail_step, done, deadline):
+def stop_after(events, stop, is_joiner, replace, steps_past, done, deadline):
     """Writes the stop step once the figure is in the log: the replacement's first commit, or
-    (without one) a commit after the failing step."""
+    (without one) the first of steps_past(events) (the steps committed after the failure)."""
     if replace:
         tr.stop_after_replacement(None, events, stop, is_joiner, done, deadline)
         return
     while time.monotonic() < deadline and not done():
-        ev = tr.read_events(events)
-        done_steps = [e["step"] for e in ev if e["kind"] == "commit" and e["step"] > fail_step]
-        if done_steps:
+        past = steps_past(tr.read_events(events))
+        if past:
             with open(stop + ".tmp", "w") as f:
-                f.write(str(max(done_steps) + 10))
+                f.write(str(max(past) + 10))
             os.rename(stop + ".tmp", stop)
             return
         time.sleep(0.1)
+
+
+def wait_then_end(procs, outs, deadline):
+    """Waits for every process until the deadline, then kills what is left and closes the
+    output files; the finally of a run."""
+    try:
+        for p in procs:
+            p.wait(timeout=max(1, deadline - time.monotonic()))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for out in outs:
+            out.close()
 
 
 def chorus_one(args, size, per_host, replace, logdir):
@@ -117,8 +131,8 @@ def chorus_one(args, size, per_host, replace, logdir):
                                  out, extra))
         return procs[-1]
 
+    deadline = time.monotonic() + args.run_timeout
     try:
-        deadline = time.monotonic() + args.run_timeout
         if args.spares:
             # What chorus-run --elastic --spares publishes and gives: the cap on the job's size,
             # CHORUS_SPARES to everyone, no restarts_left (the spare is the replacement); the
@@ -138,17 +152,12 @@ def chorus_one(args, size, per_host, replace, logdir):
             client.request("add", "torch/chorus/elastic/expected_joiners", 1)
             client.request("set", "torch/chorus/elastic/restarts_left", 0)
             start(victim, {"CHORUS_JOIN": "1", "CHORUS_RESTART": "1"}, f"{victim}r")
-        stop_after(events, stop, tr.joiner, replace, args.fail_step,
+        stop_after(events, stop, tr.joiner, replace,
+                   lambda ev: [e["step"] for e in ev
+                               if e["kind"] == "commit" and e["step"] > args.fail_step],
                    lambda: all(p.poll() is not None for p in procs), deadline)
-        for p in procs:
-            p.wait(timeout=max(1, deadline - time.monotonic()))
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for out in outs:
-            out.close()
+        wait_then_end(procs, outs, deadline)
         client.proc.kill()
         client.proc.wait()
         store.terminate()
@@ -166,6 +175,13 @@ def chorus_one(args, size, per_host, replace, logdir):
     if "parameters: bit-identical" not in text:
         raise RuntimeError(f"chorus: the ranks did not end bit-identical; logs in {logdir}")
     return result
+
+
+def replica0_past_kill(ev):
+    """torchft: the steps replica 0 committed from the one the killed replica died in."""
+    kills = [e for e in ev if e["kind"] == "kill"]
+    return [e["step"] for e in ev if e["kind"] == "commit" and e["replica"] == 0
+            and kills and e["step"] >= kills[0]["step"]]
 
 
 def torchft_one(args, size, per_host, replace, logdir):
@@ -199,39 +215,18 @@ def torchft_one(args, size, per_host, replace, logdir):
                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         return procs[-1]
 
+    deadline = time.monotonic() + args.run_timeout
     try:
         time.sleep(0.5)
         replicas = [start(r, False) for r in range(size)]
-        deadline = time.monotonic() + args.run_timeout
         if replace:
             while replicas[failing].poll() is None and time.monotonic() < deadline:
                 time.sleep(0.01)
             start(failing, True)
-        done = lambda: all(p.poll() is not None for p in procs)  # noqa: E731
-        if replace:
-            tr.stop_after_replacement(None, events, stop, lambda e: e.get("replacement"), done,
-                                      deadline)
-        else:
-            while time.monotonic() < deadline and not done():
-                ev = tr.read_events(events)
-                kills = [e for e in ev if e["kind"] == "kill"]
-                later = [e["step"] for e in ev if e["kind"] == "commit" and e["replica"] == 0
-                         and kills and e["step"] >= kills[0]["step"]]
-                if later:
-                    with open(stop + ".tmp", "w") as f:
-                        f.write(str(max(later) + 10))
-                    os.rename(stop + ".tmp", stop)
-                    break
-                time.sleep(0.1)
-        for p in procs:
-            p.wait(timeout=max(1, deadline - time.monotonic()))
+        stop_after(events, stop, lambda e: e.get("replacement"), replace, replica0_past_kill,
+                   lambda: all(p.poll() is not None for p in procs), deadline)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for out in outs:
-            out.close()
+        wait_then_end(procs, outs, deadline)
         lh.kill()
         lh.wait()
         lh_out.close()
@@ -240,7 +235,7 @@ def torchft_one(args, size, per_host, replace, logdir):
     if not kills:
         raise RuntimeError(f"torchft: the replica never reached its kill step; logs in {logdir}")
     after = [e for e in ev if e["kind"] == "commit" and e["replica"] == 0
-             and e["step"] >= kills[0]["step"]]
+             and e["step"] >= kills[0]["step"]]  # as replica0_past_kill, with the times
     if not after:
         raise RuntimeError(f"torchft: replica 0 committed no step after the kill; logs in "
                            f"{logdir}")
