@@ -100,21 +100,6 @@ def stop_after(events, stop, is_joiner, replace, steps_past, done, deadline):
         time.sleep(0.1)
 
 
-def wait_then_end(procs, outs, deadline):
-    """Waits for every process until the deadline, then kills what is left and closes the
-    output files; the finally of a run."""
-    try:
-        for p in procs:
-            p.wait(timeout=max(1, deadline - time.monotonic()))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for out in outs:
-            out.close()
-
-
 def chorus_one(args, size, per_host, replace, logdir):
     store, port = cr.start_store(args.build, logdir)
     client = cr.StoreClient(port)
@@ -157,7 +142,7 @@ def chorus_one(args, size, per_host, replace, logdir):
                                if e["kind"] == "commit" and e["step"] > args.fail_step],
                    lambda: all(p.poll() is not None for p in procs), deadline)
     finally:
-        wait_then_end(procs, outs, deadline)
+        tr.wait_then_end(procs, deadline, outs)
         client.proc.kill()
         client.proc.wait()
         store.terminate()
@@ -226,7 +211,7 @@ def torchft_one(args, size, per_host, replace, logdir):
         stop_after(events, stop, lambda e: e.get("replacement"), replace, replica0_past_kill,
                    lambda: all(p.poll() is not None for p in procs), deadline)
     finally:
-        wait_then_end(procs, outs, deadline)
+        tr.wait_then_end(procs, deadline, outs)
         lh.kill()
         lh.wait()
         lh_out.close()

@@ -99,6 +99,21 @@ def stop_after_replacement(args, events_path, stop_path, is_replacement, done, d
         time.sleep(0.1)
 
 
+def wait_then_end(procs, deadline, outs=()):
+    """Waits for every process until the deadline, then kills what is left and closes the
+    output files: the end of a run, also when it failed."""
+    try:
+        for p in procs:
+            p.wait(timeout=max(1, deadline - time.monotonic()))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for out in outs:
+            out.close()
+
+
 def joiner(e):
     """A Chorus process that joined the running job: a restart or a spare."""
     return e["restart"] > 0 or e.get("spare")
@@ -164,6 +179,7 @@ def torchft_run(args, python, n, pg="gloo"):
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=quiet)
     procs = []
     failing = fail_rank(n)
+    deadline = time.monotonic() + args.run_timeout
     try:
         time.sleep(0.5)
         env = dict(quiet, TORCHFT_LIGHTHOUSE=f"http://127.0.0.1:{port}", OMP_NUM_THREADS="1",
@@ -184,7 +200,6 @@ def torchft_run(args, python, n, pg="gloo"):
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
         procs = [start(r) for r in range(n)]
-        deadline = time.monotonic() + args.run_timeout
         if args.replacement:
             # The launcher's part: start the replica again once the killed one has exited.
             while procs[failing].poll() is None and time.monotonic() < deadline:
@@ -192,12 +207,8 @@ def torchft_run(args, python, n, pg="gloo"):
             procs.append(start(failing, {"TORCHFT_BENCH_REPLACEMENT": "1"}))
             stop_after_replacement(args, events, stop, lambda e: e.get("replacement"),
                                    lambda: all(p.poll() is not None for p in procs), deadline)
-        for p in procs:
-            p.wait(timeout=max(1, deadline - time.monotonic()))
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
+        wait_then_end(procs, deadline)
         lh.kill()
         lh.wait()
     ev = read_events(events)
