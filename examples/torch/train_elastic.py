@@ -149,13 +149,17 @@ def set_lr(opt, lr):
         group["lr"] = lr
 
 
+def first_life():
+    """Not a process chorus-run restarted, nor a spare."""
+    return (os.environ.get("CHORUS_RESTART", "0") == "0"
+            and os.environ.get("CHORUS_JOIN") != "1")
+
+
 def arm_failure(args, model, store, elastic_hsdp, step_log):
     """In the first life, rank --fail-rank kills (or stops) itself in step --fail-step's
     backward, once the first layer's gradient is computed: other gradient buckets are already
     being all-reduced. The time goes to the store first, for the survivors' recovery time."""
-    first_life = (os.environ.get("CHORUS_RESTART", "0") == "0"
-                  and os.environ.get("CHORUS_JOIN") != "1")  # a spare is no first life
-    if not first_life or dist.get_rank() not in args.fail_rank or args.fail_step < 0:
+    if not first_life() or dist.get_rank() not in args.fail_rank or args.fail_step < 0:
         return lambda step: None
     if args.fail_signal == "stall":
         def stall(step):
@@ -422,8 +426,6 @@ def main():
         f"{args.momentum}, {'synthetic data' if args.synthetic else args.data}")
     start = time.perf_counter()
     stop_at = []
-    joined = (os.environ.get("CHORUS_RESTART", "0") != "0"
-              or os.environ.get("CHORUS_JOIN") == "1")
     layout_before = None
     while not args.steps or trainer.steps < args.steps:
         if stop_step(args, stop_at) is not None and trainer.steps >= stop_at[0]:
@@ -452,7 +454,7 @@ def main():
             continue  # discarded: the group shrank; the batch is dealt again
         plan.commit(dist.get_world_size())
         if (trainer.steps == 2 and not trainer.changes and not args.hsdp and not args.resume
-                and not joined):
+                and first_life()):
             layout_before = bucket_sizes(model)  # DDP rebuilt them in step 1's forward
         step_log.log("commit", step=trainer.steps, world=dist.get_world_size(),
                      rank=dist.get_rank())
