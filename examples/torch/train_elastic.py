@@ -89,6 +89,9 @@ def parse_args():
                    help="wait for --await-replacements before this step (default: at the end)")
     p.add_argument("--await-replacements", type=int, default=0,
                    help="at the end, wait (up to --timeout) until this many have joined")
+    p.add_argument("--await-spares", type=int, default=0, metavar="N",
+                   help="before --fail-step, wait (up to --timeout) until N spares stand by, "
+                        "so that the failure's membership change takes them in")
     # For the tests: the state before the failing step, and the final state, to compare with a
     # run that starts from that state with the survivors' membership.
     p.add_argument("--save-before-failure", metavar="PATH")
@@ -242,6 +245,19 @@ def await_replacements(args, trainer, say):
                 args.await_replacements = 0  # none to wait for at the end either
                 return
             time.sleep(0.05)
+
+
+def await_spares(args):
+    """Each rank waits until it sees --await-spares spares standing by (a store read, not
+    collective; a spare stays counted until it is admitted, so every rank gets to see it)."""
+    import chorus.torch
+
+    deadline = time.monotonic() + args.timeout
+    while chorus.torch.spares_waiting() < args.await_spares:
+        if time.monotonic() > deadline:
+            sys.exit(f"train_elastic: no {args.await_spares} spare(s) stood by within "
+                     f"{args.timeout} s")
+        time.sleep(0.05)
 
 
 def report(args, store, changes, say):
@@ -442,6 +458,9 @@ def main():
                             "steps": trainer.steps, "epoch": plan.epoch, "cursor": plan.cursor,
                             "world": dist.get_world_size()}, args.save_before_failure)
             dist.barrier()
+        if (trainer.steps == args.fail_step and args.await_spares and first_life()
+                and not trainer.changes):  # not again when the failed step is dealt again
+            await_spares(args)
         if trainer.steps == args.await_at:
             await_replacements(args, trainer, say)
         failing(trainer.steps)

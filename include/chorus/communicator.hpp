@@ -305,6 +305,9 @@ class CHORUS_API Communicator {
   // Newcomers waiting to join at the next membership change (reads the store; not collective,
   // so ranks may see different values: agree on it with a collective before acting on it).
   int joinersWaiting() const;
+  // Newcomers waiting beyond that room: spares of a full job (chorus-run --spares), which take
+  // the places of the next ranks lost (a store read, as above).
+  int sparesWaiting() const;
   // Stall check (docs/fault-tolerance.md, "Heartbeat"): while this rank has waited in a call for
   // `seconds`, a peer that is alive (its heartbeat fresh) but has been in no call of this
   // communicator for as long (its loop stuck outside the collectives: a data loader, a deadlock

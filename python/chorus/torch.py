@@ -254,6 +254,13 @@ def joiners_waiting(group=None):
     return _ext.joiners_waiting(_group(group))
 
 
+def spares_waiting(group=None):
+    """Newcomers waiting beyond the room the job has: the spares of a full job (chorus-run
+    --spares), ready to take the places of the next ranks lost; joiners_waiting() leaves them
+    out. Reads the store, not collective."""
+    return _ext.spares_waiting(_group(group))
+
+
 def set_stall_timeout(seconds, group=None):
     """The stall check of the group's communicator: while this rank has waited in a collective
     for `seconds`, a peer that is alive (its heartbeat fresh) but has been in no collective of

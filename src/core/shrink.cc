@@ -115,6 +115,14 @@ int Communicator::joinersWaiting() const {
                                     impl_->size);
 }
 
+int Communicator::sparesWaiting() const {
+  if (!impl_->elastic || !impl_->rootStore) return 0;
+  const double heartbeat = impl_->options.trace.heartbeatSeconds;
+  // Two reads of a queue that may move between them: never below 0.
+  return std::max(0, membership::joinersWaiting(*impl_->rootStore, heartbeat) -
+                         membership::joinersWaiting(*impl_->rootStore, heartbeat, impl_->size));
+}
+
 std::unique_ptr<Communicator> Communicator::shrink() { return shrink(std::vector<int>{}); }
 
 std::unique_ptr<Communicator> Communicator::shrink(const std::vector<int>& gone) {

@@ -138,7 +138,8 @@ TEST(Join, NoWaitWithoutRestartsLeft) {
 
 // A spare (chorus-run --spares) waits while the job is full: under the launcher's cap
 // (chorus/elastic/max_size) the running ranks do not count it as waiting and a membership change
-// does not admit it; the change after a rank's loss does, into the lost rank's place.
+// does not admit it (sparesWaiting() counts it); the change after a rank's loss does, into the
+// lost rank's place.
 TEST(Join, SpareWaitsForAHoleUnderTheCap) {
   auto store = makeHashStore();
   const Options options = membershipOptions(seconds(20));
@@ -158,6 +159,8 @@ TEST(Join, SpareWaitsForAHoleUnderTheCap) {
           std::this_thread::sleep_for(milliseconds(5));
         }
         require(comm->joinersWaiting() == 0, "a full job counts the spare as waiting");
+        require(comm->sparesWaiting() == 1,
+                "spares standing by: " + std::to_string(comm->sparesWaiting()) + ", not 1");
         auto full = comm->shrink();
         require(full->size() == 3 && full->formerRanks() == std::vector<int>({0, 1, 2}),
                 "the full job admitted the spare");
@@ -172,6 +175,7 @@ TEST(Join, SpareWaitsForAHoleUnderTheCap) {
         require(next->formerRanks() == std::vector<int>({0, 2, -1}),
                 "the spare did not take rank 1's place: size " + std::to_string(next->size()));
         require(next->joinersWaiting() == 0, "joiners still waiting");
+        require(next->sparesWaiting() == 0, "the admitted spare still counted as standing by");
         checkCollectives(*next, idsOf(*next));
       },
       {spare});

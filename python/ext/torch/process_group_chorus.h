@@ -198,6 +198,7 @@ class ProcessGroupChorus : public BackendBase {
   // waiting to join it (a store read, not collective).
   MembershipChange membership() const;
   int joinersWaiting() const;
+  int sparesWaiting() const;
   // The communicator's stall check and pause flag (chorus::Communicator::setStallTimeout,
   // setPaused); a shrink or join makes a new communicator, with both off.
   void setStallTimeout(double seconds) {

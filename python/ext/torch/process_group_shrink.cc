@@ -150,6 +150,10 @@ int ProcessGroupChorus::joinersWaiting() const {
   return communicator("joiners_waiting").joinersWaiting();
 }
 
+int ProcessGroupChorus::sparesWaiting() const {
+  return communicator("spares_waiting").sparesWaiting();
+}
+
 ProcessGroupChorus::ProcessGroupChorus(std::unique_ptr<Communicator> comm,
                                        const ProcessGroupChorus& parent,
                                        std::vector<int64_t> globalRanks, std::string groupName)

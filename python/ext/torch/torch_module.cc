@@ -123,6 +123,11 @@ PYBIND11_MODULE(_torch, m) {
       "Newcomers waiting to join the group at its next membership change (not collective).",
       py::call_guard<py::gil_scoped_release>());
   m.def(
+      "spares_waiting",
+      [](const c10::intrusive_ptr<BackendBase>& pg) { return chorusGroup(pg).sparesWaiting(); },
+      "Newcomers waiting beyond the room the job has: spares of a full job (not collective).",
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
       "set_stall_timeout",
       [](const c10::intrusive_ptr<BackendBase>& pg, double seconds) {
         chorusGroup(pg).setStallTimeout(seconds);

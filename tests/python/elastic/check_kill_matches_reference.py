@@ -64,17 +64,19 @@ def main():
     lost_text = ",".join(map(str, lost))
     launch = ["--max-restarts", "0", "--min-ranks", str(left)]
     change = f"4 -> {left} ranks (lost {lost_text})"
-    expect_end = []
+    expect_end, launch_only = [], []
     if args.spares:
         left = 4
         launch = ["--spares", "1", "--max-restarts", "1"]
         common += ["--admit-every", "1"]
+        launch_only = ["--await-spares", "1"]  # else a slow start may miss the failure
         change = f"generation 1, 4 -> 4 ranks (lost {lost_text}, 1 spare(s) joined)"
         expect_end = ["spare 1 of 1 started", "were admitted; the job is done"]
     with tempfile.TemporaryDirectory() as tmp:
         before, elastic, reference = (os.path.join(tmp, f) for f in
                                       ("before.pt", "elastic.pt", "reference.pt"))
         out = run([args.chorus_run, "-n", "4", "--elastic"] + launch + ["--", py] + common +
+                  launch_only +
                   ["--fail-rank", str(args.fail_rank), "--fail-step", str(args.fail_step),
                    "--save-before-failure", before, "--save", elastic],
                   60, [change, "recovered in", f"parameters: bit-identical on all {left}"]
